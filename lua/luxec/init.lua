@@ -1,0 +1,14 @@
+--- luxec: a process host steered from Lua. This module is the public API.
+local core = require("luxec.core")
+local sched = require("luxec.sched")
+
+local M = {}
+
+---@type string luxec's version
+M.version = core.version
+
+M.go = sched.go
+M.sleep = sched.sleep
+M.in_task = sched.in_task
+
+return M

@@ -1,0 +1,145 @@
+--- luxec's scheduler: the one waiting pattern every blocking API is built on.
+---
+--- A wait either yields (inside a task started by `go`, so other tasks, timers and I/O keep
+--- running) or, from plain top-level code, drives the shared loop until it is over. Waiting
+--- from inside a loop callback that is not a task is an error: the loop cannot be re-entered.
+local uv = require("luv")
+local core = require("luxec.core")
+
+local M = {}
+
+local pack, unpack = table.pack, table.unpack
+local tasks = setmetatable({}, { __mode = "k" }) -- coroutine -> task
+
+---@class luxec.Task
+---@field done boolean  true once the function returned or raised
+---@field ok boolean|nil  whether it returned normally (nil while running)
+---@field error any  what it raised, if it did
+local Task = {}
+Task.__index = Task
+
+function Task:__tostring()
+  local state = not self.done and "running" or self.ok and "done" or "failed"
+  return ("luxec.task (%s)"):format(state)
+end
+
+local function finish(task, ok, ...)
+  task.done, task.ok = true, ok
+  if ok then
+    task._results = pack(...)
+  else
+    task.error = ...
+    if #task._joiners == 0 then
+      core.report_error(debug.traceback(task._co, tostring(task.error)))
+    end
+  end
+  local joiners = task._joiners
+  task._joiners = {}
+  for _, wake in ipairs(joiners) do
+    wake()
+  end
+end
+
+local function step(task, ...)
+  local co = task._co
+  local ret = pack(coroutine.resume(co, ...))
+  if coroutine.status(co) == "dead" then
+    finish(task, unpack(ret, 1, ret.n))
+  end
+end
+
+--- Suspend the caller until `register`'s wake function is called; returns what wake got.
+--- `register(wake)` arranges for `wake(...)` to be called later from a loop callback (or at
+--- once); a second call of wake is ignored.
+---@param register fun(wake: fun(...))
+---@return any ...
+function M.suspend(register)
+  local co = coroutine.running()
+  local task = tasks[co]
+  local state, early = "registering", nil
+  if task then
+    register(function(...)
+      if state == "registering" then
+        state, early = "done", pack(...)
+      elseif state == "waiting" then
+        state = "done"
+        step(task, ...)
+      end
+    end)
+    if state == "done" then
+      return unpack(early, 1, early.n)
+    end
+    state = "waiting"
+    return coroutine.yield()
+  end
+  if uv.loop_mode() then
+    error("cannot wait inside a loop callback: run the waiting code in luxec.go(fn)", 2)
+  end
+  register(function(...)
+    if state == "registering" then
+      state, early = "done", pack(...)
+    end
+  end)
+  while state ~= "done" do
+    if not uv.run("once") and state ~= "done" then
+      error("wait can never end: nothing left on the loop could wake it", 2)
+    end
+  end
+  return unpack(early, 1, early.n)
+end
+
+--- Whether the caller runs inside a task (where waits yield).
+---@return boolean
+function M.in_task()
+  return tasks[coroutine.running()] ~= nil
+end
+
+--- Start `fn(...)` as a task: it runs at once until its first wait. An error it raises is
+--- reported with a traceback (and makes the host's exit status non-zero) unless a caller is
+--- waiting on it with `task:wait()`.
+---@param fn function
+---@return luxec.Task
+function M.go(fn, ...)
+  if type(fn) ~= "function" then
+    error(("bad argument #1 to 'go' (function expected, got %s)"):format(type(fn)), 2)
+  end
+  local task = setmetatable({ done = false, _co = coroutine.create(fn), _joiners = {} }, Task)
+  tasks[task._co] = task
+  step(task, ...)
+  return task
+end
+
+--- Wait for the task to end; returns true and its results, or false and its error.
+---@return boolean ok
+---@return any ...
+function Task:wait()
+  if not self.done then
+    M.suspend(function(wake)
+      table.insert(self._joiners, wake)
+    end)
+  end
+  if self.ok then
+    return true, unpack(self._results, 1, self._results.n)
+  end
+  return false, self.error
+end
+
+--- Wait `ms` milliseconds (see the module comment for where a wait may happen).
+---@param ms number
+function M.sleep(ms)
+  if type(ms) ~= "number" or ms ~= ms or ms < 0 or ms == math.huge then
+    error(("bad argument #1 to 'sleep' (non-negative finite number expected, got %s)")
+      :format(type(ms) == "number" and tostring(ms) or type(ms)), 2)
+  end
+  local timer = uv.new_timer()
+  uv.update_time() -- the loop's clock is stale after top-level code ran for a while
+  local ok, err = pcall(M.suspend, function(wake)
+    timer:start(math.floor(ms), 0, wake)
+  end)
+  timer:close()
+  if not ok then
+    error(err, 0)
+  end
+end
+
+return M

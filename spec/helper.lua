@@ -1,0 +1,151 @@
+--- Shared test helpers. Loaded by busted (see .busted) and required by specs as
+--- `local H = require("helper")`.
+local uv = require("luv")
+
+local H = {}
+
+H.root = uv.cwd()
+H.build = os.getenv("LUXEC_BUILD_DIR") or (H.root .. "/build")
+H.luxec = H.build .. "/bin/luxec"
+
+--- Absolute path of a fixture program built into build/fixtures.
+function H.fixture(name)
+  return H.build .. "/fixtures/" .. name
+end
+
+local function now_ms()
+  return uv.hrtime() / 1e6
+end
+H.now_ms = now_ms
+
+--- Pump the shared loop until cond() is true; fails after timeout_ms naming `what`.
+function H.wait_for(cond, timeout_ms, what)
+  timeout_ms = timeout_ms or 5000
+  local deadline = now_ms() + timeout_ms
+  local timer = uv.new_timer()
+  timer:start(10, 10, function() end) -- never block longer than 10 ms in one turn
+  local ok = cond()
+  while not ok and now_ms() < deadline do
+    uv.run("once")
+    ok = cond()
+  end
+  timer:close()
+  uv.run("nowait") -- let the close finish
+  assert(ok, ("timed out after %d ms waiting for %s"):format(timeout_ms, what or "condition"))
+  return ok
+end
+
+--- PIDs of this process's live children (zombies included).
+function H.children()
+  local pids = {}
+  local dir = ("/proc/%d/task"):format(uv.os_getpid())
+  local req = assert(uv.fs_scandir(dir))
+  for tid in function() return uv.fs_scandir_next(req) end do
+    local f = io.open(dir .. "/" .. tid .. "/children")
+    if f then
+      for pid in f:read("a"):gmatch("%d+") do
+        pids[#pids + 1] = tonumber(pid)
+      end
+      f:close()
+    end
+  end
+  return pids
+end
+
+--- Fail the current test if it left a handle keeping the loop alive or a child process.
+--- Cleans up what it finds so one leak does not fail every later test.
+function H.assert_clean()
+  local core = require("luxec.core")
+  uv.run("nowait")
+  local handles = core.active_handles()
+  local kids = H.children()
+  for _, pid in ipairs(kids) do
+    uv.kill(pid, "sigkill")
+  end
+  assert(#handles == 0, "test left active handles: " .. table.concat(handles, ", "))
+  assert(#kids == 0, "test left child processes: " .. table.concat(kids, ", "))
+end
+
+--- Run the built luxec (or another program) as a child with pipes; returns
+--- {code=, signal=, stdout=, stderr=, ms=}. opts: input (string, then stdin is closed),
+--- env (table of "K=V" strings; default: this process's environment), cwd, timeout (ms).
+function H.run(args, opts)
+  opts = opts or {}
+  local cmd = args.cmd or H.luxec
+  local stdin, stdout, stderr = uv.new_pipe(), uv.new_pipe(), uv.new_pipe()
+  local out, err = {}, {}
+  local result = {}
+  local started = now_ms()
+  local proc, perr
+  local eof = 0
+  local function reader(buf)
+    return function(e, data)
+      assert(not e, e)
+      if data then
+        buf[#buf + 1] = data
+      else
+        eof = eof + 1
+      end
+    end
+  end
+  local env = opts.env
+  if not env then
+    env = {}
+    for k, v in pairs(uv.os_environ()) do
+      env[#env + 1] = k .. "=" .. v
+    end
+  end
+  proc, perr = uv.spawn(cmd, {
+    args = args,
+    stdio = { stdin, stdout, stderr },
+    env = env,
+    cwd = opts.cwd,
+  }, function(code, signal)
+    result.code, result.signal = code, signal
+  end)
+  assert(proc, perr)
+  stdout:read_start(reader(out))
+  stderr:read_start(reader(err))
+  if opts.input then
+    stdin:write(opts.input)
+  end
+  stdin:shutdown(function()
+    stdin:close()
+  end)
+  local ok = pcall(H.wait_for, function()
+    return result.code ~= nil and eof == 2
+  end, opts.timeout or 10000, "luxec " .. table.concat(args, " "))
+  if not ok then
+    proc:kill("sigkill")
+    H.wait_for(function()
+      return result.code ~= nil
+    end, 2000, "killed child")
+  end
+  proc:close()
+  stdout:close()
+  stderr:close()
+  uv.run("nowait")
+  result.stdout, result.stderr = table.concat(out), table.concat(err)
+  result.ms = now_ms() - started
+  result.timed_out = not ok
+  return result
+end
+
+--- Run a command on a real pseudo-terminal through the ptydrive fixture; `steps` is a list
+--- of {"x", text} (wait for text) and {"s", text} (send text, escapes as ptydrive takes).
+function H.pty(cmdline, steps, opts)
+  local args = { cmd = H.fixture("ptydrive"), "-t", tostring((opts and opts.timeout) or 5000) }
+  for _, step in ipairs(steps) do
+    args[#args + 1] = "-" .. step[1]
+    args[#args + 1] = step[2]
+  end
+  args[#args + 1] = "--"
+  for _, a in ipairs(cmdline) do
+    args[#args + 1] = a
+  end
+  local r = H.run(args, opts)
+  r.stdout = r.stdout:gsub("\27%[%?2004[hl]", ""):gsub("\r\n", "\n")
+  return r
+end
+
+return H

@@ -1,0 +1,160 @@
+local H = require("helper")
+local uv = require("luv")
+local luxec = require("luxec")
+
+describe("the host", function()
+  after_each(H.assert_clean)
+
+  it("shares its loop with luv: require('luv') is the host's copy", function()
+    assert.equals(package.loaded.luv, require("luv"))
+    assert.is_nil(uv.loop_mode()) -- top-level code runs outside the loop
+  end)
+
+  it("keeps ./?.lua and ./?.so off the module paths", function()
+    for entry in (package.path .. ";" .. package.cpath):gmatch("[^;]+") do
+      assert.is_not.equals("./?.lua", entry)
+      assert.is_not.equals("./?/init.lua", entry)
+      assert.is_not.equals("./?.so", entry)
+    end
+  end)
+
+  it("preloads luxec.core and reports its versions", function()
+    local core = require("luxec.core")
+    assert.equals(luxec.version, core.version)
+    assert.matches("^Lua 5%.4", core.lua_version)
+    assert.equals(uv.version_string(), core.uv_version)
+  end)
+end)
+
+describe("luxec.sleep", function()
+  after_each(H.assert_clean)
+
+  it("from top-level code drives the loop until the time has passed", function()
+    local fired = false
+    local t = uv.new_timer()
+    t:start(20, 0, function()
+      fired = true
+      t:close()
+    end)
+    local t0 = H.now_ms()
+    luxec.sleep(60)
+    local elapsed = H.now_ms() - t0
+    assert.is_true(fired, "a timer due during the sleep must fire")
+    assert.is_true(elapsed >= 59, "slept " .. elapsed .. " ms")
+  end)
+
+  it("in two tasks runs concurrently: the total is the longer sleep, not the sum", function()
+    local t0 = H.now_ms()
+    local a = luxec.go(function()
+      luxec.sleep(300)
+      return "a"
+    end)
+    local b = luxec.go(function()
+      luxec.sleep(400)
+      return "b"
+    end)
+    assert.same({ true, "a" }, { a:wait() })
+    assert.same({ true, "b" }, { b:wait() })
+    local elapsed = H.now_ms() - t0
+    assert.is_true(elapsed >= 399, "elapsed " .. elapsed)
+    assert.is_true(elapsed < 650, "sleeps were serialised: " .. elapsed .. " ms")
+  end)
+
+  it("yields inside a task so other tasks run meanwhile", function()
+    local order = {}
+    local a = luxec.go(function()
+      order[#order + 1] = "a start"
+      luxec.sleep(30)
+      order[#order + 1] = "a end"
+    end)
+    local b = luxec.go(function()
+      order[#order + 1] = "b start"
+      luxec.sleep(5)
+      order[#order + 1] = "b end"
+    end)
+    a:wait()
+    b:wait()
+    assert.same({ "a start", "b start", "b end", "a end" }, order)
+  end)
+
+  it("of zero returns after one turn of the loop", function()
+    luxec.sleep(0)
+  end)
+
+  it("rejects bad durations naming the argument", function()
+    for _, bad in ipairs({ -1, "10", 0 / 0, math.huge, {} }) do
+      local ok, err = pcall(luxec.sleep, bad)
+      assert.is_false(ok)
+      assert.matches("bad argument #1 to 'sleep'", err)
+    end
+  end)
+
+  it("refuses to block inside a loop callback outside a task", function()
+    local err
+    local t = uv.new_timer()
+    t:start(0, 0, function()
+      local ok, e = pcall(luxec.sleep, 10)
+      err = ok and "no error" or e
+      t:close()
+    end)
+    H.wait_for(function()
+      return err ~= nil
+    end, 1000, "the timer")
+    assert.matches("cannot wait inside a loop callback", err)
+  end)
+end)
+
+describe("luxec.go", function()
+  after_each(H.assert_clean)
+
+  it("runs the function at once until its first wait and passes arguments", function()
+    local seen
+    local task = luxec.go(function(x, y)
+      seen = x + y
+      luxec.sleep(1)
+      return x * y, "done"
+    end, 3, 4)
+    assert.equals(7, seen)
+    assert.is_false(task.done)
+    assert.same({ true, 12, "done" }, { task:wait() })
+    assert.is_true(task.done)
+    assert.matches("luxec.task %(done%)", tostring(task))
+  end)
+
+  it("hands a task's error to the task waiting on it", function()
+    local task = luxec.go(function()
+      luxec.sleep(1)
+      error("task broke", 0)
+    end)
+    local ok, err = task:wait()
+    assert.is_false(ok)
+    assert.equals("task broke", err)
+    assert.matches("failed", tostring(task))
+  end)
+
+  it("lets a task wait on another task", function()
+    local inner = luxec.go(function()
+      luxec.sleep(10)
+      return 42
+    end)
+    local outer = luxec.go(function()
+      local _, v = inner:wait()
+      return v + 1
+    end)
+    assert.same({ true, 43 }, { outer:wait() })
+  end)
+
+  it("rejects a non-function", function()
+    assert.has_error(function()
+      luxec.go(42)
+    end, "bad argument #1 to 'go' (function expected, got number)")
+  end)
+
+  it("reports a wait that can never end instead of hanging", function()
+    local ok, err = pcall(function()
+      require("luxec.sched").suspend(function() end)
+    end)
+    assert.is_false(ok)
+    assert.matches("wait can never end", err)
+  end)
+end)

@@ -1,0 +1,52 @@
+/* luxec.h: what the host's C files share. */
+#ifndef LUXEC_H
+#define LUXEC_H
+
+#include <limits.h>
+#include <lua.h>
+#include <lauxlib.h>
+#include <uv.h>
+
+#include <stddef.h>
+
+#ifndef container_of
+#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#endif
+
+/* One host per process: the loop, the Lua state and what happened on the loop. */
+typedef struct luxec_host {
+  uv_loop_t loop;
+  lua_State *L;
+  uv_async_t wake;      /* woken from signal handlers so a blocked loop returns */
+  int callback_errors;  /* errors raised in loop callbacks and tasks */
+  int ignore_env;       /* -E: LUXEC_LUA_DIR, LUA_PATH and LUA_INIT are ignored */
+  char lua_dir[PATH_MAX];
+} luxec_host;
+
+/* host.c */
+int luxec_host_init(luxec_host *h, int ignore_env);
+void luxec_host_close(luxec_host *h);
+luxec_host *luxec_gethost(lua_State *L);
+int luxec_host_run(luxec_host *h, uv_run_mode mode);
+int luxec_traceback(lua_State *L);
+int luxec_docall(lua_State *L, int narg, int nres);
+int luxec_report(lua_State *L, int status);
+void luxec_report_callback_error(lua_State *L, const char *where, const char *msg);
+int luxec_callback_pcall(lua_State *L, int nargs, int nresults, int flags);
+
+/* paths.c */
+void luxec_find_lua_dir(char *out, size_t size, int ignore_env);
+void luxec_set_paths(lua_State *L, const char *lua_dir);
+
+/* core.c */
+int luaopen_luxec_core(lua_State *L);
+void luxec_core_shutdown(lua_State *L); /* ends every session the core started */
+
+/* repl.c */
+void luxec_repl(luxec_host *h);
+
+/* Push nil, "ENOENT: no such file or directory", "ENOENT" for a negative uv error code or an
+ * errno value; returns 3. */
+int luxec_push_error(lua_State *L, int err);
+
+#endif
