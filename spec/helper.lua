@@ -144,7 +144,7 @@ function H.pty(cmdline, steps, opts)
     args[#args + 1] = a
   end
   local r = H.run(args, opts)
-  r.stdout = r.stdout:gsub("\27%[%?2004[hl]", ""):gsub("\r\n", "\n")
+  r.stdout = r.stdout:gsub("\27%[%?2004[hl]", ""):gsub("\r", "")
   return r
 end
 

@@ -7,8 +7,8 @@
  * callback run from Lua) the way loop-callback errors are reported, and count it for the
  * exit status. */
 static int core_report_error(lua_State *L) {
-  const char *msg = luaL_tolstring(L, 1, NULL);
-  luxec_report_callback_error(L, luaL_optstring(L, 2, "task"), msg);
+  const char *where = luaL_optstring(L, 2, "task");
+  luxec_report_callback_error(L, where, luaL_tolstring(L, 1, NULL));
   return 0;
 }
 
