@@ -1,5 +1,7 @@
 /* core.c: the luxec.core module table. Each native object adds its functions here. */
 #include "luxec.h"
+#include "proc.h"
+#include "cgroup.h"
 
 #include <stdio.h>
 
@@ -42,11 +44,14 @@ static const luaL_Reg core_functions[] = {
 };
 
 void luxec_core_shutdown(lua_State *L) {
-  (void)L; /* the core owns no sessions yet */
+  (void)L;
+  luxec_procs_shutdown();
+  cg_shutdown();
 }
 
 int luaopen_luxec_core(lua_State *L) {
   luaL_newlib(L, core_functions);
+  luxec_open_proc(L);
   lua_pushstring(L, LUXEC_VERSION);
   lua_setfield(L, -2, "version");
   lua_pushstring(L, LUA_RELEASE);

@@ -118,6 +118,7 @@ static void wake_cb(uv_async_t *handle) {
 int luxec_host_init(luxec_host *h, int ignore_env) {
   memset(h, 0, sizeof *h);
   h->ignore_env = ignore_env;
+  signal(SIGPIPE, SIG_IGN); /* a write to a closed pipe is an EPIPE result, not a death */
   int rc = uv_loop_init(&h->loop);
   if (rc < 0) {
     fprintf(stderr, "luxec: cannot create the event loop: %s\n", uv_strerror(rc));

@@ -11,4 +11,9 @@ M.go = sched.go
 M.sleep = sched.sleep
 M.in_task = sched.in_task
 
+local process = require("luxec.process")
+M.spawn = process.spawn
+M.run = process.run
+M.defaults = process.defaults
+
 return M

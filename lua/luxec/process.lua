@@ -1,0 +1,534 @@
+--- luxec.process: sessions on the native core. The core does the exact work (spawn, bytes,
+--- exit, kill); this module decides everything else: defaults, how long to wait for EOF
+--- after exit, how terminate escalates, what a status says.
+local core = require("luxec.core")
+local sched = require("luxec.sched")
+local uv = require("luv")
+
+local M = {}
+
+local KiB = 1024
+M.defaults = {
+  head = 512 * KiB, -- bytes kept from the start of each stream
+  tail = 512 * KiB, -- bytes kept from the end
+  grace_ms = 50, -- after exit, how long to wait for EOF before naming the holders
+  rows = 24,
+  cols = 80,
+  terminate_signal = "TERM",
+  terminate_grace_ms = 2000,
+}
+
+local SPAWN_OPTIONS = {
+  env = "table", inherit_env = "boolean", cwd = "string", arg0 = "string",
+  tty = { "boolean", "table" }, stdin = "string", stderr = "string", head = "number",
+  tail = "number", log = "string", log_stderr = "string", grace_ms = "number",
+  cgroup = "boolean",
+}
+
+local function argerror(fname, n, msg)
+  error(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), 3)
+end
+
+local function check_type(fname, key, value, want)
+  local t = type(value)
+  if type(want) == "table" then
+    for _, w in ipairs(want) do
+      if t == w then return end
+    end
+    want = table.concat(want, " or ")
+  elseif t == want then
+    return
+  end
+  error(("bad option '%s' to '%s' (%s expected, got %s)"):format(key, fname, want, t), 4)
+end
+
+local function check_size(fname, key, v)
+  if v ~= nil and (math.type(v) ~= "integer" or v < 0) then
+    error(("bad option '%s' to '%s' (non-negative integer expected, got %s)")
+      :format(key, fname, tostring(v)), 4)
+  end
+end
+
+local function check_argv(fname, argv)
+  if type(argv) ~= "table" then
+    argerror(fname, 1, "argv must be a list of strings, got " .. type(argv))
+  end
+  if #argv == 0 then
+    argerror(fname, 1, "argv is empty")
+  end
+  for i = 1, #argv do
+    if type(argv[i]) ~= "string" then
+      argerror(fname, 1, ("argv[%d] must be a string, got %s"):format(i, type(argv[i])))
+    end
+  end
+end
+
+-- The environment as a list of "K=V": exact when env is given (unless inherit_env), else
+-- the host's; env entries override, false removes.
+local function build_env(opts)
+  local env, list = {}, {}
+  if opts.env == nil or opts.inherit_env then
+    for k, v in pairs(uv.os_environ()) do
+      env[k] = v
+    end
+  end
+  for k, v in pairs(opts.env or {}) do
+    if type(k) ~= "string" or k == "" or k:find("=", 1, true) then
+      error(("bad option 'env' to 'spawn' (invalid variable name %q)"):format(tostring(k)), 4)
+    end
+    if v == false then
+      env[k] = nil
+    elseif type(v) == "string" or type(v) == "number" then
+      env[k] = tostring(v)
+    else
+      error(("bad option 'env' to 'spawn' (value of %s must be a string, got %s)")
+        :format(k, type(v)), 4)
+    end
+  end
+  for k, v in pairs(env) do
+    list[#list + 1] = k .. "=" .. v
+  end
+  table.sort(list)
+  return list
+end
+
+local function check_spawn_opts(opts)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then
+    argerror("spawn", 2, "options must be a table, got " .. type(opts))
+  end
+  for k, v in pairs(opts) do
+    local want = SPAWN_OPTIONS[k]
+    if want == nil then
+      error(("bad argument #2 to 'spawn' (unknown option '%s')"):format(tostring(k)), 3)
+    end
+    check_type("spawn", k, v, want)
+  end
+  if opts.stdin ~= nil and opts.stdin ~= "pipe" and opts.stdin ~= "null" then
+    error(("bad option 'stdin' to 'spawn' (\"pipe\" or \"null\" expected, got %q)")
+      :format(opts.stdin), 3)
+  end
+  if opts.stderr ~= nil and opts.stderr ~= "merge" and opts.stderr ~= "pipe" then
+    error(("bad option 'stderr' to 'spawn' (\"merge\" or \"pipe\" expected, got %q)")
+      :format(opts.stderr), 3)
+  end
+  check_size("spawn", "head", opts.head)
+  check_size("spawn", "tail", opts.tail)
+  check_size("spawn", "grace_ms", opts.grace_ms)
+  if type(opts.tty) == "table" then
+    for k, v in pairs(opts.tty) do
+      if k ~= "rows" and k ~= "cols" then
+        error(("bad option 'tty' to 'spawn' (unknown field '%s')"):format(tostring(k)), 3)
+      end
+      if math.type(v) ~= "integer" or v < 1 or v > 65535 then
+        error(("bad option 'tty.%s' to 'spawn' (integer 1..65535 expected, got %s)")
+          :format(k, tostring(v)), 3)
+      end
+    end
+  end
+  if opts.tty and opts.stderr == "pipe" then
+    error("bad option 'stderr' to 'spawn' (a terminal session has one output stream)", 3)
+  end
+  return opts
+end
+
+---@class luxec.Process
+---@field pid integer
+local Process = {}
+Process.__index = Process
+
+---@class luxec.SpawnOptions
+---@field env table<string, string|false>|nil  exact environment (or overrides with inherit_env)
+---@field inherit_env boolean|nil  start from the host's environment (default when env is nil)
+---@field cwd string|nil
+---@field arg0 string|nil  argv[0] as the program sees it
+---@field tty boolean|{rows: integer, cols: integer}|nil  a new PTY (24x80 by default)
+---@field stdin "pipe"|"null"|nil  pipes only (default "pipe")
+---@field stderr "merge"|"pipe"|nil  pipes only: merged in arrival order (default) or apart
+---@field head integer|nil  bytes kept from the start of each stream (512 KiB)
+---@field tail integer|nil  bytes kept from the end (512 KiB)
+---@field log string|nil  append the whole output stream to this file
+---@field log_stderr string|nil  the same for stderr when it is apart
+---@field grace_ms integer|nil  after exit, wait this long for EOF before naming holders (50)
+---@field cgroup boolean|nil  a cgroup for the session where possible (default true)
+
+--- Start a program. Returns the process, or nil, "ENOENT: no such file or directory ...",
+--- "ENOENT" when it could not be started.
+---@param argv string[]
+---@param opts luxec.SpawnOptions|nil
+---@return luxec.Process|nil, string|nil, string|nil
+function M.spawn(argv, opts)
+  check_argv("spawn", argv)
+  opts = check_spawn_opts(opts)
+  local self = setmetatable({
+    _listeners = { output = {}, exit = {} },
+    _waiters = {},
+    _cursor = { 0, 0 },
+    _evcursor = { 0, 0 },
+    _grace_ms = opts.grace_ms or M.defaults.grace_ms,
+    _finished = false,
+  }, Process)
+  local tty = opts.tty
+  local copts = {
+    env = (opts.env ~= nil or opts.inherit_env ~= nil) and build_env(opts) or nil,
+    cwd = opts.cwd,
+    arg0 = opts.arg0,
+    tty = tty and true or false,
+    rows = type(tty) == "table" and tty.rows or M.defaults.rows,
+    cols = type(tty) == "table" and tty.cols or M.defaults.cols,
+    stdin = opts.stdin or "pipe",
+    stderr = opts.stderr or "merge",
+    head = opts.head or M.defaults.head,
+    tail = opts.tail or M.defaults.tail,
+    log = opts.log,
+    log_stderr = opts.log_stderr,
+    cgroup = opts.cgroup ~= false,
+    on_event = function(kind, a, b)
+      self:_event(kind, a, b)
+    end,
+  }
+  local h, err, code = core.spawn(argv, copts)
+  if not h then
+    return nil, err, code
+  end
+  self._h = h
+  self.pid = h:status().pid
+  self._streams = (copts.tty or copts.stderr == "merge") and 1 or 2
+  return self
+end
+
+local function wake_all(self)
+  local waiters = self._waiters
+  if #waiters == 0 then return end
+  self._waiters = {}
+  for _, wake in ipairs(waiters) do
+    wake()
+  end
+end
+
+function Process:_finish(holders)
+  if self._finished then return end
+  self._finished = true
+  self._holders = holders
+  if self._grace_timer then
+    self._grace_timer:close()
+    self._grace_timer = nil
+  end
+  local st = self:status()
+  for _, fn in ipairs(self._listeners.exit) do
+    fn(st)
+  end
+end
+
+function Process:_event(kind, stream, count)
+  if kind == "output" then
+    if #self._listeners.output > 0 then
+      local data, next_cursor = self._h:read(stream, self._evcursor[stream])
+      self._evcursor[stream] = next_cursor
+      for _, fn in ipairs(self._listeners.output) do
+        fn(data, stream)
+      end
+    end
+  elseif kind == "exit" or kind == "eof" then
+    local st = self._h:status()
+    if st.exited and st.eof then
+      self:_finish(nil)
+    elseif st.exited and not self._grace_timer and not self._finished then
+      -- Exited, but something still holds the output open: give it a bounded grace.
+      local t = uv.new_timer()
+      self._grace_timer = t
+      t:start(self._grace_ms, 0, function()
+        if self._h and not self._finished then
+          self:_finish(self._h:holders())
+        end
+        wake_all(self)
+      end)
+    end
+  end
+  wake_all(self)
+  local _ = count
+end
+
+--- Wait until pred() holds or timeout_ms passes; true if it holds.
+function Process:_wait_until(pred, timeout_ms)
+  if pred() then return true end
+  local deadline = timeout_ms and (uv.hrtime() / 1e6 + timeout_ms)
+  local timer = timeout_ms and uv.new_timer()
+  local ok, err = pcall(function()
+    while not pred() do
+      if deadline and uv.hrtime() / 1e6 >= deadline then break end
+      sched.suspend(function(wake)
+        table.insert(self._waiters, wake)
+        if timer then
+          uv.update_time()
+          timer:start(math.max(0, math.ceil(deadline - uv.hrtime() / 1e6)), 0, wake)
+        end
+      end)
+      if timer then timer:stop() end
+    end
+  end)
+  if timer then timer:close() end
+  if not ok then error(err, 0) end
+  return pred()
+end
+
+local function check_open(self, fname)
+  if not self._h then
+    error(("attempt to call '%s' on a closed process"):format(fname), 3)
+  end
+end
+
+local function check_timeout(fname, opts)
+  if opts == nil then return nil end
+  if type(opts) ~= "table" then
+    error(("bad argument #1 to '%s' (options table expected, got %s)"):format(fname, type(opts)), 3)
+  end
+  local t = opts.timeout
+  if t ~= nil and (type(t) ~= "number" or t ~= t or t < 0) then
+    error(("bad option 'timeout' to '%s' (non-negative number of seconds expected, got %s)")
+      :format(fname, tostring(t)), 3)
+  end
+  return t and t * 1000
+end
+
+--- Whether the process exited and every output stream reached EOF (or the grace after exit
+--- ran out, with the holders named in the status).
+function Process:finished()
+  return self._finished
+end
+
+--- Wait until finished. opts.timeout in seconds. Returns the status, or nil, "timeout".
+---@param opts {timeout: number}|nil
+function Process:wait(opts)
+  check_open(self, "wait")
+  local ms = check_timeout("wait", opts)
+  if not self:_wait_until(function() return self._finished end, ms) then
+    return nil, "timeout"
+  end
+  return self:status()
+end
+
+--- What arrived since this reader's last read: data, dropped, gap_at (the bytes dropped
+--- from memory in between, and where in data they were).
+---@param stream integer|nil 1 (stdout, or everything when merged) or 2 (stderr apart)
+function Process:read(stream)
+  check_open(self, "read")
+  stream = stream or 1
+  local data, next_cursor, dropped, gap_at = self._h:read(stream, self._cursor[stream])
+  self._cursor[stream] = next_cursor
+  return data, dropped, gap_at
+end
+
+--- An independent reader with its own cursor: reader:read() -> data, dropped, gap_at.
+function Process:reader(stream)
+  check_open(self, "reader")
+  local proc, cursor = self, 0
+  stream = stream or 1
+  return {
+    read = function()
+      check_open(proc, "read")
+      local data, next_cursor, dropped, gap_at = proc._h:read(stream, cursor)
+      cursor = next_cursor
+      return data, dropped, gap_at
+    end,
+  }
+end
+
+--- Wait until new output arrives (or the process finishes, or timeout); true if it did.
+function Process:wait_output(opts)
+  check_open(self, "wait_output")
+  local ms = check_timeout("wait_output", opts)
+  local stream = (opts and opts.stream) or 1
+  local start = select(2, self._h:read(stream, 1 << 62)) -- the current total
+  return self:_wait_until(function()
+    return self._finished or select(2, self._h:read(stream, 1 << 62)) > start
+  end, ms)
+end
+
+function Process:read_range(offset, length, stream)
+  check_open(self, "read_range")
+  return self._h:read_range(stream or 1, offset, length)
+end
+
+---@return {head: string, tail: string, dropped: integer, total: integer}
+function Process:snapshot(stream)
+  check_open(self, "snapshot")
+  local head, tail, dropped, total = self._h:snapshot(stream or 1)
+  return { head = head, tail = tail, dropped = dropped, total = total }
+end
+
+function Process:write(data)
+  check_open(self, "write")
+  if type(data) ~= "string" then
+    error(("bad argument #1 to 'write' (string expected, got %s)"):format(type(data)), 2)
+  end
+  return self._h:write(data)
+end
+
+function Process:close_stdin()
+  check_open(self, "close_stdin")
+  return self._h:close_stdin()
+end
+
+function Process:signal(sig, target)
+  check_open(self, "signal")
+  return self._h:signal(sig, target)
+end
+
+function Process:resize(rows, cols)
+  check_open(self, "resize")
+  return self._h:resize(rows, cols)
+end
+
+--- Register fn for "output" (fn(data, stream), as it arrives) or "exit" (fn(status), once
+--- finished).
+function Process:on(event, fn)
+  check_open(self, "on")
+  if self._listeners[event] == nil then
+    error(("bad argument #1 to 'on' (\"output\" or \"exit\" expected, got %s)")
+      :format(tostring(event)), 2)
+  end
+  if type(fn) ~= "function" then
+    error(("bad argument #2 to 'on' (function expected, got %s)"):format(type(fn)), 2)
+  end
+  table.insert(self._listeners[event], fn)
+  if event == "output" and #self._listeners.output == 1 then
+    for s = 1, self._streams do -- start from now, not from the beginning
+      self._evcursor[s] = select(2, self._h:read(s, 1 << 62))
+    end
+  end
+  return self
+end
+
+--- {pid, running, exited, code, signal, signal_name, core_dumped, killed_by, eof, finished,
+---  holders, waiting_for_input, echo_off, tty, cgroup}
+function Process:status()
+  check_open(self, "status")
+  local st = self._h:status()
+  st.finished = self._finished
+  st.holders = self._holders
+  st.killed_by = st.killed_by or self._killed_by
+  if st.running then
+    st.waiting_for_input, st.echo_off = self._h:input_state()
+  else
+    st.waiting_for_input = false
+  end
+  return st
+end
+
+--- Signal every process of the session, wait the grace, then kill whatever is left —
+--- descendants that left the process group included. When it returns nothing of the
+--- session is alive. Returns {signal, graceful, killed, method}.
+---@param opts {signal: string|integer|nil, grace_ms: integer|nil}|nil
+function Process:terminate(opts)
+  check_open(self, "terminate")
+  if opts ~= nil and type(opts) ~= "table" then
+    error(("bad argument #1 to 'terminate' (options table expected, got %s)"):format(type(opts)), 2)
+  end
+  opts = opts or {}
+  local sig = opts.signal or M.defaults.terminate_signal
+  local grace = opts.grace_ms or M.defaults.terminate_grace_ms
+  if math.type(grace) ~= "integer" or grace < 0 then
+    error(("bad option 'grace_ms' to 'terminate' (non-negative integer expected, got %s)")
+      :format(tostring(grace)), 2)
+  end
+  local h = self._h
+  local result = { signal = sig, graceful = true, killed = 0 }
+  if h:tree_alive() == 0 and h:status().exited then
+    result.method = "already gone"
+  else
+    if not h:status().exited then
+      self._killed_by = "terminate"
+    end
+    h:signal_tree(sig)
+    -- The exit event wakes the wait; a poll catches descendants that outlive the leader.
+    local poll = uv.new_timer()
+    poll:start(10, 10, function() wake_all(self) end)
+    local ok, err = pcall(self._wait_until, self, function()
+      return h:tree_alive() == 0 and h:status().exited
+    end, grace)
+    poll:close()
+    if not ok then error(err, 0) end
+    local kill = assert(h:kill_tree("terminate"))
+    result.killed, result.method = kill.killed, kill.method
+    result.graceful = kill.killed == 0
+  end
+  self:_wait_until(function() return self._finished end, 1000)
+  return result
+end
+
+--- Close the handle: terminates at once (SIGKILL to the whole tree) whatever still runs.
+--- Idempotent; __close and garbage collection do the same.
+function Process:close()
+  if self._h then
+    if self._grace_timer then
+      self._grace_timer:close()
+      self._grace_timer = nil
+    end
+    self._h:close()
+    self._h = nil
+    wake_all(self)
+  end
+end
+
+Process.__close = Process.close
+
+function Process:__tostring()
+  return self._h and tostring(self._h) or "luxec.proc (closed)"
+end
+
+local RUN_OPTIONS = { timeout = "number", input = "string" }
+
+--- Run a command to completion: {code, signal, signal_name, output, stderr, dropped,
+--- timed_out, ...}. opts: every spawn option, plus timeout (seconds) and input (written to
+--- stdin, then EOF).
+function M.run(argv, opts)
+  check_argv("run", argv)
+  if opts ~= nil and type(opts) ~= "table" then
+    argerror("run", 2, "options must be a table, got " .. type(opts))
+  end
+  local sopts = {}
+  for k, v in pairs(opts or {}) do
+    if RUN_OPTIONS[k] then
+      check_type("run", k, v, RUN_OPTIONS[k])
+    else
+      sopts[k] = v
+    end
+  end
+  opts = opts or {}
+  if sopts.stdin == nil then
+    sopts.stdin = opts.input and "pipe" or "null"
+  end
+  local p, err, code = M.spawn(argv, sopts)
+  if not p then
+    return nil, err, code
+  end
+  if opts.input then
+    local ok, werr, wcode = p:write(opts.input)
+    if ok then
+      p:close_stdin()
+    elseif wcode ~= "EPIPE" then
+      p:close()
+      return nil, werr, wcode
+    end
+  end
+  local timed_out = false
+  if not p:wait({ timeout = opts.timeout }) then
+    timed_out = true
+    p:terminate({ grace_ms = 0 })
+  end
+  local st = p:status()
+  local out, dropped = p:read(1)
+  local res = {
+    code = st.code, signal = st.signal, signal_name = st.signal_name,
+    core_dumped = st.core_dumped, output = out, dropped = dropped, timed_out = timed_out,
+    holders = st.holders, pid = st.pid,
+  }
+  if p._streams == 2 then
+    res.stderr, res.stderr_dropped = p:read(2)
+  end
+  p:close()
+  return res
+end
+
+return M

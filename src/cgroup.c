@@ -1,0 +1,258 @@
+/* cgroup.c: per-session cgroups and the watchdog that outlives a killed host. */
+#include "cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int state = 0; /* 0 unknown, 1 available, -1 not */
+static const char *why = NULL;
+static char host_dir[4096];
+static int host_fd = -1;
+static int watchdog_pipe = -1; /* write end; the watchdog acts when it reads EOF */
+static pid_t watchdog = -1;
+static unsigned next_id = 1;
+
+static int find_mount(char *out, size_t size) {
+  FILE *f = fopen("/proc/self/mountinfo", "re");
+  if (f == NULL) return -1;
+  char line[4096];
+  int found = -1;
+  while (fgets(line, sizeof line, f) != NULL) {
+    char *sep = strstr(line, " - cgroup2 ");
+    if (sep == NULL) continue;
+    char mnt[4096];
+    if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1) {
+      snprintf(out, size, "%s", mnt);
+      found = 0;
+      break;
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+static int own_cgroup(char *out, size_t size) {
+  FILE *f = fopen("/proc/self/cgroup", "re");
+  if (f == NULL) return -1;
+  char line[4096];
+  int found = -1;
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (strncmp(line, "0::", 3) == 0) {
+      line[strcspn(line, "\n")] = '\0';
+      snprintf(out, size, "%s", line + 3);
+      found = 0;
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+static int read_populated(int dir_fd) {
+  int fd = openat(dir_fd, "cgroup.events", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  char buf[256];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  int e = errno;
+  close(fd);
+  if (n < 0) return -e;
+  buf[n] = '\0';
+  char *p = strstr(buf, "populated ");
+  return p != NULL && p[10] == '1';
+}
+
+static int write_file(int dir_fd, const char *name, const char *text) {
+  int fd = openat(dir_fd, name, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  ssize_t n = write(fd, text, strlen(text));
+  int e = errno;
+  close(fd);
+  return n < 0 ? -e : 0;
+}
+
+/* The watchdog: a forked copy of the host that only makes system calls. It blocks until
+ * the host's end of the pipe closes (the host exited, however it died), then kills and
+ * removes whatever cgroups are left. */
+static void watchdog_main(int rd, int dir_fd, int parent_fd, const char *name) {
+  /* Keep only what it needs, as 3, 4 and 5: anything else it held (a session's pipe, say)
+   * would keep that open as long as the host lives. */
+  int keep[3] = {fcntl(rd, F_DUPFD, 100), fcntl(dir_fd, F_DUPFD, 100), fcntl(parent_fd, F_DUPFD, 100)};
+  for (int i = 0; i < 3; i++) dup2(keep[i], 3 + i);
+  rd = 3;
+  dir_fd = 4;
+  parent_fd = 5;
+  syscall(SYS_close_range, 6U, ~0U, 0U);
+  setsid();
+  prctl(PR_SET_NAME, "luxec-watchdog");
+  int null = open("/dev/null", O_RDWR);
+  if (null >= 0) {
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+  }
+  char c;
+  while (read(rd, &c, 1) < 0 && errno == EINTR) {
+  }
+  write_file(dir_fd, "cgroup.kill", "1");
+  struct timespec tick = {0, 5 * 1000 * 1000};
+  for (int i = 0; i < 1000 && read_populated(dir_fd) == 1; i++) nanosleep(&tick, NULL);
+  char buf[4096];
+  long n;
+  while ((n = syscall(SYS_getdents64, dir_fd, buf, sizeof buf)) > 0) {
+    for (long off = 0; off < n;) {
+      struct dirent64 *d = (struct dirent64 *)(buf + off);
+      if (d->d_type == DT_DIR && d->d_name[0] == 's') unlinkat(dir_fd, d->d_name, AT_REMOVEDIR);
+      off += d->d_reclen;
+    }
+  }
+  unlinkat(parent_fd, name, AT_REMOVEDIR);
+  _exit(0);
+}
+
+static int setup(void) {
+  char mnt[4096], own[4096];
+  if (find_mount(mnt, sizeof mnt) < 0) {
+    why = "no cgroup2 file system is mounted";
+    return -1;
+  }
+  if (own_cgroup(own, sizeof own) < 0) {
+    why = "this process has no cgroup v2 membership";
+    return -1;
+  }
+  char parent[8192];
+  snprintf(parent, sizeof parent, "%s%s", mnt, strcmp(own, "/") == 0 ? "" : own);
+  char name[64];
+  snprintf(name, sizeof name, "luxec.%d", (int)getpid());
+  if (snprintf(host_dir, sizeof host_dir, "%s/%s", parent, name) >= (int)sizeof host_dir) {
+    why = "cgroup path too long";
+    return -1;
+  }
+  if (mkdir(host_dir, 0755) < 0 && errno != EEXIST) {
+    why = errno == EACCES || errno == EPERM || errno == EROFS
+              ? "the cgroup2 tree is not writable (not root and not delegated)"
+              : "cannot create a cgroup";
+    return -1;
+  }
+  host_fd = open(host_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int parent_fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int p[2];
+  if (host_fd < 0 || parent_fd < 0 || pipe2(p, O_CLOEXEC) < 0) {
+    why = "cannot open the cgroup directory";
+    if (parent_fd >= 0) close(parent_fd);
+    rmdir(host_dir);
+    return -1;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(p[1]);
+    watchdog_main(p[0], host_fd, parent_fd, name);
+  }
+  close(p[0]);
+  close(parent_fd);
+  if (pid < 0) {
+    close(p[1]);
+    why = "cannot start the cgroup watchdog";
+    rmdir(host_dir);
+    return -1;
+  }
+  watchdog = pid;
+  watchdog_pipe = p[1];
+  return 0;
+}
+
+int cg_available(const char **reason) {
+  if (state == 0) state = setup() == 0 ? 1 : -1;
+  if (reason != NULL) *reason = why;
+  return state == 1;
+}
+
+int cg_session_create(cg_session *s) {
+  s->dir_fd = s->procs_fd = s->events_fd = -1;
+  if (!cg_available(NULL)) return -ENOTSUP;
+  s->id = next_id++;
+  char name[32];
+  snprintf(name, sizeof name, "s%u", s->id);
+  if (mkdirat(host_fd, name, 0755) < 0) return -errno;
+  s->dir_fd = openat(host_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (s->dir_fd >= 0) s->procs_fd = openat(s->dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+  if (s->procs_fd >= 0) s->events_fd = openat(s->dir_fd, "cgroup.events", O_RDONLY | O_CLOEXEC);
+  if (s->events_fd < 0) {
+    int e = errno;
+    cg_session_remove(s);
+    return -e;
+  }
+  return 0;
+}
+
+int cg_session_populated(const cg_session *s) {
+  return s->dir_fd < 0 ? 0 : read_populated(s->dir_fd);
+}
+
+int cg_session_kill(const cg_session *s) {
+  return s->dir_fd < 0 ? 0 : write_file(s->dir_fd, "cgroup.kill", "1");
+}
+
+int cg_session_pids(const cg_session *s, pid_t *out, int max) {
+  if (s->dir_fd < 0) return 0;
+  int fd = openat(s->dir_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  FILE *f = fdopen(fd, "r");
+  if (f == NULL) {
+    close(fd);
+    return -ENOMEM;
+  }
+  int n = 0, pid;
+  while (n < max && fscanf(f, "%d", &pid) == 1) out[n++] = pid;
+  fclose(f);
+  return n;
+}
+
+int cg_session_signal(const cg_session *s, int sig) {
+  pid_t pids[1024];
+  int n = cg_session_pids(s, pids, 1024);
+  for (int i = 0; i < n; i++) kill(pids[i], sig);
+  return n;
+}
+
+void cg_session_remove(cg_session *s) {
+  if (s->events_fd >= 0) close(s->events_fd);
+  if (s->procs_fd >= 0) close(s->procs_fd);
+  if (s->dir_fd >= 0) {
+    close(s->dir_fd);
+    char name[32];
+    snprintf(name, sizeof name, "s%u", s->id);
+    unlinkat(host_fd, name, AT_REMOVEDIR);
+  }
+  s->dir_fd = s->procs_fd = s->events_fd = -1;
+}
+
+void cg_shutdown(void) {
+  if (state != 1) return;
+  if (host_fd >= 0) close(host_fd);
+  rmdir(host_dir);
+  close(watchdog_pipe); /* the watchdog finds nothing left to do and exits */
+  while (waitpid(watchdog, NULL, 0) < 0 && errno == EINTR) {
+  }
+  host_fd = watchdog_pipe = -1;
+  watchdog = -1;
+  state = 0;
+}
+
+pid_t cg_watchdog_pid(void) {
+  return watchdog;
+}
+
+const char *cg_host_dir(void) {
+  return state == 1 ? host_dir : NULL;
+}

@@ -1,0 +1,28 @@
+/* cgroup.h: one cgroup v2 per session under a directory of this host's, killed as a whole;
+ * a watchdog process kills them all if the host dies without cleaning up (even SIGKILL). */
+#ifndef LUXEC_CGROUP_H
+#define LUXEC_CGROUP_H
+
+#include <sys/types.h>
+
+typedef struct cg_session {
+  int dir_fd;     /* the session's cgroup directory, -1 when none */
+  int procs_fd;   /* its cgroup.procs, open for the child to move itself in */
+  int events_fd;  /* its cgroup.events, pollable (priority) on "populated" changes */
+  unsigned id;
+} cg_session;
+
+/* Whether sessions can have cgroups here; the first call sets up the host's directory and
+ * the watchdog. reason (when not) says why. */
+int cg_available(const char **reason);
+int cg_session_create(cg_session *s);          /* 0 or -errno */
+int cg_session_populated(const cg_session *s); /* 1, 0, or -errno */
+int cg_session_kill(const cg_session *s);      /* SIGKILL everything in it; 0 or -errno */
+int cg_session_signal(const cg_session *s, int sig); /* every process in it; count or -errno */
+int cg_session_pids(const cg_session *s, pid_t *out, int max);
+void cg_session_remove(cg_session *s);         /* rmdir (must be empty) and close */
+void cg_shutdown(void);                        /* remove the host's directory, stop the watchdog */
+pid_t cg_watchdog_pid(void);
+const char *cg_host_dir(void);
+
+#endif

@@ -1,0 +1,249 @@
+/* launch.c: the direct launch path. The child is made with clone(CLONE_VM | CLONE_VFORK),
+ * as posix_spawn does, so starting costs no page-table copy; it runs only async-signal-safe
+ * system calls on its own stack, and reports a failure through memory it shares with the
+ * suspended parent, which is exact (an errno and the stage) and needs no pipe. */
+#include "launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+#define CHILD_STACK (64 * 1024)
+
+typedef struct child_ctx {
+  const launch_req *req;
+  pid_t parent;
+  int fd0, fd1, fd2;  /* what becomes 0, 1, 2 */
+  int ctty;           /* the PTY slave to make the controlling terminal, or -1 */
+  volatile int err;   /* written by the child before _exit, read by the parent */
+  volatile const char *stage;
+} child_ctx;
+
+static int child_fail(child_ctx *c, const char *stage) {
+  c->err = errno;
+  c->stage = stage;
+  _exit(127);
+}
+
+static int child_main(void *arg) {
+  child_ctx *c = arg;
+  const launch_req *req = c->req;
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; sig++) {
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, NULL); /* fails on RT gaps */
+  }
+  if (setsid() < 0) child_fail(c, "setsid");
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) child_fail(c, "pdeathsig");
+  if (getppid() != c->parent) _exit(127); /* the host is already gone */
+  if (req->cgroup_procs_fd >= 0 && write(req->cgroup_procs_fd, "0", 1) != 1)
+    child_fail(c, "cgroup");
+  if (c->ctty >= 0 && ioctl(c->ctty, TIOCSCTTY, 0) < 0) child_fail(c, "controlling terminal");
+  if (dup2(c->fd0, 0) < 0 || dup2(c->fd1, 1) < 0 || dup2(c->fd2, 2) < 0) child_fail(c, "dup2");
+  if (req->cwd != NULL && chdir(req->cwd) < 0) child_fail(c, "cwd");
+  /* Nothing the host holds (or inherited from its own parent) may reach the program. */
+  if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+    for (int fd = 3; fd < 65536; fd++) fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  execve(req->path, req->argv, req->envp);
+  child_fail(c, "exec");
+  return 127;
+}
+
+int launch_resolve(const char *file, char *const *envp, char *out, size_t size) {
+  if (file[0] == '\0') return ENOENT;
+  if (strchr(file, '/') != NULL) {
+    if (strlen(file) >= size) return ENAMETOOLONG;
+    strcpy(out, file);
+    return 0;
+  }
+  const char *path = NULL;
+  for (char *const *e = envp; e != NULL && *e != NULL; e++) {
+    if (strncmp(*e, "PATH=", 5) == 0) path = *e + 5;
+  }
+  if (path == NULL) path = getenv("PATH");
+  if (path == NULL) path = "/usr/local/bin:/usr/bin:/bin";
+  int seen_eacces = 0;
+  while (1) {
+    const char *end = strchr(path, ':');
+    size_t dlen = end ? (size_t)(end - path) : strlen(path);
+    const char *dir = dlen ? path : ".";
+    if (dlen == 0) dlen = 1;
+    if (dlen + 1 + strlen(file) < size) {
+      memcpy(out, dir, dlen);
+      out[dlen] = '/';
+      strcpy(out + dlen + 1, file);
+      struct stat st;
+      if (stat(out, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (access(out, X_OK) == 0) return 0;
+        seen_eacces = 1;
+      }
+    }
+    if (end == NULL) break;
+    path = end + 1;
+  }
+  return seen_eacces ? EACCES : ENOENT;
+}
+
+static int set_nonblock(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static void close_all(int *fds, int n) {
+  for (int i = 0; i < n; i++) {
+    if (fds[i] >= 0) close(fds[i]);
+    fds[i] = -1;
+  }
+}
+
+/* The PTY: master (non-blocking, close-on-exec) and slave with IUTF8 and the window size. */
+static int open_pty(const launch_req *req, int *master, int *slave) {
+  char name[64];
+  *master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (*master < 0) return -1;
+  if (grantpt(*master) < 0 || unlockpt(*master) < 0 || ptsname_r(*master, name, sizeof name)) {
+    return -1;
+  }
+  *slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (*slave < 0) return -1;
+  struct termios tio;
+  if (tcgetattr(*slave, &tio) == 0) {
+    tio.c_iflag |= IUTF8;
+    tcsetattr(*slave, TCSANOW, &tio);
+  }
+  struct winsize ws = {.ws_row = req->rows, .ws_col = req->cols};
+  if (ioctl(*slave, TIOCSWINSZ, &ws) < 0) return -1;
+  return set_nonblock(*master);
+}
+
+int launch(const launch_req *req, launch_res *res) {
+  static char *stack = NULL; /* one stack: CLONE_VFORK keeps launches one at a time */
+  int fds[7] = {-1, -1, -1, -1, -1, -1, -1};
+  enum { MASTER, SLAVE, IN_R, IN_W, OUT_R, OUT_W, ERR_R };
+  int err_w = -1, devnull = -1;
+  memset(res, 0, sizeof *res);
+  res->pid = -1;
+  res->pidfd = res->in_fd = res->out_fd = res->err_fd = -1;
+  child_ctx c = {.req = req, .parent = getpid(), .ctty = -1};
+
+#define FAIL(what)        \
+  do {                    \
+    res->err = errno;     \
+    res->stage = (what);  \
+    goto fail;            \
+  } while (0)
+
+  if (stack == NULL) {
+    void *p = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
+                   -1, 0);
+    if (p == MAP_FAILED) FAIL("stack");
+    stack = p;
+  }
+  if (req->tty) {
+    if (open_pty(req, &fds[MASTER], &fds[SLAVE]) < 0) FAIL("pty");
+    c.fd0 = c.fd1 = c.fd2 = c.ctty = fds[SLAVE];
+    res->out_fd = fds[MASTER];
+    res->in_fd = fcntl(fds[MASTER], F_DUPFD_CLOEXEC, 3); /* polled apart from the reads */
+    if (res->in_fd < 0) FAIL("pty");
+  } else {
+    int p[2];
+    if (req->stdin_pipe) {
+      if (pipe2(p, O_CLOEXEC) < 0) FAIL("pipe");
+      fds[IN_R] = p[0];
+      fds[IN_W] = p[1];
+      if (set_nonblock(fds[IN_W]) < 0) FAIL("pipe");
+      c.fd0 = fds[IN_R];
+    } else {
+      devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (devnull < 0) FAIL("/dev/null");
+      c.fd0 = devnull;
+    }
+    if (pipe2(p, O_CLOEXEC) < 0) FAIL("pipe");
+    fds[OUT_R] = p[0];
+    fds[OUT_W] = p[1];
+    if (set_nonblock(fds[OUT_R]) < 0) FAIL("pipe");
+    c.fd1 = c.fd2 = fds[OUT_W];
+    if (req->stderr_apart) {
+      if (pipe2(p, O_CLOEXEC) < 0) FAIL("pipe");
+      fds[ERR_R] = p[0];
+      err_w = p[1];
+      if (set_nonblock(fds[ERR_R]) < 0) FAIL("pipe");
+      c.fd2 = err_w;
+    }
+  }
+
+  /* No signal handler may run in the child while it shares the host's memory. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int pidfd = -1;
+  pid_t pid = clone(child_main, stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD,
+                    &c, &pidfd);
+  int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (pid < 0) {
+    errno = clone_errno;
+    FAIL("clone");
+  }
+  if (c.err != 0) { /* the child failed before exec and has exited: reap it */
+    siginfo_t si;
+    while (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0 && errno == EINTR) {
+    }
+    close(pidfd);
+    errno = c.err;
+    FAIL((const char *)c.stage);
+  }
+  res->pid = pid;
+  res->pidfd = pidfd;
+  if (!req->tty) {
+    res->in_fd = fds[IN_W];
+    fds[IN_W] = -1;
+    res->out_fd = fds[OUT_R];
+    fds[OUT_R] = -1;
+    res->err_fd = fds[ERR_R];
+    fds[ERR_R] = -1;
+  } else {
+    fds[MASTER] = -1; /* kept as out_fd */
+  }
+  close_all(fds, 7);
+  if (err_w >= 0) close(err_w);
+  if (devnull >= 0) close(devnull);
+  return 0;
+
+fail:
+  close_all(fds, 7);
+  if (err_w >= 0) close(err_w);
+  if (devnull >= 0) close(devnull);
+  if (res->in_fd >= 0 && req->tty) close(res->in_fd);
+  res->in_fd = res->out_fd = res->err_fd = -1;
+  if (res->err == 0) res->err = EIO;
+  return -1;
+#undef FAIL
+}

@@ -1,0 +1,37 @@
+/* launch.h: start one child with its own session, terminal or pipes, cgroup and nothing
+ * inherited; report exec failure with its errno. */
+#ifndef LUXEC_LAUNCH_H
+#define LUXEC_LAUNCH_H
+
+#include <sys/types.h>
+
+typedef struct launch_req {
+  const char *path;        /* resolved program path */
+  char *const *argv;       /* argv[0] may be arg0 */
+  char *const *envp;
+  const char *cwd;         /* NULL: inherit */
+  int tty;                 /* 1: new PTY with rows x cols */
+  unsigned short rows, cols;
+  int stdin_pipe;          /* pipes only: 1 pipe, 0 /dev/null */
+  int stderr_apart;        /* pipes only: 1 separate stderr pipe, 0 merged into stdout */
+  int cgroup_procs_fd;     /* -1, or an open cgroup.procs the child moves itself into */
+} launch_req;
+
+typedef struct launch_res {
+  pid_t pid;
+  int pidfd;
+  int in_fd;               /* write end of stdin, or a dup of the PTY master; -1 for null */
+  int out_fd;              /* read end of stdout (merged), or the PTY master */
+  int err_fd;              /* read end of stderr when apart, else -1 */
+  int err;                 /* on failure: the errno */
+  const char *stage;       /* on failure: what failed ("exec", "cwd", "pty", ...) */
+} launch_res;
+
+/* 0 on success; -1 with res->err and res->stage set (nothing left running or open). */
+int launch(const launch_req *req, launch_res *res);
+
+/* Search PATH (from envp, else the host's) like execvp; writes the path into out. Returns 0
+ * or an errno (ENOENT, EACCES, ENAMETOOLONG). */
+int launch_resolve(const char *file, char *const *envp, char *out, size_t size);
+
+#endif

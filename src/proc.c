@@ -1,0 +1,487 @@
+/* proc.c: luxec.core.spawn and the process handle's lifecycle: exit through a pidfd on the
+ * shared loop, status, signals, resize, whole-tree kill, holders and input waits. Reading and
+ * writing live in proc_io.c. Policy (timeouts, graces, defaults) is the Lua layer's. */
+#include "proc.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include "launch.h"
+#include "procfs.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+static proc *live = NULL; /* every proc not yet freed */
+static int subreaper = 0;
+
+static void live_add(proc *p) {
+  p->next = live;
+  if (live) live->prev = p;
+  live = p;
+}
+
+static void live_remove(proc *p) {
+  if (p->prev) p->prev->next = p->next;
+  else live = p->next;
+  if (p->next) p->next->prev = p->prev;
+}
+
+static void proc_free_if_done(proc *p) {
+  if (!p->closed || p->pending_closes > 0) return;
+  live_remove(p);
+  for (int i = 0; i < p->nout; i++) outbuf_free(&p->out[i].buf);
+  proc_io_free_queue(p);
+  free(p);
+}
+
+/* Each embedded handle has its own close callback, which finds the proc by container_of,
+ * releases the descriptor the handle watched, and counts down. */
+static void close_done(proc *p) {
+  p->pending_closes--;
+  proc_free_if_done(p);
+}
+
+static void exit_poll_closed(uv_handle_t *h) {
+  proc *p = container_of((uv_poll_t *)h, proc, exit_poll);
+  if (p->pidfd >= 0) close(p->pidfd);
+  p->pidfd = -1;
+  close_done(p);
+}
+
+static void in_poll_closed(uv_handle_t *h) {
+  proc *p = container_of((uv_poll_t *)h, proc, in_poll);
+  if (p->in_fd >= 0) close(p->in_fd);
+  p->in_fd = -1;
+  close_done(p);
+}
+
+static void stream_poll_closed(uv_handle_t *h) {
+  pstream *s = container_of((uv_poll_t *)h, pstream, poll);
+  if (s->fd >= 0) close(s->fd);
+  s->fd = -1;
+  close_done(s->proc);
+}
+
+void proc_close_handle(proc *p, uv_handle_t *h) {
+  if (uv_is_closing(h)) return;
+  uv_close_cb cb = h == (uv_handle_t *)&p->exit_poll ? exit_poll_closed
+                 : h == (uv_handle_t *)&p->in_poll  ? in_poll_closed
+                                                     : stream_poll_closed;
+  p->pending_closes++;
+  uv_close(h, cb);
+}
+
+/* Tell the Lua side; the callback may close p, which stays allocated until the handles'
+ * close callbacks have run on a later turn of the loop. */
+void proc_emit(proc *p, const char *event, int a, lua_Integer b) {
+  if (p->closed || p->cb_ref == LUA_NOREF) return;
+  lua_State *L = p->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p->cb_ref);
+  lua_pushstring(L, event);
+  lua_pushinteger(L, a);
+  lua_pushinteger(L, b);
+  luxec_callback_pcall(L, 3, 0, 0);
+}
+
+static int all_eof(const proc *p) {
+  for (int i = 0; i < p->nout; i++)
+    if (!p->out[i].eof) return 0;
+  return 1;
+}
+
+/* A session that exited and reached EOF everywhere holds no resource that needs the Lua
+ * object kept alive: let the garbage collector have it once the script drops it. */
+void proc_maybe_release(proc *p) {
+  if (p->exited && all_eof(p) && p->self_ref != LUA_NOREF) {
+    luaL_unref(p->L, LUA_REGISTRYINDEX, p->self_ref);
+    p->self_ref = LUA_NOREF;
+  }
+}
+
+static void record_exit(proc *p, const siginfo_t *si) {
+  p->exited = 1;
+  p->reaped = 1;
+  if (si->si_code == CLD_EXITED) {
+    p->code = si->si_status;
+  } else {
+    p->termsig = si->si_status;
+    p->core_dumped = si->si_code == CLD_DUMPED;
+  }
+}
+
+/* Reap the child if it has exited; with block, wait for it. 1 when reaped. */
+int proc_reap(proc *p, int block) {
+  if (p->reaped) return 1;
+  if (p->pidfd < 0) return 0;
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  int rc;
+  do rc = waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED | (block ? 0 : WNOHANG));
+  while (rc < 0 && errno == EINTR);
+  if (rc < 0 || si.si_pid == 0) return 0;
+  record_exit(p, &si);
+  return 1;
+}
+
+static void exit_cb(uv_poll_t *h, int status, int events) {
+  proc *p = container_of(h, proc, exit_poll);
+  (void)status;
+  (void)events;
+  if (!proc_reap(p, 0)) return;
+  proc_close_handle(p, (uv_handle_t *)&p->exit_poll);
+  p->exit_poll_open = 0;
+  proc_emit(p, "exit", 0, 0);
+  if (!p->closed) proc_maybe_release(p);
+}
+
+proc *proc_check(lua_State *L, int idx) {
+  pbox *b = luaL_checkudata(L, idx, PROC_MT);
+  if (b->p == NULL) luaL_error(L, "attempt to use a closed process handle");
+  return b->p;
+}
+
+/* ---- spawn ---- */
+
+static const char *opt_string(lua_State *L, int t, const char *k, const char *dflt) {
+  lua_getfield(L, t, k);
+  const char *s = lua_isnil(L, -1) ? dflt : lua_tostring(L, -1);
+  if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
+    luaL_error(L, "bad option '%s' to 'spawn' (string expected, got %s)", k, luaL_typename(L, -1));
+  lua_pop(L, 1);
+  return s;
+}
+
+static lua_Integer opt_int(lua_State *L, int t, const char *k, lua_Integer dflt) {
+  lua_getfield(L, t, k);
+  lua_Integer v = dflt;
+  if (!lua_isnil(L, -1)) {
+    int ok;
+    v = lua_tointegerx(L, -1, &ok);
+    if (!ok) luaL_error(L, "bad option '%s' to 'spawn' (integer expected)", k);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+static int opt_bool(lua_State *L, int t, const char *k) {
+  lua_getfield(L, t, k);
+  int v = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+/* A NULL-terminated array of the strings in the table at t (kept alive by the table). */
+static const char **string_array(lua_State *L, int t, const char *what) {
+  lua_Integer n = luaL_len(L, t);
+  const char **a = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n + 1), 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, t, i);
+    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "bad %s entry #%d (string expected)", what, (int)i);
+    a[i - 1] = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  a[n] = NULL;
+  return a;
+}
+
+/* core.spawn(argv, opts) -> proc | nil, message, code.
+ * opts (already validated by luxec.process): env (array of "K=V"), cwd, arg0, tty, rows,
+ * cols, stdin ("pipe"|"null"), stderr ("merge"|"pipe"), head, tail, log, log_stderr,
+ * cgroup (bool: use one when available), on_event (function). */
+static int core_spawn(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 2);
+  if (luaL_len(L, 1) < 1) return luaL_argerror(L, 1, "argv is empty");
+  const char **argv = string_array(L, 1, "argv");     /* 3 */
+  lua_getfield(L, 2, "env");                          /* 4 */
+  const char **envp = NULL;
+  if (lua_istable(L, 4)) {
+    envp = string_array(L, 4, "env");                 /* 5 */
+  } else {
+    lua_pushnil(L);
+  }
+  lua_getfield(L, 2, "on_event");                     /* 6 */
+  luaL_checktype(L, 6, LUA_TFUNCTION);
+  launch_req req = {0};
+  req.cwd = opt_string(L, 2, "cwd", NULL);
+  const char *arg0 = opt_string(L, 2, "arg0", NULL);
+  req.tty = opt_bool(L, 2, "tty");
+  req.rows = (unsigned short)opt_int(L, 2, "rows", 24);
+  req.cols = (unsigned short)opt_int(L, 2, "cols", 80);
+  req.stdin_pipe = strcmp(opt_string(L, 2, "stdin", "pipe"), "pipe") == 0;
+  req.stderr_apart = strcmp(opt_string(L, 2, "stderr", "merge"), "pipe") == 0;
+  lua_Integer head = opt_int(L, 2, "head", 512 * 1024), tail = opt_int(L, 2, "tail", 512 * 1024);
+  if (head < 0 || tail < 0) return luaL_error(L, "bad option 'head'/'tail' to 'spawn' (negative)");
+  const char *logs[2] = {opt_string(L, 2, "log", NULL), opt_string(L, 2, "log_stderr", NULL)};
+  int want_cgroup = opt_bool(L, 2, "cgroup");
+  req.cgroup_procs_fd = -1;
+
+  char path[4096];
+  int rerr = launch_resolve(argv[0], (char *const *)envp, path, sizeof path);
+  if (rerr != 0) {
+    luxec_push_error(L, rerr);
+    lua_pushfstring(L, "%s (exec: %s)", lua_tostring(L, -2), argv[0]);
+    lua_replace(L, -3);
+    return 3;
+  }
+  req.path = path;
+  extern char **environ;
+  req.envp = envp ? (char *const *)envp : environ;
+  if (arg0 != NULL) argv[0] = arg0;
+  req.argv = (char *const *)argv;
+
+  pbox *box = lua_newuserdatauv(L, sizeof(pbox), 1);  /* 7: created closed */
+  box->p = NULL;
+  luaL_setmetatable(L, PROC_MT);
+  proc *p = calloc(1, sizeof *p);
+  if (p == NULL) return luxec_push_error(L, ENOMEM);
+  p->L = luxec_gethost(L)->L;
+  p->self_ref = p->cb_ref = LUA_NOREF;
+  p->pidfd = p->in_fd = -1;
+  p->cg.dir_fd = p->cg.procs_fd = p->cg.events_fd = -1;
+  p->tty = req.tty;
+  p->nout = req.tty || !req.stderr_apart ? 1 : 2;
+  for (int i = 0; i < 2; i++) {
+    p->out[i].fd = -1;
+    p->out[i].proc = p;
+    outbuf_init(&p->out[i].buf, (size_t)head, (size_t)tail);
+  }
+  for (int i = 0; i < p->nout; i++) {
+    int rc = logs[i] ? outbuf_open_log(&p->out[i].buf, logs[i]) : 0;
+    if (rc < 0) {
+      for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
+      free(p);
+      luxec_push_error(L, -rc);
+      lua_pushfstring(L, "%s (log: %s)", lua_tostring(L, -2), logs[i]);
+      lua_replace(L, -3);
+      return 3;
+    }
+  }
+  if (want_cgroup && cg_session_create(&p->cg) == 0) req.cgroup_procs_fd = p->cg.procs_fd;
+  if (p->cg.dir_fd < 0 && !subreaper) { /* without a cgroup, orphans come back to the host */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    subreaper = 1;
+  }
+  launch_res res;
+  if (launch(&req, &res) < 0) {
+    cg_session_remove(&p->cg);
+    for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
+    free(p);
+    luxec_push_error(L, res.err);
+    lua_pushfstring(L, "%s (%s: %s)", lua_tostring(L, -2), res.stage,
+                    strcmp(res.stage, "cwd") == 0 ? req.cwd : argv[0]);
+    lua_replace(L, -3);
+    return 3;
+  }
+  p->pid = res.pid;
+  p->pidfd = res.pidfd;
+  p->in_fd = res.in_fd;
+  p->out[0].fd = res.out_fd;
+  if (p->nout == 2) p->out[1].fd = res.err_fd;
+  if (req.tty) {
+    ptsname_r(res.out_fd, p->out[0].target, sizeof p->out[0].target);
+    strcpy(p->in_target, p->out[0].target);
+  } else {
+    for (int i = 0; i < p->nout; i++)
+      pfs_fd_target(0, p->out[i].fd, p->out[i].target, sizeof p->out[i].target);
+    if (p->in_fd >= 0) pfs_fd_target(0, p->in_fd, p->in_target, sizeof p->in_target);
+  }
+  box->p = p;
+  live_add(p);
+  lua_pushvalue(L, 6);
+  p->cb_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_pushvalue(L, 7);
+  p->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  uv_loop_t *loop = &luxec_gethost(L)->loop;
+  uv_poll_init(loop, &p->exit_poll, p->pidfd);
+  p->exit_poll.data = NULL;
+  p->exit_poll_open = 1;
+  uv_poll_start(&p->exit_poll, UV_READABLE, exit_cb);
+  proc_io_start(p);
+  lua_settop(L, 7);
+  return 1;
+}
+
+/* Close everything of p: kill what still runs, close handles and descriptors. */
+static void proc_shutdown(proc *p, const char *why) {
+  if (p->closed) return;
+  int killed;
+  const char *method;
+  int alive = !p->reaped || (p->cg.dir_fd >= 0 && cg_session_populated(&p->cg) == 1);
+  if (alive) {
+    if (p->killed_by[0] == '\0') snprintf(p->killed_by, sizeof p->killed_by, "%s", why);
+    proc_kill_tree(p, &killed, &method);
+  }
+  p->closed = 1;
+  proc_io_stop_input(p);
+  for (int i = 0; i < p->nout; i++) {
+    pstream *s = &p->out[i];
+    if (s->poll_open) {
+      s->poll_open = 0;
+      proc_close_handle(p, (uv_handle_t *)&s->poll);
+    } else if (s->fd >= 0) {
+      close(s->fd);
+      s->fd = -1;
+    }
+  }
+  if (p->exit_poll_open) {
+    p->exit_poll_open = 0;
+    proc_close_handle(p, (uv_handle_t *)&p->exit_poll);
+  } else if (p->pidfd >= 0 && p->pending_closes == 0) {
+    close(p->pidfd);
+    p->pidfd = -1;
+  }
+  cg_session_remove(&p->cg);
+  if (p->self_ref != LUA_NOREF) luaL_unref(p->L, LUA_REGISTRYINDEX, p->self_ref);
+  if (p->cb_ref != LUA_NOREF) luaL_unref(p->L, LUA_REGISTRYINDEX, p->cb_ref);
+  p->self_ref = p->cb_ref = LUA_NOREF;
+  proc_free_if_done(p);
+}
+
+static int proc_close(lua_State *L) {
+  pbox *b = luaL_checkudata(L, 1, PROC_MT);
+  if (b->p != NULL) {
+    proc *p = b->p;
+    b->p = NULL;
+    proc_shutdown(p, "close");
+  }
+  return 0;
+}
+
+void luxec_procs_shutdown(void) {
+  while (live != NULL) {
+    proc *p = live;
+    while (p != NULL && p->closed) p = p->next;
+    if (p == NULL) break;
+    proc_shutdown(p, "host exit");
+  }
+}
+
+/* p:status() -> the native facts; luxec.process adds what policy knows. */
+static int proc_status(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  lua_createtable(L, 0, 12);
+  lua_pushinteger(L, p->pid);
+  lua_setfield(L, -2, "pid");
+  lua_pushboolean(L, !p->exited);
+  lua_setfield(L, -2, "running");
+  lua_pushboolean(L, p->exited);
+  lua_setfield(L, -2, "exited");
+  if (p->exited) {
+    if (p->termsig) {
+      lua_pushinteger(L, p->termsig);
+      lua_setfield(L, -2, "signal");
+      const char *n = proc_signame(p->termsig);
+      if (n) lua_pushstring(L, n);
+      else lua_pushfstring(L, "SIG%d", p->termsig);
+      lua_setfield(L, -2, "signal_name");
+    } else {
+      lua_pushinteger(L, p->code);
+      lua_setfield(L, -2, "code");
+    }
+    lua_pushboolean(L, p->core_dumped);
+    lua_setfield(L, -2, "core_dumped");
+  }
+  if (p->killed_by[0]) {
+    lua_pushstring(L, p->killed_by);
+    lua_setfield(L, -2, "killed_by");
+  }
+  lua_pushboolean(L, all_eof(p));
+  lua_setfield(L, -2, "eof");
+  lua_pushboolean(L, p->tty);
+  lua_setfield(L, -2, "tty");
+  lua_pushboolean(L, p->cg.dir_fd >= 0);
+  lua_setfield(L, -2, "cgroup");
+  lua_pushinteger(L, (lua_Integer)p->wq_bytes);
+  lua_setfield(L, -2, "write_queued");
+  if (p->in_err) {
+    lua_pushstring(L, uv_err_name(uv_translate_sys_error(p->in_err)));
+    lua_setfield(L, -2, "stdin_error");
+  }
+  return 1;
+}
+
+static int proc_gc(lua_State *L) {
+  return proc_close(L);
+}
+
+static int proc_tostring(lua_State *L) {
+  pbox *b = luaL_checkudata(L, 1, PROC_MT);
+  proc *p = b->p;
+  if (p == NULL) lua_pushliteral(L, "luxec.proc (closed)");
+  else if (!p->exited) lua_pushfstring(L, "luxec.proc (pid %d, running)", (int)p->pid);
+  else if (p->termsig) lua_pushfstring(L, "luxec.proc (pid %d, killed by SIG%s)", (int)p->pid,
+                                       proc_signame(p->termsig) ? proc_signame(p->termsig) : "?");
+  else lua_pushfstring(L, "luxec.proc (pid %d, exited %d)", (int)p->pid, p->code);
+  return 1;
+}
+
+static const luaL_Reg proc_methods[] = {
+  {"close", proc_close},
+  {"status", proc_status},
+  {NULL, NULL}
+};
+
+static const luaL_Reg proc_meta[] = {
+  {"__close", proc_close},
+  {"__gc", proc_gc},
+  {"__tostring", proc_tostring},
+  {NULL, NULL}
+};
+
+/* core.cgroups() -> available, reason, host directory */
+static int core_cgroups(lua_State *L) {
+  const char *why;
+  int ok = cg_available(&why);
+  lua_pushboolean(L, ok);
+  if (ok) lua_pushnil(L);
+  else lua_pushstring(L, why);
+  lua_pushstring(L, cg_host_dir());
+  return 3;
+}
+
+static int core_watchdog_pid(lua_State *L) {
+  pid_t w = cg_watchdog_pid();
+  if (w > 0) lua_pushinteger(L, w);
+  else lua_pushnil(L);
+  return 1;
+}
+
+static int core_signame(lua_State *L) {
+  const char *n = proc_signame((int)luaL_checkinteger(L, 1));
+  if (n) lua_pushstring(L, n);
+  else lua_pushnil(L);
+  return 1;
+}
+
+static const luaL_Reg proc_functions[] = {
+  {"cgroups", core_cgroups},
+  {"signame", core_signame},
+  {"spawn", core_spawn},
+  {"watchdog_pid", core_watchdog_pid},
+  {NULL, NULL}
+};
+
+void luxec_open_proc(lua_State *L) {
+  if (luaL_newmetatable(L, PROC_MT)) {
+    luaL_setfuncs(L, proc_meta, 0);
+    luaL_newlib(L, proc_methods);
+    luaL_setfuncs(L, proc_io_methods, 0);
+    luaL_setfuncs(L, proc_tree_methods, 0);
+    lua_setfield(L, -2, "__index");
+  }
+  lua_pop(L, 1);
+  luaL_setfuncs(L, proc_functions, 0);
+}

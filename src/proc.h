@@ -1,0 +1,81 @@
+/* proc.h: a session's native state, shared by the files that implement its methods. */
+#ifndef LUXEC_PROC_H
+#define LUXEC_PROC_H
+
+#include "cgroup.h"
+#include "luxec.h"
+#include "outbuf.h"
+
+#define PROC_MT "luxec.proc"
+
+typedef struct wchunk {
+  struct wchunk *next;
+  size_t len, off;
+  char data[];
+} wchunk;
+
+struct proc;
+
+typedef struct pstream {
+  uv_poll_t poll;        /* data NULL: found with container_of */
+  struct proc *proc;
+  int fd;                /* -1 once at EOF and closed */
+  int eof;
+  int poll_open;
+  outbuf buf;
+  char target[256];      /* what holders of this stream's write side have open */
+} pstream;
+
+typedef struct proc {
+  struct proc *next, *prev; /* the live list the host's shutdown walks */
+  lua_State *L;
+  int self_ref;          /* anchors the userdata while the session runs or reads */
+  int cb_ref;            /* the Lua function told about output, eof and exit */
+  pid_t pid;
+  int pidfd;
+  uv_poll_t exit_poll;
+  int exit_poll_open;
+  int tty;
+  pstream out[2];
+  int nout;
+  int in_fd;             /* -1: /dev/null or closed */
+  uv_poll_t in_poll;
+  int in_poll_open, in_polling;
+  wchunk *wq_head, *wq_tail;
+  size_t wq_bytes;
+  int in_err;            /* sticky errno of a failed write (EPIPE, EIO) */
+  int close_in_pending;  /* close stdin once the queue has drained */
+  int stdin_closed;
+  char in_target[256];   /* the child's stdin as /proc shows it, for input waits */
+  int exited, code, termsig, core_dumped, reaped;
+  char killed_by[32];
+  cg_session cg;
+  int pending_closes;    /* handles whose close callback has not run yet */
+  int closed;            /* closed from Lua or by the host: no more methods */
+} proc;
+
+typedef struct pbox {
+  proc *p;
+} pbox;
+
+/* proc.c */
+proc *proc_check(lua_State *L, int idx); /* raises on a closed handle */
+void proc_emit(proc *p, const char *event, int a, lua_Integer b);
+void proc_maybe_release(proc *p);
+void proc_close_handle(proc *p, uv_handle_t *h);
+int proc_reap(proc *p, int block); /* 1 once the child is reaped */
+void luxec_open_proc(lua_State *L);
+void luxec_procs_shutdown(void);
+
+/* proc_tree.c */
+int proc_kill_tree(proc *p, int *killed, const char **method);
+const char *proc_signame(int sig);
+extern const luaL_Reg proc_tree_methods[];
+
+/* proc_io.c */
+void proc_io_start(proc *p);
+void proc_io_stop_input(proc *p);
+void proc_io_free_queue(proc *p);
+extern const luaL_Reg proc_io_methods[];
+
+#endif

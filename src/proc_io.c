@@ -1,0 +1,288 @@
+/* proc_io.c: a session's bytes. Output is drained from the loop into each stream's outbuf as
+ * soon as it arrives (the child never blocks on a full pipe because nobody reads); input is
+ * written without ever blocking the loop, the rest queued in order. */
+#include "proc.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <unistd.h>
+
+#define READ_CHUNK (256 * 1024)
+#define READS_PER_TURN 16 /* then let other handles have the loop */
+
+static char read_buf[READ_CHUNK];
+
+static void stream_eof(proc *p, pstream *s) {
+  s->eof = 1;
+  if (s->poll_open) {
+    s->poll_open = 0;
+    proc_close_handle(p, (uv_handle_t *)&s->poll); /* closes the fd when done */
+  }
+}
+
+static void out_cb(uv_poll_t *h, int status, int events) {
+  pstream *s = container_of(h, pstream, poll);
+  proc *p = s->proc;
+  int idx = (int)(s - p->out) + 1;
+  size_t got = 0;
+  int eof = status < 0;
+  (void)events;
+  for (int i = 0; i < READS_PER_TURN && !eof; i++) {
+    ssize_t n = read(s->fd, read_buf, READ_CHUNK);
+    if (n > 0) {
+      outbuf_push(&s->buf, read_buf, (size_t)n);
+      got += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    eof = 1; /* 0 from a pipe, EIO from a PTY master once no slave is open */
+  }
+  if (eof) stream_eof(p, s);
+  if (got > 0) proc_emit(p, "output", idx, (lua_Integer)got);
+  if (eof && !p->closed) {
+    proc_emit(p, "eof", idx, 0);
+    if (!p->closed) proc_maybe_release(p);
+  }
+}
+
+void proc_io_start(proc *p) {
+  uv_loop_t *loop = &luxec_gethost(p->L)->loop;
+  for (int i = 0; i < p->nout; i++) {
+    pstream *s = &p->out[i];
+    if (uv_poll_init(loop, &s->poll, s->fd) == 0) {
+      s->poll.data = NULL;
+      s->poll_open = 1;
+      uv_poll_start(&s->poll, UV_READABLE | UV_DISCONNECT, out_cb);
+    }
+  }
+  if (p->in_fd >= 0 && uv_poll_init(loop, &p->in_poll, p->in_fd) == 0) {
+    p->in_poll.data = NULL;
+    p->in_poll_open = 1;
+  }
+}
+
+void proc_io_free_queue(proc *p) {
+  while (p->wq_head != NULL) {
+    wchunk *c = p->wq_head;
+    p->wq_head = c->next;
+    free(c);
+  }
+  p->wq_tail = NULL;
+  p->wq_bytes = 0;
+}
+
+/* Stop writing for good: drop the queue and close our end (the child sees EOF). */
+void proc_io_stop_input(proc *p) {
+  proc_io_free_queue(p);
+  if (p->in_poll_open) {
+    p->in_poll_open = 0;
+    p->in_polling = 0;
+    proc_close_handle(p, (uv_handle_t *)&p->in_poll); /* closes in_fd when done */
+  } else if (p->in_fd >= 0) {
+    close(p->in_fd);
+    p->in_fd = -1;
+  }
+}
+
+/* Write as much as the descriptor takes now; -errno on a hard failure. */
+static ssize_t write_some(int fd, const char *data, size_t len) {
+  ssize_t n;
+  do n = write(fd, data, len);
+  while (n < 0 && errno == EINTR);
+  if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+  return n;
+}
+
+static void input_failed(proc *p, int err) {
+  p->in_err = err;
+  proc_io_stop_input(p);
+}
+
+/* After the queue drains: close stdin if asked (a PTY gets its EOF character instead). */
+static void finish_close_stdin(proc *p) {
+  p->close_in_pending = 0;
+  p->stdin_closed = 1;
+  if (p->tty) {
+    struct termios tio;
+    char eof = 4;
+    if (p->out[0].fd >= 0 && tcgetattr(p->out[0].fd, &tio) == 0) eof = (char)tio.c_cc[VEOF];
+    if (p->in_fd >= 0 && write_some(p->in_fd, &eof, 1) < 0) p->in_err = errno;
+    return;
+  }
+  proc_io_stop_input(p);
+}
+
+static void in_cb(uv_poll_t *h, int status, int events) {
+  proc *p = container_of(h, proc, in_poll);
+  (void)events;
+  if (status < 0) {
+    input_failed(p, EPIPE);
+    return;
+  }
+  while (p->wq_head != NULL) {
+    wchunk *c = p->wq_head;
+    ssize_t n = write_some(p->in_fd, c->data + c->off, c->len - c->off);
+    if (n < 0) {
+      input_failed(p, (int)-n);
+      return;
+    }
+    if (n == 0) return; /* full again: wait for the next writable event */
+    c->off += (size_t)n;
+    p->wq_bytes -= (size_t)n;
+    if (c->off < c->len) return;
+    p->wq_head = c->next;
+    if (p->wq_head == NULL) p->wq_tail = NULL;
+    free(c);
+  }
+  uv_poll_stop(&p->in_poll);
+  p->in_polling = 0;
+  if (p->close_in_pending) finish_close_stdin(p);
+}
+
+static int input_refused(lua_State *L, proc *p, const char *what) {
+  if (p->in_err) return luxec_push_error(L, p->in_err);
+  if (p->stdin_closed || p->close_in_pending)
+    return luaL_error(L, "%s: stdin was closed with close_stdin()", what);
+  return luaL_error(L, "%s: this session's stdin is /dev/null (spawn with stdin = \"pipe\")", what);
+}
+
+/* p:write(data) -> bytes accepted (all of them: what the pipe does not take now is queued)
+ * | nil, "EPIPE: broken pipe", "EPIPE" once the child closed its end. */
+static int proc_write(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  size_t len;
+  const char *data = luaL_checklstring(L, 2, &len);
+  if (p->in_fd < 0 || p->in_err || p->stdin_closed || p->close_in_pending)
+    return input_refused(L, p, "write");
+  size_t done = 0;
+  if (p->wq_head == NULL) {
+    ssize_t n = write_some(p->in_fd, data, len);
+    if (n < 0) {
+      input_failed(p, (int)-n);
+      return luxec_push_error(L, (int)-n);
+    }
+    done = (size_t)n;
+  }
+  if (done < len) {
+    wchunk *c = malloc(sizeof *c + len - done);
+    if (c == NULL) return luxec_push_error(L, ENOMEM);
+    c->next = NULL;
+    c->len = len - done;
+    c->off = 0;
+    memcpy(c->data, data + done, len - done);
+    if (p->wq_tail) p->wq_tail->next = c;
+    else p->wq_head = c;
+    p->wq_tail = c;
+    p->wq_bytes += c->len;
+    if (!p->in_polling && p->in_poll_open) {
+      uv_poll_start(&p->in_poll, UV_WRITABLE, in_cb);
+      p->in_polling = 1;
+    }
+  }
+  lua_pushinteger(L, (lua_Integer)len);
+  return 1;
+}
+
+/* p:close_stdin(): EOF for the child once everything queued is written. */
+static int proc_close_stdin(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  if (p->stdin_closed || p->close_in_pending || p->in_fd < 0) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  if (p->wq_head == NULL) finish_close_stdin(p);
+  else p->close_in_pending = 1;
+  if (p->in_err) return luxec_push_error(L, p->in_err);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static pstream *check_stream(lua_State *L, proc *p, int idx) {
+  lua_Integer i = luaL_optinteger(L, idx, 1);
+  luaL_argcheck(L, i >= 1 && i <= p->nout, idx,
+                p->nout == 1 ? "this session has one output stream (1)" : "stream must be 1 or 2");
+  return &p->out[i - 1];
+}
+
+static void push_view(lua_State *L, const outbuf_view *v) {
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (int i = 0; i < 3; i++)
+    if (v->len[i]) luaL_addlstring(&b, v->seg[i], v->len[i]);
+  luaL_pushresult(&b);
+}
+
+/* p:read(stream, cursor) -> data, next_cursor, dropped, gap_at: what arrived at or after
+ * cursor that is still held; dropped bytes were lost between, at byte gap_at of data. */
+static int proc_read(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  pstream *s = check_stream(L, p, 2);
+  lua_Integer from = luaL_optinteger(L, 3, 0);
+  luaL_argcheck(L, from >= 0, 3, "cursor must be >= 0");
+  outbuf_view v;
+  outbuf_view_from(&s->buf, (uint64_t)from, &v);
+  push_view(L, &v);
+  lua_pushinteger(L, (lua_Integer)v.end);
+  lua_pushinteger(L, (lua_Integer)v.dropped);
+  lua_pushinteger(L, (lua_Integer)v.gap_at);
+  return 4;
+}
+
+/* p:snapshot(stream) -> head, tail, dropped, total (consumes nothing) */
+static int proc_snapshot(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  pstream *s = check_stream(L, p, 2);
+  lua_pushlstring(L, s->buf.head ? s->buf.head : "", s->buf.head_len);
+  outbuf_view v;
+  outbuf_view_from(&s->buf, s->buf.total - s->buf.tail_len, &v);
+  push_view(L, &v);
+  lua_pushinteger(L, (lua_Integer)outbuf_dropped(&s->buf));
+  lua_pushinteger(L, (lua_Integer)s->buf.total);
+  return 4;
+}
+
+/* p:read_range(stream, offset, length) -> bytes (from the log, else from what is held)
+ * | nil, message, "ERANGE" when those bytes were dropped and there is no log. */
+static int proc_read_range(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  pstream *s = check_stream(L, p, 2);
+  lua_Integer off = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
+  luaL_argcheck(L, off >= 0, 3, "offset must be >= 0");
+  luaL_argcheck(L, len >= 0 && len <= (1 << 30), 4, "length must be 0..1 GiB");
+  char *dst = lua_newuserdatauv(L, (size_t)len + 1, 0);
+  int64_t n = outbuf_read_range(&s->buf, (uint64_t)off, (size_t)len, dst);
+  if (n < 0) {
+    luxec_push_error(L, (int)-n);
+    if (n == -ERANGE) {
+      lua_pushfstring(L, "ERANGE: bytes %I..%I were dropped from memory (spawn with log = path "
+                         "to keep everything)", off, off + len);
+      lua_replace(L, -3);
+    }
+    return 3;
+  }
+  lua_pushlstring(L, dst, (size_t)n);
+  return 1;
+}
+
+/* p:log_error() -> nil, or the error that stopped appending to the log */
+static int proc_log_error(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  for (int i = 0; i < p->nout; i++) {
+    if (p->out[i].buf.log_errno) return luxec_push_error(L, p->out[i].buf.log_errno) - 1;
+  }
+  lua_pushnil(L);
+  return 1;
+}
+
+const luaL_Reg proc_io_methods[] = {
+  {"close_stdin", proc_close_stdin},
+  {"log_error", proc_log_error},
+  {"read", proc_read},
+  {"read_range", proc_read_range},
+  {"snapshot", proc_snapshot},
+  {"write", proc_write},
+  {NULL, NULL}
+};

@@ -1,0 +1,258 @@
+/* proc_tree.c: a session's whole process tree: signals, kill with proof, the processes that
+ * hold its output open, and whether it waits for input. */
+#include "proc.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "procfs.h"
+
+static void orphans_of(proc *p, pid_t *out, int *n, int max) {
+  /* Without a cgroup: the session's live tree, plus orphans that came back to the host and
+   * still belong to the session's process group or session. */
+  *n = 0;
+  if (!p->reaped) {
+    out[(*n)++] = p->pid;
+    *n += pfs_descendants(p->pid, out + *n, max - *n);
+  }
+  pid_t kids[1024];
+  int k = pfs_children(getpid(), kids, 1024);
+  for (int i = 0; i < k && *n < max; i++) {
+    if (kids[i] == p->pid || kids[i] == cg_watchdog_pid()) continue;
+    if (pfs_pgid(kids[i]) == p->pid || getsid(kids[i]) == p->pid) {
+      out[(*n)++] = kids[i];
+      *n += pfs_descendants(kids[i], out + *n, max - *n);
+    }
+  }
+}
+
+/* SIGKILL everything of the session and wait until it is gone; 0, or -errno when something
+ * could not be confirmed dead. *killed counts the processes signalled. */
+int proc_kill_tree(proc *p, int *killed, const char **method) {
+  *killed = 0;
+  if (p->cg.dir_fd >= 0) {
+    *method = "cgroup";
+    pid_t pids[4096];
+    int n = cg_session_pids(&p->cg, pids, 4096);
+    *killed = n > 0 ? n : 0;
+    int rc = cg_session_kill(&p->cg);
+    if (rc < 0) return rc;
+    struct pollfd pf = {.fd = p->cg.events_fd, .events = POLLPRI};
+    for (int i = 0; i < 500 && cg_session_populated(&p->cg) == 1; i++) poll(&pf, 1, 10);
+    proc_reap(p, 1);
+    return cg_session_populated(&p->cg) == 1 ? -EBUSY : 0;
+  }
+  *method = "process group and sweep";
+  if (!p->reaped) kill(-p->pid, SIGKILL);
+  for (int round = 0; round < 50; round++) {
+    pid_t pids[4096];
+    int n;
+    orphans_of(p, pids, &n, 4096);
+    if (n == 0) break;
+    for (int i = 0; i < n; i++) {
+      if (kill(pids[i], SIGKILL) == 0) (*killed)++;
+    }
+    proc_reap(p, 0);
+    for (int i = 0; i < n; i++) {
+      if (pids[i] != p->pid) waitpid(pids[i], NULL, WNOHANG); /* orphans are the host's now */
+    }
+    usleep(1000);
+  }
+  proc_reap(p, 1);
+  return 0;
+}
+
+const char *proc_signame(int sig) {
+  static const struct { int sig; const char *name; } names[] = {
+    {SIGHUP, "HUP"}, {SIGINT, "INT"}, {SIGQUIT, "QUIT"}, {SIGILL, "ILL"}, {SIGTRAP, "TRAP"},
+    {SIGABRT, "ABRT"}, {SIGBUS, "BUS"}, {SIGFPE, "FPE"}, {SIGKILL, "KILL"}, {SIGUSR1, "USR1"},
+    {SIGSEGV, "SEGV"}, {SIGUSR2, "USR2"}, {SIGPIPE, "PIPE"}, {SIGALRM, "ALRM"},
+    {SIGTERM, "TERM"}, {SIGCHLD, "CHLD"}, {SIGCONT, "CONT"}, {SIGSTOP, "STOP"},
+    {SIGTSTP, "TSTP"}, {SIGTTIN, "TTIN"}, {SIGTTOU, "TTOU"}, {SIGURG, "URG"}, {SIGXCPU, "XCPU"},
+    {SIGXFSZ, "XFSZ"}, {SIGVTALRM, "VTALRM"}, {SIGPROF, "PROF"}, {SIGWINCH, "WINCH"},
+    {SIGIO, "IO"}, {SIGPWR, "PWR"}, {SIGSYS, "SYS"}, {0, NULL}};
+  for (int i = 0; names[i].name; i++)
+    if (names[i].sig == sig) return names[i].name;
+  return NULL;
+}
+
+static int checksignal(lua_State *L, int idx) {
+  if (lua_type(L, idx) == LUA_TNUMBER) {
+    lua_Integer s = luaL_checkinteger(L, idx);
+    if (s < 0 || s >= NSIG) return luaL_argerror(L, idx, "signal number out of range");
+    return (int)s;
+  }
+  const char *name = luaL_checkstring(L, idx);
+  if (strncmp(name, "SIG", 3) == 0) name += 3;
+  for (int s = 1; s < NSIG; s++) {
+    const char *n = proc_signame(s);
+    if (n != NULL && strcmp(n, name) == 0) return s;
+  }
+  return luaL_argerror(L, idx, lua_pushfstring(L, "unknown signal '%s'", luaL_checkstring(L, idx)));
+}
+
+/* p:signal(sig [, "group"]) -> true | nil, msg, code */
+static int proc_signal(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  int sig = checksignal(L, 2);
+  const char *target = luaL_optstring(L, 3, "process");
+  int rc;
+  if (strcmp(target, "group") == 0) {
+    rc = kill(-p->pid, sig);
+  } else if (strcmp(target, "process") == 0) {
+    if (p->reaped || p->pidfd < 0) return luxec_push_error(L, ESRCH);
+    rc = (int)syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0);
+  } else {
+    return luaL_argerror(L, 3, "expected \"process\" or \"group\"");
+  }
+  if (rc < 0) return luxec_push_error(L, errno);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* p:signal_tree(sig): every process of the session (cgroup, else group + tree) */
+static int proc_signal_tree(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  int sig = checksignal(L, 2);
+  int n = 0;
+  if (p->cg.dir_fd >= 0) {
+    n = cg_session_signal(&p->cg, sig);
+  } else {
+    kill(-p->pid, sig);
+    pid_t pids[4096];
+    orphans_of(p, pids, &n, 4096);
+    for (int i = 0; i < n; i++) kill(pids[i], sig);
+  }
+  lua_pushinteger(L, n);
+  return 1;
+}
+
+/* p:kill_tree(reason) -> {killed = n, method = "..."} | nil, msg, code */
+static int proc_kill_tree_l(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  const char *reason = luaL_optstring(L, 2, "terminate");
+  if (p->killed_by[0] == '\0' && !p->reaped)
+    snprintf(p->killed_by, sizeof p->killed_by, "%s", reason);
+  int killed;
+  const char *method;
+  int rc = proc_kill_tree(p, &killed, &method);
+  if (rc < 0) return luxec_push_error(L, -rc);
+  if (p->exit_poll_open && p->reaped) { /* reaped here: tell Lua as the exit callback would */
+    p->exit_poll_open = 0;
+    proc_close_handle(p, (uv_handle_t *)&p->exit_poll);
+    proc_emit(p, "exit", 0, 0);
+  }
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, killed);
+  lua_setfield(L, -2, "killed");
+  lua_pushstring(L, method);
+  lua_setfield(L, -2, "method");
+  return 1;
+}
+
+/* p:tree_alive() -> number of processes of the session still alive */
+static int proc_tree_alive(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  pid_t pids[4096];
+  int n;
+  if (p->cg.dir_fd >= 0) {
+    n = cg_session_pids(&p->cg, pids, 4096);
+    if (n < 0) n = 0;
+  } else {
+    orphans_of(p, pids, &n, 4096);
+  }
+  lua_pushinteger(L, n);
+  return 1;
+}
+
+static int proc_resize(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  lua_Integer rows = luaL_checkinteger(L, 2), cols = luaL_checkinteger(L, 3);
+  luaL_argcheck(L, rows > 0 && rows <= 65535, 2, "rows must be 1..65535");
+  luaL_argcheck(L, cols > 0 && cols <= 65535, 3, "cols must be 1..65535");
+  if (!p->tty) return luaL_error(L, "resize: this session has no terminal (spawn with tty = true)");
+  struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+  int fd = p->out[0].fd >= 0 ? p->out[0].fd : p->in_fd;
+  if (fd < 0 || ioctl(fd, TIOCSWINSZ, &ws) < 0) return luxec_push_error(L, fd < 0 ? EBADF : errno);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* p:holders() -> {{pid=, cmd=}, ...}: processes other than the host that hold an output
+ * stream's write side open. */
+static int proc_holders(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  static pid_t cands[32768];
+  int n = p->cg.dir_fd >= 0 ? cg_session_pids(&p->cg, cands, 32768) : pfs_all_pids(cands, 32768);
+  lua_newtable(L);
+  int k = 0;
+  for (int i = 0; i < p->nout; i++) {
+    if (p->out[i].eof || p->out[i].target[0] == '\0') continue;
+    pid_t found[64];
+    int m = pfs_holders(cands, n < 0 ? 0 : n, p->out[i].target, found, 64);
+    for (int j = 0; j < m; j++) {
+      char cmd[512];
+      pfs_cmdline(found[j], cmd, sizeof cmd);
+      lua_createtable(L, 0, 3);
+      lua_pushinteger(L, found[j]);
+      lua_setfield(L, -2, "pid");
+      lua_pushstring(L, cmd);
+      lua_setfield(L, -2, "cmd");
+      lua_pushstring(L, i == 0 ? "stdout" : "stderr");
+      lua_setfield(L, -2, "stream");
+      lua_rawseti(L, -2, ++k);
+    }
+  }
+  return 1;
+}
+
+/* p:input_state() -> waiting_for_input, echo_off (echo_off is nil without a terminal) */
+static int proc_input_state(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  int waiting = 0;
+  pid_t fg = -1;
+  if (p->tty && p->out[0].fd >= 0) fg = tcgetpgrp(p->out[0].fd);
+  if (p->in_target[0] != '\0' && !p->stdin_closed && (!p->tty || fg > 0)) {
+    pid_t pids[1024];
+    int n;
+    if (p->cg.dir_fd >= 0) {
+      n = cg_session_pids(&p->cg, pids, 1024);
+    } else {
+      n = 0;
+      if (!p->reaped) pids[n++] = p->pid;
+      n += pfs_descendants(p->pid, pids + n, 1024 - n);
+    }
+    for (int i = 0; i < n && !waiting; i++) {
+      if (p->tty && pfs_pgid(pids[i]) != fg) continue;
+      waiting = pfs_waiting_on(pids[i], p->in_target);
+    }
+  }
+  lua_pushboolean(L, waiting);
+  if (p->tty && p->out[0].fd >= 0) {
+    struct termios tio;
+    if (tcgetattr(p->out[0].fd, &tio) == 0) lua_pushboolean(L, !(tio.c_lflag & ECHO));
+    else lua_pushnil(L);
+  } else {
+    lua_pushnil(L);
+  }
+  return 2;
+}
+
+
+const luaL_Reg proc_tree_methods[] = {
+  {"holders", proc_holders},
+  {"input_state", proc_input_state},
+  {"kill_tree", proc_kill_tree_l},
+  {"resize", proc_resize},
+  {"signal", proc_signal},
+  {"signal_tree", proc_signal_tree},
+  {"tree_alive", proc_tree_alive},
+  {NULL, NULL}
+};

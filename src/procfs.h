@@ -1,0 +1,21 @@
+/* procfs.h: what /proc tells about a session's processes: descendants, who holds an output
+ * open, and who is blocked waiting to read the session's input. */
+#ifndef LUXEC_PROCFS_H
+#define LUXEC_PROCFS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+int pfs_children(pid_t pid, pid_t *out, int max);
+int pfs_descendants(pid_t root, pid_t *out, int max); /* root excluded, breadth first */
+int pfs_all_pids(pid_t *out, int max);
+/* What /proc/<pid>/fd/<fd> points at ("pipe:[1234]", "/dev/pts/3"); pid 0 is this process. */
+int pfs_fd_target(pid_t pid, int fd, char *out, size_t size);
+/* Which of the candidates have a descriptor open on target; returns how many went to out. */
+int pfs_holders(const pid_t *cands, int n, const char *target, pid_t *out, int max);
+void pfs_cmdline(pid_t pid, char *out, size_t size);
+pid_t pfs_pgid(pid_t pid);
+/* 1 when pid is blocked in a read of target (or in poll/select with target as its stdin). */
+int pfs_waiting_on(pid_t pid, const char *target);
+
+#endif
