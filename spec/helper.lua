@@ -38,13 +38,16 @@ end
 --- PIDs of this process's live children (zombies included).
 function H.children()
   local pids = {}
+  local watchdog = require("luxec.core").watchdog_pid()
   local dir = ("/proc/%d/task"):format(uv.os_getpid())
   local req = assert(uv.fs_scandir(dir))
   for tid in function() return uv.fs_scandir_next(req) end do
     local f = io.open(dir .. "/" .. tid .. "/children")
     if f then
       for pid in f:read("a"):gmatch("%d+") do
-        pids[#pids + 1] = tonumber(pid)
+        if tonumber(pid) ~= watchdog then -- the host's cgroup watchdog lives as long as it
+          pids[#pids + 1] = tonumber(pid)
+        end
       end
       f:close()
     end
@@ -59,11 +62,40 @@ function H.assert_clean()
   uv.run("nowait")
   local handles = core.active_handles()
   local kids = H.children()
+  local described = {}
   for _, pid in ipairs(kids) do
+    local f = io.open(("/proc/%d/stat"):format(pid))
+    described[#described + 1] = ("%d %s"):format(pid, f and f:read("l"):match("%b() %a") or "?")
+    if f then f:close() end
     uv.kill(pid, "sigkill")
   end
   assert(#handles == 0, "test left active handles: " .. table.concat(handles, ", "))
-  assert(#kids == 0, "test left child processes: " .. table.concat(kids, ", "))
+  assert(#kids == 0, "test left child processes: " .. table.concat(described, ", "))
+end
+
+--- Whether a process with this pid exists (zombies count as gone).
+function H.alive(pid)
+  local f = io.open(("/proc/%d/stat"):format(pid))
+  if not f then return false end
+  local stat = f:read("a")
+  f:close()
+  return stat:match("^%d+ %(.*%) (%a)") ~= "Z"
+end
+
+--- A fresh temporary directory; H.rmtree removes it.
+function H.tmpdir()
+  return assert(uv.fs_mkdtemp("/tmp/luxec-spec-XXXXXX"))
+end
+
+function H.rmtree(dir)
+  assert(dir:match("^/tmp/luxec%-"), "refusing to remove " .. dir)
+  os.execute("rm -rf '" .. dir .. "'")
+end
+
+--- Whether this run can use cgroups (root with a writable cgroup2 tree); the reason if not.
+function H.cgroups()
+  local ok, why = require("luxec.core").cgroups()
+  return ok, why
 end
 
 --- Run the built luxec (or another program) as a child with pipes; returns

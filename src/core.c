@@ -52,6 +52,7 @@ void luxec_core_shutdown(lua_State *L) {
 int luaopen_luxec_core(lua_State *L) {
   luaL_newlib(L, core_functions);
   luxec_open_proc(L);
+  luxec_open_outbuf(L);
   lua_pushstring(L, LUXEC_VERSION);
   lua_setfield(L, -2, "version");
   lua_pushstring(L, LUA_RELEASE);

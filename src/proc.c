@@ -127,8 +127,17 @@ int proc_reap(proc *p, int block) {
   siginfo_t si;
   memset(&si, 0, sizeof si);
   int rc;
-  do rc = waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED | (block ? 0 : WNOHANG));
-  while (rc < 0 && errno == EINTR);
+  for (;;) {
+    rc = waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED | (block ? 0 : WNOHANG));
+    if (rc == 0 || errno == EINTR) {
+      if (rc == 0) break;
+      continue;
+    }
+    /* libuv made the pidfd non-blocking, which turns a blocking waitid into EAGAIN */
+    if (errno != EAGAIN || !block) break;
+    struct pollfd pf = {.fd = p->pidfd, .events = POLLIN};
+    poll(&pf, 1, -1);
+  }
   if (rc < 0 || si.si_pid == 0) return 0;
   record_exit(p, &si);
   return 1;

@@ -1,0 +1,307 @@
+/* ref.c: the plain-C reference for scripts/bench. Each workload is done the most direct way
+ * (posix_spawn or vfork + exec, waitpid, read() at a chosen size, posix_openpt PTYs made the
+ * child's controlling terminal, poll()), with no libuv and no Lua. Prints one line of
+ * key=value pairs: secs (the workload's wall time, CLOCK_MONOTONIC) and where relevant
+ * rss_kib (peak RSS from getrusage) and more.
+ *
+ *   bench-ref w1 pipe|pty COUNT PROGRAM        spawn + reap PROGRAM COUNT times in turn
+ *   bench-ref w2 BYTES READ_SIZE HEAD          HEAD -c BYTES /dev/zero through a pipe
+ *   bench-ref w3 BYTES READ_SIZE HEAD          the same through a PTY
+ *   bench-ref w4 COUNT CAT                     COUNT line round trips through CAT on a PTY
+ *   bench-ref w5 COUNT SLEEP                   COUNT PTY sessions of SLEEP 60, then kill all
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what) {
+  fprintf(stderr, "bench-ref: %s: %s\n", what, strerror(errno));
+  exit(1);
+}
+
+static long peak_rss_kib(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+/* ---- children ---- */
+
+/* A child on pipes: stdin from a pipe, stdout and stderr into one pipe (what luxec.spawn does
+ * by default). Returns the pid; *in_w and *out_r are the parent's ends (close-on-exec). */
+static pid_t spawn_pipes(char *const argv[], int *in_w, int *out_r) {
+  int in[2], out[2];
+  if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) die("pipe2");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 2);
+  pid_t pid;
+  int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    errno = rc;
+    die("posix_spawn");
+  }
+  close(in[0]);
+  close(out[1]);
+  *in_w = in[1];
+  *out_r = out[0];
+  return pid;
+}
+
+/* A child on a new PTY that becomes its controlling terminal. Returns the pid; *master is
+ * the parent's end (close-on-exec, blocking). */
+static pid_t spawn_pty(char *const argv[], int *master) {
+  int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (m < 0) die("posix_openpt");
+  char name[64];
+  if (grantpt(m) < 0 || unlockpt(m) < 0 || ptsname_r(m, name, sizeof name) != 0) die("pty");
+  int s = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (s < 0) die("open pty slave");
+  struct winsize ws = {.ws_row = 24, .ws_col = 80};
+  ioctl(s, TIOCSWINSZ, &ws);
+  pid_t pid = vfork();
+  if (pid == 0) {
+    if (setsid() < 0 || ioctl(s, TIOCSCTTY, 0) < 0) _exit(126);
+    if (dup2(s, 0) < 0 || dup2(s, 1) < 0 || dup2(s, 2) < 0) _exit(126);
+    execve(argv[0], argv, environ);
+    _exit(127);
+  }
+  if (pid < 0) die("vfork");
+  close(s);
+  *master = m;
+  return pid;
+}
+
+/* Read fd until EOF (or EIO: a PTY master once no slave is open); returns the byte count. */
+static long long drain(int fd, char *buf, size_t size) {
+  long long total = 0;
+  for (;;) {
+    ssize_t n = read(fd, buf, size);
+    if (n > 0) {
+      total += n;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return total;
+    }
+  }
+}
+
+static int reap(pid_t pid) {
+  int st;
+  while (waitpid(pid, &st, 0) < 0) {
+    if (errno != EINTR) die("waitpid");
+  }
+  return st;
+}
+
+/* ---- workloads ---- */
+
+static int w1(const char *mode, int count, const char *prog) {
+  char *argv[] = {(char *)prog, NULL};
+  char buf[4096];
+  int tty = strcmp(mode, "pty") == 0;
+  double t0 = now();
+  for (int i = 0; i < count; i++) {
+    int in_w = -1, out_r;
+    pid_t pid = tty ? spawn_pty(argv, &out_r) : spawn_pipes(argv, &in_w, &out_r);
+    drain(out_r, buf, sizeof buf);
+    int st = reap(pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      fprintf(stderr, "bench-ref: %s exited with status %d\n", prog, st);
+      return 1;
+    }
+    close(out_r);
+    if (in_w >= 0) close(in_w);
+  }
+  printf("secs=%.6f\n", now() - t0);
+  return 0;
+}
+
+static int w2w3(int tty, long long bytes, size_t size, const char *head) {
+  char count[32];
+  snprintf(count, sizeof count, "%lld", bytes);
+  char *argv[] = {(char *)head, "-c", count, "/dev/zero", NULL};
+  char *buf = malloc(size);
+  if (buf == NULL) die("malloc");
+  double t0 = now();
+  int in_w = -1, out_r;
+  pid_t pid = tty ? spawn_pty(argv, &out_r) : spawn_pipes(argv, &in_w, &out_r);
+  long long got = drain(out_r, buf, size);
+  reap(pid);
+  double secs = now() - t0;
+  close(out_r);
+  if (in_w >= 0) close(in_w);
+  if (got != bytes) {
+    fprintf(stderr, "bench-ref: read %lld bytes, expected %lld\n", got, bytes);
+    return 1;
+  }
+  printf("secs=%.6f rss_kib=%ld\n", secs, peak_rss_kib());
+  free(buf);
+  return 0;
+}
+
+/* Count the occurrences of needle in hay[0..len). */
+static int occurrences(const char *hay, size_t len, const char *needle) {
+  size_t nl = strlen(needle);
+  int k = 0;
+  for (const char *p = hay; (p = memmem(p, len - (size_t)(p - hay), needle, nl)) != NULL; p += nl)
+    k++;
+  return k;
+}
+
+static int w4(int count, const char *cat) {
+  char *argv[] = {(char *)cat, NULL};
+  int m;
+  pid_t pid = spawn_pty(argv, &m);
+  static char acc[1 << 16];
+  double t0 = now();
+  for (int i = 0; i < count; i++) {
+    char line[32];
+    int len = snprintf(line, sizeof line, "rt%06d\n", i);
+    if (write(m, line, (size_t)len) != len) die("write");
+    line[len - 1] = '\0';
+    /* the terminal's echo and cat's copy, each the line with "\r\n" */
+    size_t have = 0, want = 2 * (size_t)(len + 1);
+    while (have < want) {
+      ssize_t n = read(m, acc + have, sizeof acc - have);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) die("read");
+      have += (size_t)n;
+    }
+    if (have != want || occurrences(acc, have, line) != 2) {
+      fprintf(stderr, "bench-ref: round trip %d: unexpected output %.*s\n", i, (int)have, acc);
+      return 1;
+    }
+  }
+  double secs = now() - t0;
+  kill(pid, SIGKILL);
+  reap(pid);
+  close(m);
+  printf("secs=%.6f\n", secs);
+  return 0;
+}
+
+/* How many processes named comm descend from root (by walking /proc's parent links). */
+static int count_descendants(pid_t root, const char *comm) {
+  static pid_t pids[1 << 16], ppids[1 << 16];
+  static char names[1 << 16][16];
+  int n = 0;
+  DIR *d = opendir("/proc");
+  if (d == NULL) die("opendir /proc");
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL && n < (1 << 16)) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    char path[300], stat[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t len = read(fd, stat, sizeof stat - 1);
+    close(fd);
+    if (len <= 0) continue;
+    stat[len] = '\0';
+    char *l = strchr(stat, '('), *r = strrchr(stat, ')');
+    char state;
+    if (l == NULL || r == NULL || sscanf(r + 2, "%c %d", &state, &ppids[n]) != 2) continue;
+    if (state == 'Z') continue; /* dead, not yet reaped */
+    snprintf(names[n], sizeof names[n], "%.*s", (int)(r - l - 1), l + 1);
+    pids[n++] = atoi(e->d_name);
+  }
+  closedir(d);
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    if (strcmp(names[i], comm) != 0) continue;
+    pid_t up = ppids[i];
+    for (int depth = 0; up > 1 && depth < 64; depth++) {
+      if (up == root) {
+        k++;
+        break;
+      }
+      int j = 0;
+      while (j < n && pids[j] != up) j++;
+      up = j < n ? ppids[j] : 0;
+    }
+  }
+  return k;
+}
+
+static long vm_rss_kib(void) {
+  FILE *f = fopen("/proc/self/status", "re");
+  char line[256];
+  long kib = -1;
+  while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+    if (strncmp(line, "VmRSS:", 6) == 0) kib = atol(line + 6);
+  }
+  if (f != NULL) fclose(f);
+  return kib;
+}
+
+static int w5(int count, const char *sleep_prog) {
+  char *argv[] = {(char *)sleep_prog, "60", NULL};
+  pid_t *pids = calloc((size_t)count, sizeof *pids);
+  int *masters = calloc((size_t)count, sizeof *masters);
+  struct pollfd *pf = calloc((size_t)count, sizeof *pf);
+  double t0 = now();
+  for (int i = 0; i < count; i++) pids[i] = spawn_pty(argv, &masters[i]);
+  double start = now() - t0;
+  /* a turn of poll() over every master, as an event loop holding them would do */
+  for (int i = 0; i < count; i++) pf[i] = (struct pollfd){.fd = masters[i], .events = POLLIN};
+  poll(pf, (nfds_t)count, 0);
+  long rss = vm_rss_kib();
+  t0 = now();
+  for (int i = 0; i < count; i++) kill(-pids[i], SIGKILL); /* each is its session's group */
+  for (int i = 0; i < count; i++) {
+    reap(pids[i]);
+    close(masters[i]);
+  }
+  double stop = now() - t0;
+  int left = count_descendants(getpid(), "sleep");
+  printf("start=%.6f rss_kib=%ld kill=%.6f survivors=%d\n", start, rss, stop, left);
+  free(pids);
+  free(masters);
+  free(pf);
+  return left == 0 ? 0 : 1;
+}
+
+static void usage(void) {
+  fputs("usage: bench-ref w1 pipe|pty COUNT PROG | w2|w3 BYTES READ_SIZE HEAD | w4 COUNT CAT |"
+        " w5 COUNT SLEEP\n", stderr);
+  exit(2);
+}
+
+int main(int argc, char **argv) {
+  signal(SIGPIPE, SIG_IGN);
+  if (argc < 2) usage();
+  const char *w = argv[1];
+  if (strcmp(w, "w1") == 0 && argc == 5) return w1(argv[2], atoi(argv[3]), argv[4]);
+  if ((strcmp(w, "w2") == 0 || strcmp(w, "w3") == 0) && argc == 5)
+    return w2w3(w[1] == '3', atoll(argv[2]), (size_t)atoll(argv[3]), argv[4]);
+  if (strcmp(w, "w4") == 0 && argc == 4) return w4(atoi(argv[2]), argv[3]);
+  if (strcmp(w, "w5") == 0 && argc == 4) return w5(atoi(argv[2]), argv[3]);
+  usage();
+  return 2;
+}

@@ -1,0 +1,86 @@
+--- W5: COUNT concurrent PTY sessions of SLEEP 60: the time to start them all, the host's RSS
+--- (VmRSS) with all of them running, the time to end them all, and how many survived.
+---   luxec bench/w5.lua COUNT SLEEP [terminate|terminate-tasks|close]
+--- terminate: p:terminate() on each in turn (the default); terminate-tasks: p:terminate() on
+--- each in its own luxec.go task, all at once; close: p:close() on each.
+local luxec = require("luxec")
+local uv = require("luv")
+
+local count, sleep = math.tointeger(tonumber(arg[1])), arg[2]
+local how = arg[3] or "terminate"
+local opts = { tty = true, cgroup = arg[4] ~= "nocgroup" }
+assert(count and sleep, "usage: w5.lua COUNT SLEEP [terminate|terminate-tasks|close]")
+
+local function status_kib(field)
+  local f = assert(io.open("/proc/self/status"))
+  local kib = f:read("a"):match(field .. ":%s*(%d+)")
+  f:close()
+  return tonumber(kib)
+end
+
+--- How many live processes named comm descend from root (walking /proc's parent links).
+local function count_descendants(root, comm)
+  local parent, name = {}, {}
+  local req = assert(uv.fs_scandir("/proc"))
+  for entry in function() return uv.fs_scandir_next(req) end do
+    local pid = tonumber(entry)
+    local f = pid and io.open("/proc/" .. entry .. "/stat")
+    if f then
+      local stat = f:read("a") or ""
+      f:close()
+      local n, state, ppid = stat:match("^%d+ %((.*)%) (%a) (%d+)")
+      if n and state ~= "Z" then
+        parent[pid], name[pid] = tonumber(ppid), n
+      end
+    end
+  end
+  local k = 0
+  for pid, n in pairs(name) do
+    if n == comm then
+      local up, depth = parent[pid], 0
+      while up and up > 1 and up ~= root and depth < 64 do
+        up, depth = parent[up], depth + 1
+      end
+      if up == root then k = k + 1 end
+    end
+  end
+  return k
+end
+
+local procs = {}
+local t0 = uv.hrtime()
+for i = 1, count do
+  procs[i] = assert(luxec.spawn({ sleep, "60" }, opts))
+end
+local start = (uv.hrtime() - t0) / 1e9
+uv.run("nowait") -- one turn of the loop with every session registered
+local rss = status_kib("VmRSS")
+
+t0 = uv.hrtime()
+if how == "terminate" then
+  for _, p in ipairs(procs) do
+    p:terminate()
+    p:close()
+  end
+elseif how == "terminate-tasks" then
+  local tasks = {}
+  for i, p in ipairs(procs) do
+    tasks[i] = luxec.go(function()
+      p:terminate()
+      p:close()
+    end)
+  end
+  for _, t in ipairs(tasks) do
+    assert(t:wait())
+  end
+elseif how == "close" then
+  for _, p in ipairs(procs) do
+    p:close()
+  end
+else
+  error("unknown way to end the sessions: " .. how)
+end
+local stop = (uv.hrtime() - t0) / 1e9
+local left = count_descendants(uv.os_getpid(), "sleep")
+print(("start=%.6f rss_kib=%d kill=%.6f survivors=%d"):format(start, rss, stop, left))
+if left ~= 0 then os.exit(1) end

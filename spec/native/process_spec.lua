@@ -1,0 +1,313 @@
+local H = require("helper")
+local uv = require("luv")
+local luxec = require("luxec")
+
+local EMIT, FDS = H.fixture("emit"), H.fixture("fds")
+
+-- The pattern emit prints: byte i is 'a' + i % 26, with '\n' every 64th byte.
+local function pattern(n)
+  local t = {}
+  for i = 0, n - 1 do
+    t[#t + 1] = i % 64 == 63 and "\n" or string.char(97 + i % 26)
+  end
+  return table.concat(t)
+end
+
+describe("luxec.spawn with pipes", function()
+  after_each(H.assert_clean)
+
+  it("a child that prints and exits at once, 1,000 times: every byte and every exit code",
+    function()
+      local want = pattern(100)
+      for i = 1, 1000 do
+        local p = assert(luxec.spawn({ EMIT, "-o", "100", "-x", tostring(i % 256) }))
+        local st = assert(p:wait({ timeout = 10 }))
+        assert.equals(i % 256, st.code)
+        local out, dropped = p:read()
+        if out ~= want or dropped ~= 0 then
+          assert.equals(want, out, "run " .. i)
+        end
+        p:close()
+      end
+    end)
+
+  it("keeps stderr apart: 4 MiB on stderr alone does not deadlock", function()
+    local p = assert(luxec.spawn({ EMIT, "-o", "10", "-e", tostring(4 * 1024 * 1024) },
+      { stderr = "pipe", head = 8 * 1024 * 1024, tail = 0 }))
+    local st = assert(p:wait({ timeout = 20 }))
+    assert.equals(0, st.code)
+    assert.equals(pattern(10), (p:read(1)))
+    local err = p:read(2)
+    assert.equals(4 * 1024 * 1024, #err)
+    assert.equals(pattern(4 * 1024 * 1024), err)
+    p:close()
+  end)
+
+  it("merges stdout and stderr in arrival order by default", function()
+    local r = luxec.run({ "sh", "-c", "echo one; echo two >&2; echo three" })
+    assert.equals("one\ntwo\nthree\n", r.output)
+    assert.equals(0, r.code)
+  end)
+
+  it("finishes promptly when a background grandchild holds the output, and names it", function()
+    local t0 = H.now_ms()
+    local p = assert(luxec.spawn({ "sh", "-c", "sleep 100 & echo done" }, { grace_ms = 50 }))
+    local st = assert(p:wait({ timeout = 5 }))
+    assert.is_true(H.now_ms() - t0 < 2000, "took " .. (H.now_ms() - t0) .. " ms")
+    assert.equals(0, st.code)
+    assert.is_true(st.finished)
+    assert.is_false(st.eof)
+    assert.equals(1, #st.holders)
+    assert.equals("sleep 100", st.holders[1].cmd)
+    assert.is_true(H.alive(st.holders[1].pid))
+    assert.equals("done\n", (p:read()))
+    local holder = st.holders[1].pid
+    p:terminate()
+    assert.is_false(H.alive(holder))
+    p:close()
+  end)
+
+  it("reports exec failures as nil, message, code: missing, not executable, bad cwd", function()
+    local p, msg, code = luxec.spawn({ "/nonexistent/program" })
+    assert.same({ nil, "ENOENT" }, { p, code })
+    assert.matches("^ENOENT: no such file or directory", msg)
+    p, msg, code = luxec.spawn({ "no-such-program-anywhere" })
+    assert.same({ nil, "ENOENT" }, { p, code })
+    assert.matches("no%-such%-program%-anywhere", msg)
+    local dir = H.tmpdir()
+    local f = assert(io.open(dir .. "/script", "w"))
+    f:write("#!/bin/sh\necho hi\n")
+    f:close()
+    p, msg, code = luxec.spawn({ dir .. "/script" })
+    assert.same({ nil, "EACCES" }, { p, code })
+    assert.matches("^EACCES: permission denied", msg)
+    p, msg, code = luxec.spawn({ "true" }, { cwd = dir .. "/missing" })
+    assert.same({ nil, "ENOENT" }, { p, code })
+    assert.matches("^ENOENT: no such file or directory %(cwd: ", msg)
+    H.rmtree(dir)
+  end)
+
+  it("returns EPIPE when writing after the child closed its stdin, without dying", function()
+    local p = assert(luxec.spawn({ "sh", "-c", "exec 0<&-; sleep 0.2" }))
+    luxec.sleep(100)
+    local ok, msg, code = p:write(("x"):rep(100000))
+    assert.is_nil(ok)
+    assert.equals("EPIPE", code)
+    assert.matches("^EPIPE", msg)
+    assert.same({ nil, "EPIPE" }, { select(1, p:write("more")), select(3, p:write("more")) })
+    p:wait({ timeout = 5 })
+    p:close()
+  end)
+
+  it("writes 10 MiB to cat while reading its output: nothing lost, the loop never blocked",
+    function()
+      local size = 10 * 1024 * 1024
+      local data = pattern(size)
+      local p = assert(luxec.spawn({ "cat" }, { head = size, tail = 0 }))
+      local ticks, max_gap, last = 0, 0, H.now_ms()
+      local timer = uv.new_timer()
+      timer:start(5, 5, function()
+        local now = H.now_ms()
+        max_gap = math.max(max_gap, now - last)
+        last = now
+        ticks = ticks + 1
+      end)
+      local t0 = H.now_ms()
+      assert.equals(size, p:write(data)) -- returns at once: the rest is queued
+      local write_ms = H.now_ms() - t0
+      p:close_stdin()
+      local st = assert(p:wait({ timeout = 30 }))
+      timer:close()
+      assert.equals(0, st.code)
+      local out, dropped = p:read()
+      assert.equals(0, dropped)
+      assert.equals(size, #out)
+      assert.is_true(out == data, "output differs from input")
+      assert.is_true(write_ms < 100, "write blocked for " .. write_ms .. " ms")
+      assert.is_true(ticks > 0, "the timer never fired")
+      assert.is_true(max_gap < 500, "the loop stalled for " .. max_gap .. " ms")
+      p:close()
+    end)
+
+  it("shows the child only descriptors 0, 1 and 2", function()
+    local keep = assert(io.open("/dev/null")) -- an inherited descriptor must not leak
+    local r = luxec.run({ FDS })
+    keep:close()
+    assert.equals("0 1 2\n", r.output)
+    r = luxec.run({ FDS }, { tty = true })
+    assert.equals("0 1 2\r\n", r.output)
+  end)
+
+  it("delivers invalid UTF-8 and NUL bytes unchanged", function()
+    local r = luxec.run({ "printf", "a\\000b\\377\\376c\\300\\200" })
+    assert.equals("a\0b\255\254c\192\128", r.output)
+    local p = assert(luxec.spawn({ "cat" }))
+    local bytes = {}
+    for i = 0, 255 do
+      bytes[#bytes + 1] = string.char(i)
+    end
+    local all = table.concat(bytes):rep(10)
+    p:write(all)
+    p:close_stdin()
+    p:wait({ timeout = 5 })
+    assert.equals(all, (p:read()))
+    p:close()
+  end)
+
+  it("passes env exactly, or inherited with overrides, and cwd and arg0", function()
+    local r = luxec.run({ "/usr/bin/env" }, { env = { ONLY = "this" } })
+    assert.equals("ONLY=this\n", r.output)
+    r = luxec.run({ "/bin/sh", "-c", "echo $HOME:$LUXEC_X:${PATH:+path}" },
+      { inherit_env = true, env = { LUXEC_X = "x", HOME = false } })
+    assert.equals(":x:path\n", r.output)
+    r = luxec.run({ "pwd" }, { cwd = "/tmp" })
+    assert.equals("/tmp\n", r.output)
+    r = luxec.run({ "sh", "-c", "echo $0" }, { arg0 = "renamed" })
+    assert.equals("renamed\n", r.output)
+  end)
+
+  it("puts the child in its own session and process group", function()
+    local r = luxec.run({ "sh", "-c", "ps -o pid=,pgid=,sid= -p $$" })
+    local pid, pgid, sid = r.output:match("(%d+)%s+(%d+)%s+(%d+)")
+    assert.equals(pid, pgid)
+    assert.equals(pid, sid)
+  end)
+
+  it("with stdin = null gives the child /dev/null and refuses writes", function()
+    local p = assert(luxec.spawn({ "cat" }, { stdin = "null" }))
+    assert.has_error(function()
+      p:write("x")
+    end, "write: this session's stdin is /dev/null (spawn with stdin = \"pipe\")")
+    assert.equals(0, p:wait({ timeout = 5 }).code)
+    p:close()
+  end)
+
+  it("waits for a timeout and returns nil, 'timeout'", function()
+    local p = assert(luxec.spawn({ "sleep", "10" }))
+    local t0 = H.now_ms()
+    assert.same({ nil, "timeout" }, { p:wait({ timeout = 0.1 }) })
+    assert.is_true(H.now_ms() - t0 >= 99)
+    p:close()
+  end)
+end)
+
+describe("luxec.spawn on a terminal", function()
+  after_each(H.assert_clean)
+
+  it("makes the PTY the controlling terminal, 24x80 by default, with IUTF8", function()
+    local r = luxec.run({ "sh", "-c", "tty; stty size; stty -a | grep -o -- '-\\?iutf8'" },
+      { tty = true })
+    local tty, size, iutf8 = r.output:match("^(/dev/pts/%d+)\r\n(%d+ %d+)\r\n(%S+)\r\n$")
+    assert.truthy(tty, r.output)
+    assert.equals("24 80", size)
+    assert.equals("iutf8", iutf8)
+  end)
+
+  it("resizes: the child gets SIGWINCH and stty size shows it", function()
+    local p = assert(luxec.spawn({ "sh", "-c",
+      "trap 'stty size' WINCH; echo ready; while :; do sleep 0.05; done" },
+      { tty = { rows = 10, cols = 20 } }))
+    assert.is_true(p:_wait_until(function()
+      return p:snapshot().head:find("ready") ~= nil
+    end, 5000))
+    assert.is_true(p:resize(33, 120))
+    assert.is_true(p:_wait_until(function()
+      return p:snapshot().head:find("33 120") ~= nil
+    end, 5000), p:snapshot().head)
+    p:close()
+  end)
+
+  it("knows when the foreground program waits for input, and when echo is off", function()
+    local p = assert(luxec.spawn({ "sh", "-c", "read a; stty -echo; read b; echo got $a $b" },
+      { tty = true }))
+    assert.is_true(p:_wait_until(function()
+      return p:status().waiting_for_input
+    end, 5000), "never saw the first read")
+    assert.is_false(p:status().echo_off)
+    p:write("one\n")
+    assert.is_true(p:_wait_until(function()
+      local st = p:status()
+      return st.waiting_for_input and st.echo_off
+    end, 5000), "never saw the silent read")
+    p:write("two\n")
+    local st = p:wait({ timeout = 5 })
+    assert.equals(0, st.code)
+    assert.matches("got one two", p:snapshot().head)
+    p:close()
+  end)
+
+  it("sends EOF for close_stdin", function()
+    local p = assert(luxec.spawn({ "cat" }, { tty = true }))
+    p:write("line\n")
+    p:close_stdin()
+    assert.equals(0, p:wait({ timeout = 5 }).code)
+    assert.equals("line\r\nline\r\n", (p:read()))
+    p:close()
+  end)
+end)
+
+describe("input waits on pipes", function()
+  after_each(H.assert_clean)
+
+  it("sees a child blocked reading its stdin pipe", function()
+    local p = assert(luxec.spawn({ "sh", "-c", "sleep 0.2; read x; echo $x" }))
+    assert.is_false(p:status().waiting_for_input)
+    assert.is_true(p:_wait_until(function()
+      return p:status().waiting_for_input
+    end, 5000))
+    assert.is_nil(p:status().echo_off)
+    p:write("hi\n")
+    p:wait({ timeout = 5 })
+    assert.equals("hi\n", (p:read()))
+    p:close()
+  end)
+end)
+
+describe("exit statuses", function()
+  local dir
+  before_each(function()
+    dir = H.tmpdir()
+  end)
+  after_each(function()
+    H.rmtree(dir)
+    H.assert_clean()
+  end)
+
+  it("reports signal deaths by name: TERM, KILL, SEGV with the core flag", function()
+    local p = assert(luxec.spawn({ "sleep", "10" }))
+    p:signal("TERM")
+    local st = p:wait({ timeout = 5 })
+    assert.same({ 15, "TERM", false }, { st.signal, st.signal_name, st.core_dumped })
+    assert.is_nil(st.code)
+    p:close()
+    p = assert(luxec.spawn({ "sleep", "10" }))
+    p:signal(9)
+    st = p:wait({ timeout = 5 })
+    assert.same({ 9, "KILL" }, { st.signal, st.signal_name })
+    p:close()
+    local r = luxec.run({ EMIT, "-k", "11" }, { cwd = dir })
+    assert.same({ 11, "SEGV" }, { r.signal, r.signal_name })
+    local f = io.open("/proc/sys/kernel/core_pattern")
+    local core_pattern = f and f:read("l") or ""
+    if f then f:close() end
+    if core_pattern:sub(1, 1) ~= "|" then -- a plain file name: the kernel writes it here
+      assert.is_true(r.core_dumped)
+    end
+  end)
+
+  it("passes exit codes 0..255 through", function()
+    for _, code in ipairs({ 0, 1, 2, 126, 127, 128, 255 }) do
+      assert.equals(code, luxec.run({ EMIT, "-x", tostring(code) }).code)
+    end
+  end)
+
+  it("describes the handle with __tostring", function()
+    local p = assert(luxec.spawn({ "sleep", "10" }))
+    assert.matches("^luxec%.proc %(pid %d+, running%)$", tostring(p))
+    p:signal("KILL")
+    p:wait({ timeout = 5 })
+    assert.matches("^luxec%.proc %(pid %d+, killed by SIGKILL%)$", tostring(p))
+    p:close()
+    assert.equals("luxec.proc (closed)", tostring(p))
+  end)
+end)
