@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <lualib.h>
@@ -111,6 +112,17 @@ int luxec_callback_pcall(lua_State *L, int nargs, int nresults, int flags) {
   return -status;
 }
 
+/* A fatal signal or an exit() that skips the orderly close must not leave sessions behind. */
+static void kill_sessions_at_exit(void) {
+  luxec_procs_kill_all();
+}
+
+static void fatal_signal(int sig) {
+  luxec_procs_kill_all();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 static void wake_cb(uv_async_t *handle) {
   (void)handle; /* returning from the poll is all a wake-up is for */
 }
@@ -119,6 +131,9 @@ int luxec_host_init(luxec_host *h, int ignore_env) {
   memset(h, 0, sizeof *h);
   h->ignore_env = ignore_env;
   signal(SIGPIPE, SIG_IGN); /* a write to a closed pipe is an EPIPE result, not a death */
+  signal(SIGTERM, fatal_signal);
+  signal(SIGHUP, fatal_signal);
+  atexit(kill_sessions_at_exit);
   int rc = uv_loop_init(&h->loop);
   if (rc < 0) {
     fprintf(stderr, "luxec: cannot create the event loop: %s\n", uv_strerror(rc));

@@ -4,6 +4,7 @@
 #include "proc.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,6 +320,7 @@ static int core_spawn(lua_State *L) {
   p->exit_poll_open = 1;
   uv_poll_start(&p->exit_poll, UV_READABLE, exit_cb);
   proc_io_start(p);
+  uv_unref((uv_handle_t *)&p->exit_poll);
   lua_settop(L, 7);
   return 1;
 }
@@ -367,6 +369,26 @@ static int proc_close(lua_State *L) {
     proc_shutdown(p, "close");
   }
   return 0;
+}
+
+/* Kill every session's tree without touching Lua or allocating: for exit() paths that skip
+ * the orderly shutdown (os.exit without close) and for fatal signals. */
+void luxec_procs_kill_all(void) {
+  for (proc *p = live; p != NULL; p = p->next) {
+    if (p->closed) continue;
+    if (p->cg.dir_fd >= 0) {
+      int fd = openat(p->cg.dir_fd, "cgroup.kill", O_WRONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        if (write(fd, "1", 1) < 0) { /* the watchdog still covers it */
+        }
+        close(fd);
+      }
+    }
+    if (!p->reaped) {
+      kill(-p->pid, SIGKILL);
+      kill(p->pid, SIGKILL);
+    }
+  }
 }
 
 void luxec_procs_shutdown(void) {
@@ -422,6 +444,24 @@ static int proc_status(lua_State *L) {
   return 1;
 }
 
+/* p:ref(keep): whether the session keeps the loop (and so the host) alive. Sessions start
+ * unreferenced: a script that ends ends its sessions, as Expect's and pexpect's do; the
+ * Lua layer references it while something waits on it or listens to it. */
+static int proc_ref(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  int keep = lua_toboolean(L, 2);
+  uv_handle_t *hs[3] = {(uv_handle_t *)&p->exit_poll, (uv_handle_t *)&p->out[0].poll,
+                        (uv_handle_t *)&p->out[1].poll};
+  int open[3] = {p->exit_poll_open, p->out[0].poll_open, p->nout > 1 && p->out[1].poll_open};
+  p->referenced = keep;
+  for (int i = 0; i < 3; i++) {
+    if (!open[i]) continue;
+    if (keep) uv_ref(hs[i]);
+    else uv_unref(hs[i]);
+  }
+  return 0;
+}
+
 static int proc_gc(lua_State *L) {
   return proc_close(L);
 }
@@ -439,6 +479,7 @@ static int proc_tostring(lua_State *L) {
 
 static const luaL_Reg proc_methods[] = {
   {"close", proc_close},
+  {"ref", proc_ref},
   {"status", proc_status},
   {NULL, NULL}
 };

@@ -52,6 +52,7 @@ typedef struct proc {
   cg_session cg;
   int pending_closes;    /* handles whose close callback has not run yet */
   int closed;            /* closed from Lua or by the host: no more methods */
+  int referenced;        /* keeps the loop alive (uv_ref) */
 } proc;
 
 typedef struct pbox {
@@ -66,6 +67,7 @@ void proc_close_handle(proc *p, uv_handle_t *h);
 int proc_reap(proc *p, int block); /* 1 once the child is reaped */
 void luxec_open_proc(lua_State *L);
 void luxec_procs_shutdown(void);
+void luxec_procs_kill_all(void); /* async-signal-safe */
 
 /* proc_tree.c */
 int proc_kill_tree(proc *p, int *killed, const char **method);

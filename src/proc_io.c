@@ -56,11 +56,13 @@ void proc_io_start(proc *p) {
       s->poll.data = NULL;
       s->poll_open = 1;
       uv_poll_start(&s->poll, UV_READABLE | UV_DISCONNECT, out_cb);
+      if (!p->referenced) uv_unref((uv_handle_t *)&s->poll);
     }
   }
   if (p->in_fd >= 0 && uv_poll_init(loop, &p->in_poll, p->in_fd) == 0) {
     p->in_poll.data = NULL;
     p->in_poll_open = 1;
+    uv_unref((uv_handle_t *)&p->in_poll); /* pending input alone does not keep the host */
   }
 }
 

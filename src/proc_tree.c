@@ -44,8 +44,8 @@ int proc_kill_tree(proc *p, int *killed, const char **method) {
     *killed = n > 0 ? n : 0;
     int rc = cg_session_kill(&p->cg);
     if (rc < 0) return rc;
-    struct pollfd pf = {.fd = p->cg.events_fd, .events = POLLPRI};
-    for (int i = 0; i < 500 && cg_session_populated(&p->cg) == 1; i++) poll(&pf, 1, 10);
+    /* cgroup.kill is asynchronous: "populated 0" is the proof that everything is gone */
+    for (int i = 0; i < 5000 && cg_session_populated(&p->cg) == 1; i++) usleep(1000);
     proc_reap(p, 1);
     return cg_session_populated(&p->cg) == 1 ? -EBUSY : 0;
   }

@@ -214,6 +214,10 @@ function Process:_finish(holders)
     self._grace_timer:close()
     self._grace_timer = nil
   end
+  if self._listener_holds then
+    self:_hold(-self._listener_holds)
+    self._listener_holds = nil
+  end
   local st = self:status()
   for _, fn in ipairs(self._listeners.exit) do
     fn(st)
@@ -249,9 +253,19 @@ function Process:_event(kind, stream, count)
   local _ = count
 end
 
+-- Sessions do not keep the host alive by themselves (a script that ends ends them); while
+-- something waits on a session or listens to it, it does.
+function Process:_hold(delta)
+  self._holds = (self._holds or 0) + delta
+  if self._h then
+    self._h:ref(self._holds > 0)
+  end
+end
+
 --- Wait until pred() holds or timeout_ms passes; true if it holds.
 function Process:_wait_until(pred, timeout_ms)
   if pred() then return true end
+  self:_hold(1)
   local deadline = timeout_ms and (uv.hrtime() / 1e6 + timeout_ms)
   local timer = timeout_ms and uv.new_timer()
   local ok, err = pcall(function()
@@ -268,6 +282,7 @@ function Process:_wait_until(pred, timeout_ms)
     end
   end)
   if timer then timer:close() end
+  self:_hold(-1)
   if not ok then error(err, 0) end
   return pred()
 end
@@ -392,6 +407,10 @@ function Process:on(event, fn)
     error(("bad argument #2 to 'on' (function expected, got %s)"):format(type(fn)), 2)
   end
   table.insert(self._listeners[event], fn)
+  if not self._finished then
+    self:_hold(1) -- a listener keeps the host running until the session finishes
+    self._listener_holds = (self._listener_holds or 0) + 1
+  end
   if event == "output" and #self._listeners.output == 1 then
     for s = 1, self._streams do -- start from now, not from the beginning
       self._evcursor[s] = select(2, self._h:read(s, 1 << 62))

@@ -1,0 +1,196 @@
+local H = require("helper")
+local uv = require("luv")
+local luxec = require("luxec")
+
+-- A shell that starts escapees of every kind and prints their pids, one line each.
+local ESCAPEES = table.concat({
+  "setsid sleep 300 & echo setsid $!",
+  "sh -c 'sleep 300 & echo double $!' &", -- a double fork: the grandchild is orphaned
+  "nohup sleep 300 >/dev/null 2>&1 & echo nohup $!",
+  "(trap '' TERM; sleep 300) & echo ignores_term $!",
+  "echo ready",
+  "wait",
+}, "\n")
+
+local function pids_from(text)
+  local pids = {}
+  for kind, pid in text:gmatch("([%w_]+) (%d+)") do
+    pids[kind] = tonumber(pid)
+  end
+  return pids
+end
+
+local function wait_text(p, pattern)
+  assert(p:_wait_until(function()
+    return p:snapshot().head:find(pattern) ~= nil
+  end, 5000), "never saw " .. pattern .. " in: " .. p:snapshot().head)
+end
+
+local function survivors(pids)
+  local alive = {}
+  for kind, pid in pairs(pids) do
+    if H.alive(pid) then
+      alive[#alive + 1] = kind .. " " .. pid
+    end
+  end
+  table.sort(alive)
+  return alive
+end
+
+describe("terminate", function()
+  after_each(H.assert_clean)
+
+  it("leaves no survivor: setsid, double fork, nohup and a TERM-ignoring child", function()
+    local p = assert(luxec.spawn({ "sh", "-c", ESCAPEES }))
+    wait_text(p, "ready")
+    luxec.sleep(50) -- the double fork's grandchild prints from the background
+    local pids = pids_from(p:snapshot().head)
+    assert.truthy(pids.setsid and pids.double and pids.nohup and pids.ignores_term,
+      p:snapshot().head)
+    assert.same({}, (function()
+      local dead = {}
+      for kind, pid in pairs(pids) do
+        if not H.alive(pid) then dead[#dead + 1] = kind end
+      end
+      return dead
+    end)())
+    local r = p:terminate({ grace_ms = 300 })
+    assert.same({}, survivors(pids))
+    assert.is_false(r.graceful) -- the TERM-ignoring one had to be killed
+    assert.is_true(r.killed >= 1)
+    local st = p:status()
+    assert.is_true(st.exited)
+    assert.equals("terminate", st.killed_by)
+    assert.is_true(p:finished())
+    p:close()
+  end)
+
+  it("is graceful when everything exits on the signal", function()
+    local p = assert(luxec.spawn({ "sleep", "300" }))
+    local t0 = H.now_ms()
+    local r = p:terminate({ grace_ms = 5000 })
+    assert.is_true(H.now_ms() - t0 < 2000, "waited the whole grace")
+    assert.is_true(r.graceful)
+    assert.equals(0, r.killed)
+    local st = p:status()
+    assert.same({ "TERM", "terminate" }, { st.signal_name, st.killed_by })
+    p:close()
+  end)
+
+  it("accepts another signal and a zero grace", function()
+    local p = assert(luxec.spawn({ "sh", "-c", "trap 'exit 7' INT; echo armed; while :; do :; done" }))
+    wait_text(p, "armed")
+    p:terminate({ signal = "INT", grace_ms = 2000 })
+    assert.equals(7, p:status().code)
+    p:close()
+    p = assert(luxec.spawn({ "sleep", "300" }))
+    local r = p:terminate({ grace_ms = 0 })
+    assert.is_false(H.alive(p.pid))
+    assert.is_true(r.killed >= 0)
+    p:close()
+  end)
+
+  it("on a finished process does nothing and says so", function()
+    local p = assert(luxec.spawn({ "true" }))
+    p:wait({ timeout = 5 })
+    assert.equals("already gone", p:terminate().method)
+    p:close()
+  end)
+
+  it("close() kills the whole tree at once", function()
+    local p = assert(luxec.spawn({ "sh", "-c", ESCAPEES }))
+    wait_text(p, "ready")
+    luxec.sleep(50)
+    local pids = pids_from(p:snapshot().head)
+    p:close()
+    assert.same({}, survivors(pids))
+  end)
+
+  it("a to-be-closed variable ends the session when the scope ends", function()
+    local pid
+    do
+      local p <close> = assert(luxec.spawn({ "sleep", "300" }))
+      pid = p.pid
+    end
+    assert.is_false(H.alive(pid))
+  end)
+end)
+
+describe("the host going away", function()
+  after_each(H.assert_clean)
+
+  local function host_with_escapees(extra)
+    local script = ([[
+      local luxec = require("luxec")
+      local p = assert(luxec.spawn({"sh", "-c", %q}))
+      assert(p:_wait_until(function() return p:snapshot().head:find("ready") end, 5000))
+      luxec.sleep(50)
+      io.write(p:snapshot().head, "host ready\n")
+      io.stdout:flush()
+      %s
+    ]]):format(ESCAPEES, extra)
+    local out = {}
+    local stdout = uv.new_pipe()
+    local exited
+    local handle = uv.spawn(H.luxec, { args = { "-e", script }, stdio = { nil, stdout, 2 } },
+      function(code, sig)
+        exited = { code, sig }
+      end)
+    stdout:read_start(function(_, data)
+      if data then out[#out + 1] = data end
+    end)
+    H.wait_for(function()
+      return table.concat(out):find("host ready") or exited
+    end, 10000, "the host to start its session")
+    return handle, stdout, out, function() return exited end
+  end
+
+  local function finish(handle, stdout, get_exited)
+    H.wait_for(get_exited, 10000, "the host to exit")
+    handle:close()
+    stdout:close()
+    uv.run("nowait")
+  end
+
+  it("SIGKILL of the host leaves no session process alive", function()
+    local ok, why = H.cgroups()
+    if not ok then
+      pending("needs cgroup v2 (the watchdog kills the cgroups of a killed host): " .. why)
+      return
+    end
+    local handle, stdout, out, get_exited = host_with_escapees("luxec.sleep(60000)")
+    local pids = pids_from(table.concat(out))
+    assert.truthy(pids.setsid, table.concat(out))
+    handle:kill("sigkill")
+    finish(handle, stdout, get_exited)
+    assert.equals(9, get_exited()[2])
+    H.wait_for(function()
+      return #survivors(pids) == 0
+    end, 5000, "the watchdog to kill the escapees")
+  end)
+
+  it("SIGTERM of the host leaves no session process alive", function()
+    local ok, why = H.cgroups()
+    if not ok then
+      pending("needs cgroup v2: " .. why)
+      return
+    end
+    local handle, stdout, out, get_exited = host_with_escapees("luxec.sleep(60000)")
+    local pids = pids_from(table.concat(out))
+    handle:kill("sigterm")
+    finish(handle, stdout, get_exited)
+    H.wait_for(function()
+      return #survivors(pids) == 0
+    end, 5000, "the escapees to die")
+  end)
+
+  it("os.exit ends every session, escapees included", function()
+    local handle, stdout, out, get_exited = host_with_escapees("os.exit(0)")
+    local pids = pids_from(table.concat(out))
+    finish(handle, stdout, get_exited)
+    assert.equals(0, get_exited()[1])
+    H.wait_for(function()
+      return #survivors(pids) == 0
+    end, 5000, "the escapees to die")
+  end)
+end)
