@@ -125,7 +125,7 @@ void outbuf_view_from(const outbuf *ob, uint64_t from, outbuf_view *v) {
 }
 
 int outbuf_open_log(outbuf *ob, const char *path) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return -errno;
   struct stat st;
   if (fstat(fd, &st) < 0) {

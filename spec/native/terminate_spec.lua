@@ -78,7 +78,8 @@ describe("terminate", function()
   end)
 
   it("accepts another signal and a zero grace", function()
-    local p = assert(luxec.spawn({ "sh", "-c", "trap 'exit 7' INT; echo armed; while :; do :; done" }))
+    local p = assert(luxec.spawn({ "sh", "-c",
+      "trap 'exit 7' INT; echo armed; while :; do :; done" }))
     wait_text(p, "armed")
     p:terminate({ signal = "INT", grace_ms = 2000 })
     assert.equals(7, p:status().code)
