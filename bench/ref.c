@@ -4,11 +4,12 @@
  * key=value pairs: secs (the workload's wall time, CLOCK_MONOTONIC) and where relevant
  * rss_kib (peak RSS from getrusage) and more.
  *
- *   bench-ref w1 pipe|pty COUNT PROGRAM        spawn + reap PROGRAM COUNT times in turn
- *   bench-ref w2 BYTES READ_SIZE HEAD          HEAD -c BYTES /dev/zero through a pipe
- *   bench-ref w3 BYTES READ_SIZE HEAD          the same through a PTY
- *   bench-ref w4 COUNT CAT                     COUNT line round trips through CAT on a PTY
- *   bench-ref w5 COUNT SLEEP                   COUNT PTY sessions of SLEEP 60, then kill all
+ *   bench-ref w1 pipe|pty COUNT PROGRAM              spawn + reap PROGRAM COUNT times in turn
+ *   bench-ref w2 BYTES READ_SIZE poll|block HEAD     HEAD -c BYTES /dev/zero through a pipe,
+ *                                                    read non-blocking after poll(), or blocking
+ *   bench-ref w3 BYTES READ_SIZE poll|block HEAD     the same through a PTY
+ *   bench-ref w4 COUNT CAT                           COUNT line round trips through CAT on a PTY
+ *   bench-ref w5 COUNT SLEEP                         COUNT PTY sessions of SLEEP 60, then kill all
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -96,15 +97,21 @@ static pid_t spawn_pty(char *const argv[], int *master) {
   return pid;
 }
 
-/* Read fd until EOF (or EIO: a PTY master once no slave is open); returns the byte count. */
-static long long drain(int fd, char *buf, size_t size) {
+/* Read fd until EOF (or EIO: a PTY master once no slave is open); returns the byte count.
+ * With use_poll the descriptor is made non-blocking and read until EAGAIN between poll()s,
+ * as an event loop does; else read() blocks. */
+static long long drain(int fd, char *buf, size_t size, int use_poll) {
   long long total = 0;
+  struct pollfd pf = {.fd = fd, .events = POLLIN};
+  if (use_poll && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) die("fcntl");
   for (;;) {
     ssize_t n = read(fd, buf, size);
     if (n > 0) {
       total += n;
     } else if (n < 0 && errno == EINTR) {
       continue;
+    } else if (n < 0 && errno == EAGAIN) {
+      if (poll(&pf, 1, -1) < 0 && errno != EINTR) die("poll");
     } else {
       return total;
     }
@@ -129,7 +136,7 @@ static int w1(const char *mode, int count, const char *prog) {
   for (int i = 0; i < count; i++) {
     int in_w = -1, out_r;
     pid_t pid = tty ? spawn_pty(argv, &out_r) : spawn_pipes(argv, &in_w, &out_r);
-    drain(out_r, buf, sizeof buf);
+    drain(out_r, buf, sizeof buf, 0);
     int st = reap(pid);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
       fprintf(stderr, "bench-ref: %s exited with status %d\n", prog, st);
@@ -142,7 +149,7 @@ static int w1(const char *mode, int count, const char *prog) {
   return 0;
 }
 
-static int w2w3(int tty, long long bytes, size_t size, const char *head) {
+static int w2w3(int tty, long long bytes, size_t size, int use_poll, const char *head) {
   char count[32];
   snprintf(count, sizeof count, "%lld", bytes);
   char *argv[] = {(char *)head, "-c", count, "/dev/zero", NULL};
@@ -151,7 +158,7 @@ static int w2w3(int tty, long long bytes, size_t size, const char *head) {
   double t0 = now();
   int in_w = -1, out_r;
   pid_t pid = tty ? spawn_pty(argv, &out_r) : spawn_pipes(argv, &in_w, &out_r);
-  long long got = drain(out_r, buf, size);
+  long long got = drain(out_r, buf, size, use_poll);
   reap(pid);
   double secs = now() - t0;
   close(out_r);
@@ -206,7 +213,8 @@ static int w4(int count, const char *cat) {
   return 0;
 }
 
-/* How many processes named comm descend from root (by walking /proc's parent links). */
+/* How many processes named comm descend from root (by walking /proc's parent links), zombies
+ * included: a child left unreaped is left too. */
 static int count_descendants(pid_t root, const char *comm) {
   static pid_t pids[1 << 16], ppids[1 << 16];
   static char names[1 << 16][16];
@@ -227,7 +235,6 @@ static int count_descendants(pid_t root, const char *comm) {
     char *l = strchr(stat, '('), *r = strrchr(stat, ')');
     char state;
     if (l == NULL || r == NULL || sscanf(r + 2, "%c %d", &state, &ppids[n]) != 2) continue;
-    if (state == 'Z') continue; /* dead, not yet reaped */
     snprintf(names[n], sizeof names[n], "%.*s", (int)(r - l - 1), l + 1);
     pids[n++] = atoi(e->d_name);
   }
@@ -288,8 +295,8 @@ static int w5(int count, const char *sleep_prog) {
 }
 
 static void usage(void) {
-  fputs("usage: bench-ref w1 pipe|pty COUNT PROG | w2|w3 BYTES READ_SIZE HEAD | w4 COUNT CAT |"
-        " w5 COUNT SLEEP\n", stderr);
+  fputs("usage: bench-ref w1 pipe|pty COUNT PROG | w2|w3 BYTES READ_SIZE poll|block HEAD |"
+        " w4 COUNT CAT | w5 COUNT SLEEP\n", stderr);
   exit(2);
 }
 
@@ -298,8 +305,9 @@ int main(int argc, char **argv) {
   if (argc < 2) usage();
   const char *w = argv[1];
   if (strcmp(w, "w1") == 0 && argc == 5) return w1(argv[2], atoi(argv[3]), argv[4]);
-  if ((strcmp(w, "w2") == 0 || strcmp(w, "w3") == 0) && argc == 5)
-    return w2w3(w[1] == '3', atoll(argv[2]), (size_t)atoll(argv[3]), argv[4]);
+  if ((strcmp(w, "w2") == 0 || strcmp(w, "w3") == 0) && argc == 6 &&
+      (strcmp(argv[4], "poll") == 0 || strcmp(argv[4], "block") == 0))
+    return w2w3(w[1] == '3', atoll(argv[2]), (size_t)atoll(argv[3]), argv[4][0] == 'p', argv[5]);
   if (strcmp(w, "w4") == 0 && argc == 4) return w4(atoi(argv[2]), argv[3]);
   if (strcmp(w, "w5") == 0 && argc == 4) return w5(atoi(argv[2]), argv[3]);
   usage();

@@ -18,7 +18,8 @@ local function status_kib(field)
   return tonumber(kib)
 end
 
---- How many live processes named comm descend from root (walking /proc's parent links).
+--- How many processes named comm descend from root (walking /proc's parent links), zombies
+--- included: a child left unreaped is left too.
 local function count_descendants(root, comm)
   local parent, name = {}, {}
   local req = assert(uv.fs_scandir("/proc"))
@@ -28,8 +29,8 @@ local function count_descendants(root, comm)
     if f then
       local stat = f:read("a") or ""
       f:close()
-      local n, state, ppid = stat:match("^%d+ %((.*)%) (%a) (%d+)")
-      if n and state ~= "Z" then
+      local n, ppid = stat:match("^%d+ %((.*)%) %a (%d+)")
+      if n then
         parent[pid], name[pid] = tonumber(ppid), n
       end
     end

@@ -123,6 +123,14 @@ static void fatal_signal(int sig) {
   raise(sig);
 }
 
+/* SIGTERM, SIGHUP and (outside Lua code, which SIGINT interrupts instead) SIGINT end the
+ * host; the sessions go with it. */
+void luxec_host_signals(void) {
+  signal(SIGTERM, fatal_signal);
+  signal(SIGHUP, fatal_signal);
+  signal(SIGINT, fatal_signal);
+}
+
 static void wake_cb(uv_async_t *handle) {
   (void)handle; /* returning from the poll is all a wake-up is for */
 }
@@ -131,8 +139,7 @@ int luxec_host_init(luxec_host *h, int ignore_env) {
   memset(h, 0, sizeof *h);
   h->ignore_env = ignore_env;
   signal(SIGPIPE, SIG_IGN); /* a write to a closed pipe is an EPIPE result, not a death */
-  signal(SIGTERM, fatal_signal);
-  signal(SIGHUP, fatal_signal);
+  luxec_host_signals();
   atexit(kill_sessions_at_exit);
   int rc = uv_loop_init(&h->loop);
   if (rc < 0) {

@@ -25,6 +25,7 @@ typedef struct luxec_host {
 
 /* host.c */
 int luxec_host_init(luxec_host *h, int ignore_env);
+void luxec_host_signals(void);
 void luxec_host_close(luxec_host *h);
 luxec_host *luxec_gethost(lua_State *L);
 int luxec_host_run(luxec_host *h, uv_run_mode mode);

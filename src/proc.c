@@ -18,6 +18,7 @@
 
 #include "launch.h"
 #include "procfs.h"
+#include "cgroup.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -25,6 +26,52 @@
 
 static proc *live = NULL; /* every proc not yet freed */
 static int subreaper = 0;
+static uv_signal_t orphan_sig; /* SIGCHLD while the host is a child subreaper */
+static uv_timer_t orphan_timer; /* and a slow sweep, for a SIGCHLD that went elsewhere */
+
+static void collect_uv_pid(uv_handle_t *h, void *arg) {
+  pid_t *pids = arg;
+  if (uv_handle_get_type(h) == UV_PROCESS && pids[0] < 63) {
+    pids[++pids[0]] = uv_process_get_pid((uv_process_t *)h);
+  }
+}
+
+/* As child subreaper the host inherits the orphans of its sessions; reap those that exit
+ * (never a session's own child, which its pidfd reaps, nor one of libuv's). */
+static void reap_orphans(uv_loop_t *loop) {
+  pid_t kids[1024], uvpids[64] = {0};
+  int n = pfs_children(getpid(), kids, 1024);
+  uv_walk(loop, collect_uv_pid, uvpids);
+  for (int i = 0; i < n; i++) {
+    int skip = kids[i] == cg_watchdog_pid();
+    for (proc *p = live; p != NULL && !skip; p = p->next) skip = p->pid == kids[i] && !p->reaped;
+    for (int j = 1; j <= uvpids[0] && !skip; j++) skip = uvpids[j] == kids[i];
+    if (!skip) waitpid(kids[i], NULL, WNOHANG);
+  }
+}
+
+static void orphan_cb(uv_signal_t *h, int signum) {
+  (void)signum;
+  reap_orphans(uv_handle_get_loop((uv_handle_t *)h));
+}
+
+static void orphan_timer_cb(uv_timer_t *h) {
+  reap_orphans(uv_handle_get_loop((uv_handle_t *)h));
+}
+
+static void become_subreaper(uv_loop_t *loop) {
+  if (subreaper) return;
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  subreaper = 1;
+  uv_signal_init(loop, &orphan_sig);
+  orphan_sig.data = NULL;
+  uv_signal_start(&orphan_sig, orphan_cb, SIGCHLD);
+  uv_unref((uv_handle_t *)&orphan_sig);
+  uv_timer_init(loop, &orphan_timer);
+  orphan_timer.data = NULL;
+  uv_timer_start(&orphan_timer, orphan_timer_cb, 1000, 1000);
+  uv_unref((uv_handle_t *)&orphan_timer);
+}
 
 static void live_add(proc *p) {
   p->next = live;
@@ -208,7 +255,8 @@ static const char **string_array(lua_State *L, int t, const char *what) {
 /* core.spawn(argv, opts) -> proc | nil, message, code.
  * opts (already validated by luxec.process): env (array of "K=V"), cwd, arg0, tty, rows,
  * cols, stdin ("pipe"|"null"), stderr ("merge"|"pipe"), head, tail, log, log_stderr,
- * cgroup (bool: use one when available), on_event (function). */
+ * cgroup (bool: use one when available), marker (the "K=V" entry of env that tells this
+ * session's orphans apart when there is no cgroup), on_event (function). */
 static int core_spawn(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -236,6 +284,7 @@ static int core_spawn(lua_State *L) {
   if (head < 0 || tail < 0) return luaL_error(L, "bad option 'head'/'tail' to 'spawn' (negative)");
   const char *logs[2] = {opt_string(L, 2, "log", NULL), opt_string(L, 2, "log_stderr", NULL)};
   int want_cgroup = opt_bool(L, 2, "cgroup");
+  const char *marker = opt_string(L, 2, "marker", NULL);
   req.cgroup_procs_fd = -1;
 
   char path[4096];
@@ -262,6 +311,7 @@ static int core_spawn(lua_State *L) {
   p->pidfd = p->in_fd = -1;
   p->cg.dir_fd = p->cg.procs_fd = p->cg.events_fd = -1;
   p->tty = req.tty;
+  if (marker != NULL) snprintf(p->marker, sizeof p->marker, "%s", marker);
   p->nout = req.tty || !req.stderr_apart ? 1 : 2;
   for (int i = 0; i < 2; i++) {
     p->out[i].fd = -1;
@@ -280,10 +330,7 @@ static int core_spawn(lua_State *L) {
     }
   }
   if (want_cgroup && cg_session_create(&p->cg) == 0) req.cgroup_procs_fd = p->cg.procs_fd;
-  if (p->cg.dir_fd < 0 && !subreaper) { /* without a cgroup, orphans come back to the host */
-    prctl(PR_SET_CHILD_SUBREAPER, 1);
-    subreaper = 1;
-  }
+  if (p->cg.dir_fd < 0) become_subreaper(&luxec_gethost(L)->loop); /* orphans come back */
   launch_res res;
   if (launch(&req, &res) < 0) {
     cg_session_remove(&p->cg);
@@ -392,6 +439,10 @@ void luxec_procs_kill_all(void) {
 }
 
 void luxec_procs_shutdown(void) {
+  if (subreaper && !uv_is_closing((uv_handle_t *)&orphan_sig)) {
+    uv_close((uv_handle_t *)&orphan_sig, NULL);
+    uv_close((uv_handle_t *)&orphan_timer, NULL);
+  }
   while (live != NULL) {
     proc *p = live;
     while (p != NULL && p->closed) p = p->next;

@@ -49,6 +49,7 @@ typedef struct proc {
   char in_target[256];   /* the child's stdin as /proc shows it, for input waits */
   int exited, code, termsig, core_dumped, reaped;
   char killed_by[32];
+  char marker[64];       /* without a cgroup: "LUXEC_SESSION=..." in the child's environment */
   cg_session cg;
   int pending_closes;    /* handles whose close callback has not run yet */
   int closed;            /* closed from Lua or by the host: no more methods */

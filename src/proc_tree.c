@@ -15,8 +15,9 @@
 #include "procfs.h"
 
 static void orphans_of(proc *p, pid_t *out, int *n, int max) {
-  /* Without a cgroup: the session's live tree, plus orphans that came back to the host and
-   * still belong to the session's process group or session. */
+  /* Without a cgroup: the session's live tree, plus orphans that came back to the host (its
+   * child subreaper) and still belong to the session's process group or session, or carry
+   * its marker in their environment (setsid daemons). */
   *n = 0;
   if (!p->reaped) {
     out[(*n)++] = p->pid;
@@ -26,7 +27,8 @@ static void orphans_of(proc *p, pid_t *out, int *n, int max) {
   int k = pfs_children(getpid(), kids, 1024);
   for (int i = 0; i < k && *n < max; i++) {
     if (kids[i] == p->pid || kids[i] == cg_watchdog_pid()) continue;
-    if (pfs_pgid(kids[i]) == p->pid || getsid(kids[i]) == p->pid) {
+    if (pfs_pgid(kids[i]) == p->pid || getsid(kids[i]) == p->pid ||
+        (p->marker[0] != '\0' && pfs_has_env(kids[i], p->marker))) {
       out[(*n)++] = kids[i];
       *n += pfs_descendants(kids[i], out + *n, max - *n);
     }

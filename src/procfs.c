@@ -154,3 +154,22 @@ int pfs_waiting_on(pid_t pid, const char *target) {
       return 0;
   }
 }
+
+int pfs_has_env(pid_t pid, const char *entry) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  static char buf[1 << 16];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  size_t len = strlen(entry);
+  for (ssize_t i = 0; i < n;) {
+    const char *e = buf + i;
+    size_t elen = strnlen(e, (size_t)(n - i));
+    if (elen == len && memcmp(e, entry, len) == 0) return 1;
+    i += (ssize_t)elen + 1;
+  }
+  return 0;
+}

@@ -17,5 +17,7 @@ void pfs_cmdline(pid_t pid, char *out, size_t size);
 pid_t pfs_pgid(pid_t pid);
 /* 1 when pid is blocked in a read of target (or in poll/select with target as its stdin). */
 int pfs_waiting_on(pid_t pid, const char *target);
+/* 1 when the environment pid started with contains the exact entry "K=V". */
+int pfs_has_env(pid_t pid, const char *entry);
 
 #endif

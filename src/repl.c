@@ -209,7 +209,8 @@ void luxec_repl(luxec_host *h) {
       uv_signal_start(&r->sigint, sigint_cb, SIGINT);
       while (r->ready == NULL && !r->eof) luxec_host_run(h, UV_RUN_ONCE);
       uv_poll_stop(&r->poll);
-      uv_signal_stop(&r->sigint);
+      uv_signal_stop(&r->sigint); /* libuv leaves SIGINT at SIG_DFL: the host's again */
+      luxec_host_signals();
     } else if (r->ready == NULL) {
       if (r->tty) rl_callback_read_char();
       else read_plain(r);

@@ -132,6 +132,8 @@ local function check_spawn_opts(opts)
   return opts
 end
 
+local session_serial = 0
+
 ---@class luxec.Process
 ---@field pid integer
 local Process = {}
@@ -169,8 +171,19 @@ function M.spawn(argv, opts)
     _finished = false,
   }, Process)
   local tty = opts.tty
+  local env = (opts.env ~= nil or opts.inherit_env ~= nil) and build_env(opts) or nil
+  local marker
+  if opts.cgroup == false or not core.cgroups() then
+    -- Without a cgroup, orphans that left the session (setsid daemons) are told apart by
+    -- a variable they inherit.
+    session_serial = session_serial + 1
+    marker = ("LUXEC_SESSION=%d.%d"):format(uv.os_getpid(), session_serial)
+    env = env or build_env({ inherit_env = true })
+    env[#env + 1] = marker
+  end
   local copts = {
-    env = (opts.env ~= nil or opts.inherit_env ~= nil) and build_env(opts) or nil,
+    env = env,
+    marker = marker,
     cwd = opts.cwd,
     arg0 = opts.arg0,
     tty = tty and true or false,
