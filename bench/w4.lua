@@ -15,7 +15,9 @@ for i = 0, count - 1 do
   assert(p:write(line .. "\n"))
   local got = p:read()
   while #got < want do
-    if not p:wait_output({ timeout = 10 }) then error("no echo for " .. line) end
+    if not p:wait_output({ timeout = 10 }) or p:finished() then
+      error(("no copy of %s: got %q"):format(line, got))
+    end
     got = got .. p:read()
   end
   if #got ~= want or got ~= line .. "\r\n" .. line .. "\r\n" then

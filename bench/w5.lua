@@ -1,15 +1,17 @@
 --- W5: COUNT concurrent PTY sessions of SLEEP 60: the time to start them all, the host's RSS
 --- (VmRSS) with all of them running, the time to end them all, and how many survived.
----   luxec bench/w5.lua COUNT SLEEP [terminate|terminate-tasks|close]
+---   luxec bench/w5.lua COUNT SLEEP [terminate|terminate-tasks|close [nocgroup]]
 --- terminate: p:terminate() on each in turn (the default); terminate-tasks: p:terminate() on
---- each in its own luxec.go task, all at once; close: p:close() on each.
+--- each in its own luxec.go task, all at once; close: p:close() on each. nocgroup spawns with
+--- cgroup = false.
 local luxec = require("luxec")
 local uv = require("luv")
 
 local count, sleep = math.tointeger(tonumber(arg[1])), arg[2]
 local how = arg[3] or "terminate"
-local opts = { tty = true, cgroup = arg[4] ~= "nocgroup" }
-assert(count and sleep, "usage: w5.lua COUNT SLEEP [terminate|terminate-tasks|close]")
+assert(count and sleep, "usage: w5.lua COUNT SLEEP [terminate|terminate-tasks|close [nocgroup]]")
+local opts = { tty = true }
+if arg[4] == "nocgroup" then opts.cgroup = false end
 
 local function status_kib(field)
   local f = assert(io.open("/proc/self/status"))

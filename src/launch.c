@@ -63,6 +63,11 @@ static int child_main(void *arg) {
     child_fail(c, "cgroup");
   if (c->ctty >= 0 && ioctl(c->ctty, TIOCSCTTY, 0) < 0) child_fail(c, "controlling terminal");
   if (dup2(c->fd0, 0) < 0 || dup2(c->fd1, 1) < 0 || dup2(c->fd2, 2) < 0) child_fail(c, "dup2");
+  if (req->sandbox != NULL) {
+    const char *stage = "sandbox";
+    if (sandbox_child_apply(req->sandbox, &stage) < 0) child_fail(c, stage);
+  }
+  /* after the sandbox: a new mount namespace needs the working directory looked up again */
   if (req->cwd != NULL && chdir(req->cwd) < 0) child_fail(c, "cwd");
   /* Nothing the host holds (or inherited from its own parent) may reach the program. */
   if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
@@ -150,7 +155,7 @@ int launch(const launch_req *req, launch_res *res) {
   int err_w = -1, devnull = -1;
   memset(res, 0, sizeof *res);
   res->pid = -1;
-  res->pidfd = res->in_fd = res->out_fd = res->err_fd = -1;
+  res->pidfd = res->in_fd = res->out_fd = res->err_fd = res->listener_fd = -1;
   child_ctx c = {.req = req, .parent = getpid(), .ctty = -1};
 
 #define FAIL(what)        \
@@ -222,6 +227,7 @@ int launch(const launch_req *req, launch_res *res) {
   }
   res->pid = pid;
   res->pidfd = pidfd;
+  if (req->sandbox != NULL) res->listener_fd = sandbox_take_listener(req->sandbox);
   if (!req->tty) {
     res->in_fd = fds[IN_W];
     fds[IN_W] = -1;

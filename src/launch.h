@@ -5,6 +5,8 @@
 
 #include <sys/types.h>
 
+#include "sandbox.h"
+
 typedef struct launch_req {
   const char *path;        /* resolved program path */
   char *const *argv;       /* argv[0] may be arg0 */
@@ -15,6 +17,7 @@ typedef struct launch_req {
   int stdin_pipe;          /* pipes only: 1 pipe, 0 /dev/null */
   int stderr_apart;        /* pipes only: 1 separate stderr pipe, 0 merged into stdout */
   int cgroup_procs_fd;     /* -1, or an open cgroup.procs the child moves itself into */
+  sandbox_prep *sandbox;   /* NULL, or the layers to apply before exec */
 } launch_req;
 
 typedef struct launch_res {
@@ -23,6 +26,7 @@ typedef struct launch_res {
   int in_fd;               /* write end of stdin, or a dup of the PTY master; -1 for null */
   int out_fd;              /* read end of stdout (merged), or the PTY master */
   int err_fd;              /* read end of stderr when apart, else -1 */
+  int listener_fd;         /* the sandbox's seccomp listener, or -1 */
   int err;                 /* on failure: the errno */
   const char *stage;       /* on failure: what failed ("exec", "cwd", "pty", ...) */
 } launch_res;

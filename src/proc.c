@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "launch.h"
+#include "notify.h"
+#include "sandbox.h"
 #include "procfs.h"
 #include "cgroup.h"
 
@@ -301,11 +303,22 @@ static int core_spawn(lua_State *L) {
   if (arg0 != NULL) argv[0] = arg0;
   req.argv = (char *const *)argv;
 
+  sandbox_prep prep;
+  proc_sandbox_info sbx_info;
+  memset(&prep, 0, sizeof prep);
+  prep.ruleset_fd = prep.sock_child = prep.sock_parent = -1;
+  if (proc_sandbox_prepare(L, 2, &prep, &sbx_info) < 0) return 3;
+  if (sbx_info.used) req.sandbox = &prep;
+
   pbox *box = lua_newuserdatauv(L, sizeof(pbox), 1);  /* 7: created closed */
   box->p = NULL;
   luaL_setmetatable(L, PROC_MT);
   proc *p = calloc(1, sizeof *p);
-  if (p == NULL) return luxec_push_error(L, ENOMEM);
+  if (p == NULL) {
+    sandbox_prep_free(&prep);
+    return luxec_push_error(L, ENOMEM);
+  }
+  p->sbx_info = sbx_info;
   p->L = luxec_gethost(L)->L;
   p->self_ref = p->cb_ref = LUA_NOREF;
   p->pidfd = p->in_fd = -1;
@@ -323,6 +336,7 @@ static int core_spawn(lua_State *L) {
     if (rc < 0) {
       for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
       free(p);
+      sandbox_prep_free(&prep);
       luxec_push_error(L, -rc);
       lua_pushfstring(L, "%s (log: %s)", lua_tostring(L, -2), logs[i]);
       lua_replace(L, -3);
@@ -333,6 +347,7 @@ static int core_spawn(lua_State *L) {
   if (p->cg.dir_fd < 0) become_subreaper(&luxec_gethost(L)->loop); /* orphans come back */
   launch_res res;
   if (launch(&req, &res) < 0) {
+    sandbox_prep_free(&prep);
     cg_session_remove(&p->cg);
     for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
     free(p);
@@ -344,6 +359,10 @@ static int core_spawn(lua_State *L) {
   }
   p->pid = res.pid;
   p->pidfd = res.pidfd;
+  if (req.sandbox != NULL) {
+    proc_sandbox_started(p, &prep, res.listener_fd, &luxec_gethost(L)->loop);
+    sandbox_prep_free(&prep);
+  }
   p->in_fd = res.in_fd;
   p->out[0].fd = res.out_fd;
   if (p->nout == 2) p->out[1].fd = res.err_fd;
@@ -383,6 +402,8 @@ static void proc_shutdown(proc *p, const char *why) {
     proc_kill_tree(p, &killed, &method);
   }
   p->closed = 1;
+  sbx_monitor_close(p->sbx); /* only now: a live sandboxed process would get ENOSYS */
+  p->sbx = NULL;
   proc_io_stop_input(p);
   for (int i = 0; i < p->nout; i++) {
     pstream *s = &p->out[i];
@@ -581,8 +602,10 @@ void luxec_open_proc(lua_State *L) {
     luaL_newlib(L, proc_methods);
     luaL_setfuncs(L, proc_io_methods, 0);
     luaL_setfuncs(L, proc_tree_methods, 0);
+    luaL_setfuncs(L, proc_sandbox_methods, 0);
     lua_setfield(L, -2, "__index");
   }
   lua_pop(L, 1);
   luaL_setfuncs(L, proc_functions, 0);
+  luaL_setfuncs(L, proc_sandbox_functions, 0);
 }

@@ -15,6 +15,14 @@ typedef struct wchunk {
 } wchunk;
 
 struct proc;
+struct sbx_monitor;
+struct sandbox_prep;
+
+typedef struct proc_sandbox_info {
+  int used, landlock_abi, seccomp, notify, mountns, netns, caps_dropped;
+  int degraded_notify, degraded_mountns, degraded_netns;
+  char mode[24], network[8];
+} proc_sandbox_info;
 
 typedef struct pstream {
   uv_poll_t poll;        /* data NULL: found with container_of */
@@ -54,6 +62,8 @@ typedef struct proc {
   int pending_closes;    /* handles whose close callback has not run yet */
   int closed;            /* closed from Lua or by the host: no more methods */
   int referenced;        /* keeps the loop alive (uv_ref) */
+  struct sbx_monitor *sbx; /* the seccomp listener's host end, or NULL */
+  proc_sandbox_info sbx_info;
 } proc;
 
 typedef struct pbox {
@@ -74,6 +84,13 @@ void luxec_procs_kill_all(void); /* async-signal-safe */
 int proc_kill_tree(proc *p, int *killed, const char **method);
 const char *proc_signame(int sig);
 extern const luaL_Reg proc_tree_methods[];
+
+/* proc_sandbox.c */
+int proc_sandbox_prepare(lua_State *L, int opts, struct sandbox_prep *prep,
+                         proc_sandbox_info *info); /* -1: the error triple is pushed */
+void proc_sandbox_started(proc *p, struct sandbox_prep *prep, int listener, uv_loop_t *loop);
+extern const luaL_Reg proc_sandbox_methods[];
+extern const luaL_Reg proc_sandbox_functions[];
 
 /* proc_io.c */
 void proc_io_start(proc *p);

@@ -1,0 +1,43 @@
+/* notify.h: the host end of a session's seccomp listener, served on the shared loop. Each
+ * denied network call is answered EPERM and recorded with its address; each write-intent
+ * file call is recorded when it falls outside the writable roots and let through (CONTINUE)
+ * for the kernel's layers to refuse. */
+#ifndef LUXEC_NOTIFY_H
+#define LUXEC_NOTIFY_H
+
+#include <uv.h>
+
+#define SBX_KEEP 100 /* denials kept; all are counted */
+
+typedef struct sbx_denial {
+  char op[16];
+  char path[512];
+  char family[16];
+  char addr[64];
+  int port, type, protocol, pid;
+  char comm[17];
+} sbx_denial;
+
+typedef struct sbx_monitor {
+  uv_poll_t poll; /* data NULL */
+  int fd;
+  int poll_open;
+  int mountns;    /* chmod/chown/utime outside the roots fail only with the mount layer */
+  char **roots;
+  int nroots;
+  char **ro_paths;
+  int nro;
+  sbx_denial denials[SBX_KEEP];
+  int ndenials;
+  long long total;
+  unsigned long long served;
+} sbx_monitor;
+
+/* Takes ownership of fd; roots are copied. NULL on failure (fd closed). */
+sbx_monitor *sbx_monitor_start(uv_loop_t *loop, int fd, char **roots, int nroots,
+                               char **ro_paths, int nro, int mountns);
+/* Stop serving, close the listener and free the monitor once libuv is done with it. Call
+ * only after the session's processes are gone (a live one would get ENOSYS). */
+void sbx_monitor_close(sbx_monitor *m);
+
+#endif

@@ -1,0 +1,195 @@
+/* proc_sandbox.c: the sandbox of a session: the spawn option the Lua policy computed, the
+ * layers that were applied, and the denials recorded. */
+#include "proc.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "launch.h"
+#include "notify.h"
+#include "sandbox.h"
+
+static const char **strings(lua_State *L, int t, const char *field, int *n) {
+  lua_getfield(L, t, field);
+  *n = lua_istable(L, -1) ? (int)luaL_len(L, -1) : 0;
+  const char **a = lua_newuserdatauv(L, sizeof(char *) * (size_t)(*n + 1), 0);
+  for (int i = 1; i <= *n; i++) {
+    lua_rawgeti(L, -2, i);
+    if (lua_type(L, -1) != LUA_TSTRING)
+      luaL_error(L, "bad sandbox field '%s' to 'spawn' (strings expected)", field);
+    a[i - 1] = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  a[*n] = NULL;
+  lua_rotate(L, -2, 1); /* keep both the table and the array below the top */
+  return a;
+}
+
+static int field_bool(lua_State *L, int t, const char *k, int dflt) {
+  lua_getfield(L, t, k);
+  int v = lua_isnil(L, -1) ? dflt : lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+int proc_sandbox_prepare(lua_State *L, int opts, sandbox_prep *prep, proc_sandbox_info *info) {
+  memset(info, 0, sizeof *info);
+  lua_getfield(L, opts, "sandbox");
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  luaL_checktype(L, -1, LUA_TTABLE);
+  int t = lua_gettop(L);
+  sandbox_spec spec;
+  memset(&spec, 0, sizeof spec);
+  lua_getfield(L, t, "mode");
+  const char *mode = luaL_optstring(L, -1, "workspace-write");
+  spec.mode = strcmp(mode, "read-only") == 0        ? SBX_READ_ONLY
+              : strcmp(mode, "workspace-write") == 0 ? SBX_WORKSPACE
+                                                     : SBX_FULL;
+  snprintf(info->mode, sizeof info->mode, "%s", mode);
+  lua_pop(L, 1);
+  lua_getfield(L, t, "network");
+  const char *net = luaL_optstring(L, -1, "deny");
+  spec.network_deny = strcmp(net, "allow") != 0;
+  snprintf(info->network, sizeof info->network, "%s", spec.network_deny ? "deny" : "allow");
+  lua_pop(L, 1);
+  spec.best_effort = field_bool(L, t, "best_effort", 0);
+  spec.evidence_net = field_bool(L, t, "evidence_net", 1);
+  spec.evidence_files = field_bool(L, t, "evidence_files", 1);
+  spec.roots = strings(L, t, "roots", &spec.nroots);
+  spec.ro_paths = strings(L, t, "ro_paths", &spec.nro);
+  char err[512] = "";
+  int rc = sandbox_prepare(&spec, prep, err, sizeof err);
+  lua_settop(L, t - 1);
+  if (rc < 0) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "sandbox: %s", err);
+    lua_pushliteral(L, "ENOTSUP");
+    return -1;
+  }
+  info->used = 1;
+  info->landlock_abi = prep->ruleset_fd >= 0 ? prep->landlock_abi : 0;
+  info->seccomp = prep->prog_plain.len > 0;
+  return 0;
+}
+
+void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *loop) {
+  proc_sandbox_info *info = &p->sbx_info;
+  info->mountns = prep->mountns_ok;
+  info->netns = prep->netns_ok;
+  info->caps_dropped = prep->caps_dropped;
+  info->degraded_notify = prep->degraded_notify;
+  info->degraded_mountns = prep->degraded_mountns;
+  info->degraded_netns = prep->degraded_netns;
+  if (listener >= 0) {
+    p->sbx = sbx_monitor_start(loop, listener, prep->roots, prep->nroots, prep->ro_paths,
+                               prep->nro, prep->mountns_ok);
+    info->notify = p->sbx != NULL;
+  }
+}
+
+static void set_bool(lua_State *L, const char *k, int v) {
+  lua_pushboolean(L, v);
+  lua_setfield(L, -2, k);
+}
+
+/* p:sandbox_report() -> nil (no sandbox) | {mode, network, layers = {landlock = ABI,
+ * seccomp, notify, mountns, netns, userns, caps_dropped}, degraded = {...}, denials =
+ * {{op, path | family, addr, port, pid, comm}}, denials_total} */
+static int proc_sandbox_report(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  proc_sandbox_info *info = &p->sbx_info;
+  if (!info->used) {
+    lua_pushnil(L);
+    return 1;
+  }
+  lua_createtable(L, 0, 6);
+  lua_pushstring(L, info->mode);
+  lua_setfield(L, -2, "mode");
+  lua_pushstring(L, info->network);
+  lua_setfield(L, -2, "network");
+  lua_createtable(L, 0, 7);
+  if (info->landlock_abi) lua_pushinteger(L, info->landlock_abi);
+  else lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "landlock");
+  set_bool(L, "seccomp", info->seccomp);
+  set_bool(L, "notify", info->notify);
+  set_bool(L, "mountns", info->mountns);
+  set_bool(L, "netns", info->netns);
+  set_bool(L, "userns", 0);
+  set_bool(L, "caps_dropped", info->caps_dropped);
+  lua_setfield(L, -2, "layers");
+  lua_newtable(L);
+  int k = 0;
+  if (info->degraded_notify) {
+    lua_pushliteral(L, "notify: the seccomp listener was refused (nested filter): no evidence");
+    lua_rawseti(L, -2, ++k);
+  }
+  if (info->degraded_mountns) {
+    lua_pushliteral(L, "mountns: no mount namespace: .git and metadata are not protected");
+    lua_rawseti(L, -2, ++k);
+  }
+  if (info->degraded_netns) {
+    lua_pushliteral(L, "netns: no network namespace");
+    lua_rawseti(L, -2, ++k);
+  }
+  lua_setfield(L, -2, "degraded");
+  lua_newtable(L);
+  sbx_monitor *m = p->sbx;
+  for (int i = 0; m != NULL && i < m->ndenials; i++) {
+    sbx_denial *d = &m->denials[i];
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, d->op);
+    lua_setfield(L, -2, "op");
+    if (d->path[0]) {
+      lua_pushstring(L, d->path);
+      lua_setfield(L, -2, "path");
+    }
+    if (d->family[0]) {
+      lua_pushstring(L, d->family);
+      lua_setfield(L, -2, "family");
+    }
+    if (d->addr[0]) {
+      lua_pushstring(L, d->addr);
+      lua_setfield(L, -2, "addr");
+      lua_pushinteger(L, d->port);
+      lua_setfield(L, -2, "port");
+    }
+    if (strcmp(d->op, "socket") == 0) {
+      lua_pushinteger(L, d->type);
+      lua_setfield(L, -2, "type");
+      lua_pushinteger(L, d->protocol);
+      lua_setfield(L, -2, "protocol");
+    }
+    lua_pushinteger(L, d->pid);
+    lua_setfield(L, -2, "pid");
+    lua_pushstring(L, d->comm);
+    lua_setfield(L, -2, "comm");
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "denials");
+  lua_pushinteger(L, m ? m->total : 0);
+  lua_setfield(L, -2, "denials_total");
+  return 1;
+}
+
+/* core.sandbox_layers() -> {landlock = ABI, can_unshare = bool} for sandbox-check */
+static int core_sandbox_layers(lua_State *L) {
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, sandbox_landlock_abi());
+  lua_setfield(L, -2, "landlock");
+  set_bool(L, "can_unshare", sandbox_can_unshare());
+  return 1;
+}
+
+const luaL_Reg proc_sandbox_methods[] = {
+  {"sandbox_report", proc_sandbox_report},
+  {NULL, NULL}
+};
+
+const luaL_Reg proc_sandbox_functions[] = {
+  {"sandbox_layers", core_sandbox_layers},
+  {NULL, NULL}
+};
