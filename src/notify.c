@@ -3,7 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/audit.h>
 #include <linux/seccomp.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <poll.h>
@@ -138,6 +140,24 @@ static int resolve(pid_t pid, int dirfd, const char *path, char *out) {
   else snprintf(joined, sizeof joined, "%s/%s", base, path);
   joined[PATH_MAX - 1] = '\0';
   normalize(joined);
+  /* a final component that is a symlink is where an open lands (Landlock checks that) */
+  for (int hops = 0; hops < 8; hops++) {
+    struct stat st;
+    char target[PATH_MAX * 2];
+    if (lstat(joined, &st) < 0 || !S_ISLNK(st.st_mode)) break;
+    ssize_t n = readlink(joined, target, sizeof target - 1);
+    if (n <= 0) break;
+    target[n] = '\0';
+    if (target[0] == '/') {
+      copy_str(joined, sizeof joined, target);
+    } else {
+      char *cut = strrchr(joined, '/');
+      cut[1] = '\0';
+      size_t used = strlen(joined);
+      copy_str(joined + used, sizeof joined - used, target);
+    }
+    normalize(joined);
+  }
   char *slash = strrchr(joined, '/');
   char dir[PATH_MAX], real[PATH_MAX];
   snprintf(dir, sizeof dir, "%.*s", slash == joined ? 1 : (int)(slash - joined), joined);
@@ -222,9 +242,64 @@ static void file_call(sbx_monitor *m, const struct seccomp_notif *req, const cha
     return;
   }
   if (resolve(pid, dirfd, path, full) < 0 || !valid(m, req->id)) return;
-  if (writable(m, full)) return;
+  if (!m->force && writable(m, full)) return;
   sbx_denial *d = record(m, op, pid);
   if (d) copy_str(d->path, sizeof d->path, full);
+}
+
+/* Calls the filter refuses outright: recorded by name and answered EPERM. */
+static int refused(sbx_monitor *m, const struct seccomp_notif *req,
+                   struct seccomp_notif_resp *resp) {
+  int nr = req->data.nr;
+  const char *name = NULL;
+  char other[48];
+  if (req->data.arch != AUDIT_ARCH_X86_64) {
+    snprintf(other, sizeof other, "syscall %d of arch 0x%x", nr, req->data.arch);
+    name = other;
+  } else {
+    switch (nr) {
+      case SYS_ptrace: name = "ptrace"; break;
+      case SYS_process_vm_writev: name = "process_vm_writev"; break;
+      case SYS_bpf: name = "bpf"; break;
+      case SYS_mount: name = "mount"; break;
+      case SYS_umount2: name = "umount2"; break;
+      case SYS_fsopen: name = "fsopen"; break;
+      case SYS_fsconfig: name = "fsconfig"; break;
+      case SYS_fsmount: name = "fsmount"; break;
+      case SYS_fspick: name = "fspick"; break;
+      case SYS_move_mount: name = "move_mount"; break;
+      case SYS_open_tree: name = "open_tree"; break;
+      case SYS_mount_setattr: name = "mount_setattr"; break;
+      case SYS_pivot_root: name = "pivot_root"; break;
+      case SYS_chroot: name = "chroot"; break;
+      case SYS_keyctl: name = "keyctl"; break;
+      case SYS_add_key: name = "add_key"; break;
+      case SYS_request_key: name = "request_key"; break;
+      case SYS_unshare: name = "unshare"; break;
+      case SYS_setns: name = "setns"; break;
+      case SYS_io_uring_setup: name = "io_uring_setup"; break;
+      case SYS_io_uring_enter: name = "io_uring_enter"; break;
+      case SYS_io_uring_register: name = "io_uring_register"; break;
+      case SYS_clone: name = "clone (new namespace)"; break;
+      case SYS_socketpair: name = "socketpair"; break;
+      case SYS_perf_event_open: name = "perf_event_open"; break;
+      case SYS_userfaultfd: name = "userfaultfd"; break;
+      case SYS_open_by_handle_at: name = "open_by_handle_at"; break;
+      case SYS_name_to_handle_at: name = "name_to_handle_at"; break;
+      case SYS_kexec_load: case SYS_kexec_file_load: name = "kexec"; break;
+      case SYS_init_module: case SYS_finit_module: case SYS_delete_module: name = "module"; break;
+      case SYS_swapon: case SYS_swapoff: name = "swap"; break;
+      case SYS_reboot: name = "reboot"; break;
+      case SYS_quotactl: name = "quotactl"; break;
+      case SYS_acct: name = "acct"; break;
+      case SYS_iopl: case SYS_ioperm: name = "ioperm"; break;
+      default: return 0;
+    }
+  }
+  resp->flags = 0;
+  resp->error = -EPERM;
+  record(m, name, (pid_t)req->pid);
+  return 1;
 }
 
 static void handle(sbx_monitor *m, const struct seccomp_notif *req,
@@ -236,6 +311,7 @@ static void handle(sbx_monitor *m, const struct seccomp_notif *req,
   resp->val = 0;
   int nr = req->data.nr;
   int at = AT_FDCWD;
+  if (refused(m, req, resp)) return;
   switch (nr) {
     case SYS_socket: {
       resp->flags = 0;
@@ -290,8 +366,17 @@ static void handle(sbx_monitor *m, const struct seccomp_notif *req,
     case SYS_symlink: file_call(m, req, "symlink", at, a[1]); return;
     case SYS_symlinkat: file_call(m, req, "symlink", (int)a[1], a[2]); return;
     case SYS_truncate: file_call(m, req, "truncate", at, a[0]); return;
-    case SYS_mknod: file_call(m, req, "mknod", at, a[0]); return;
-    case SYS_mknodat: file_call(m, req, "mknod", (int)a[0], a[1]); return;
+    case SYS_mknod:
+    case SYS_mknodat: {
+      /* Landlock never grants device nodes: refused even inside a root */
+      int dirfd = nr == SYS_mknod ? at : (int)a[0];
+      uint64_t path = nr == SYS_mknod ? a[0] : a[1];
+      unsigned mode = (unsigned)(nr == SYS_mknod ? a[1] : a[2]);
+      m->force = S_ISCHR(mode) || S_ISBLK(mode);
+      file_call(m, req, "mknod", dirfd, path);
+      m->force = 0;
+      return;
+    }
     default: break;
   }
   if (!m->mountns) return; /* metadata calls outside the roots succeed without the mount layer */

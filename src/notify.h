@@ -10,7 +10,7 @@
 #define SBX_KEEP 100 /* denials kept; all are counted */
 
 typedef struct sbx_denial {
-  char op[16];
+  char op[48];
   char path[512];
   char family[16];
   char addr[64];
@@ -23,6 +23,7 @@ typedef struct sbx_monitor {
   int fd;
   int poll_open;
   int mountns;    /* chmod/chown/utime outside the roots fail only with the mount layer */
+  int force;      /* record the call being handled even inside a root */
   char **roots;
   int nroots;
   char **ro_paths;

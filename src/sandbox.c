@@ -165,10 +165,12 @@ static int build_filter(const sandbox_spec *s, int notify, int netns, int handof
                         struct sock_fprog *out) {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (ctx == NULL) return -1;
-  const uint32_t deny = SCMP_ACT_ERRNO(EPERM);
+  /* with a listener, every policy denial goes through the host, which records it and
+   * answers EPERM (the answer never depends on memory the child controls) */
+  const uint32_t deny = notify ? SCMP_ACT_NOTIFY : SCMP_ACT_ERRNO(EPERM);
   int rc = 0;
   /* another architecture's system calls (int 0x80) would skip every rule below */
-  rc |= seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM));
+  rc |= seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, deny);
   rc |= seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0); /* set by the child itself */
   static const char *const denied[] = {
     "ptrace", "process_vm_writev", "bpf", "mount", "umount2", "fsopen", "fsconfig", "fsmount",
@@ -188,7 +190,7 @@ static int build_filter(const sandbox_spec *s, int notify, int netns, int handof
   RULE(SCMP_ACT_ERRNO(ENOSYS), clone3, 0); /* its flags are in memory: libc falls back */
 
   if (s->network_deny) {
-    const uint32_t act = notify ? SCMP_ACT_NOTIFY : deny;
+    const uint32_t act = deny;
     if (netns) {
       /* inet sockets may exist in the empty network namespace; where they try to go is
        * evidence, and the namespace enforces whatever the memory says */

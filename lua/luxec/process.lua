@@ -2,6 +2,7 @@
 --- exit, kill); this module decides everything else: defaults, how long to wait for EOF
 --- after exit, how terminate escalates, what a status says.
 local core = require("luxec.core")
+local sandbox = require("luxec.sandbox")
 local sched = require("luxec.sched")
 local uv = require("luv")
 
@@ -22,7 +23,7 @@ local SPAWN_OPTIONS = {
   env = "table", inherit_env = "boolean", cwd = "string", arg0 = "string",
   tty = { "boolean", "table" }, stdin = "string", stderr = "string", head = "number",
   tail = "number", log = "string", log_stderr = "string", grace_ms = "number",
-  cgroup = "boolean",
+  cgroup = "boolean", sandbox = "table",
 }
 
 local function argerror(fname, n, msg)
@@ -153,6 +154,7 @@ Process.__index = Process
 ---@field log_stderr string|nil  the same for stderr when it is apart
 ---@field grace_ms integer|nil  after exit, wait this long for EOF before naming holders (50)
 ---@field cgroup boolean|nil  a cgroup for the session where possible (default true)
+---@field sandbox luxec.SandboxPolicy|nil  confine it (see luxec.sandbox)
 
 --- Start a program. Returns the process, or nil, "ENOENT: no such file or directory ...",
 --- "ENOENT" when it could not be started.
@@ -181,10 +183,21 @@ function M.spawn(argv, opts)
     env = env or build_env({ inherit_env = true })
     env[#env + 1] = marker
   end
+  local cwd = opts.cwd
+  local sbx
+  if opts.sandbox then
+    cwd = cwd or uv.cwd() -- a new mount namespace needs the directory looked up again
+    local ok, spec = pcall(sandbox.resolve, opts.sandbox, cwd)
+    if not ok then
+      error(spec, 2)
+    end
+    sbx = spec
+  end
   local copts = {
     env = env,
     marker = marker,
-    cwd = opts.cwd,
+    sandbox = sbx,
+    cwd = cwd,
     arg0 = opts.arg0,
     tty = tty and true or false,
     rows = type(tty) == "table" and tty.rows or M.defaults.rows,
@@ -440,6 +453,7 @@ function Process:status()
   st.finished = self._finished
   st.holders = self._holders
   st.killed_by = st.killed_by or self._killed_by
+  st.sandbox = self._h:sandbox_report()
   if st.running then
     st.waiting_for_input, st.echo_off = self._h:input_state()
   else

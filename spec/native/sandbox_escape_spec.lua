@@ -1,0 +1,389 @@
+-- Escape attempts under workspace-write with the network denied. Each attempt must fail AND
+-- be reported: as a recorded denial (what, where, which process), or, where the kernel
+-- refuses without asking the host, by the layer that blocked it.
+local H = require("helper")
+local uv = require("luv")
+local luxec = require("luxec")
+
+local ESCAPE = H.fixture("escape")
+local core = require("luxec.core")
+
+local function usable()
+  local layers = core.sandbox_layers()
+  if layers.landlock < 3 then
+    return false, "Landlock ABI " .. layers.landlock .. " (3 or later needed)"
+  end
+  if not layers.can_unshare then
+    return false, "not root: the mount and network namespace layers need CAP_SYS_ADMIN"
+  end
+  return true
+end
+
+local function write_file(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+end
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+describe("sandbox escapes (workspace-write, network denied)", function()
+  local ok, why = usable()
+  if not ok then
+    it("runs where the kernel offers every layer", function()
+      pending("skipped: " .. why)
+    end)
+    return
+  end
+
+  local root, outside, listener
+  before_each(function()
+    root = H.tmpdir()
+    outside = assert(uv.fs_mkdtemp("/var/tmp/luxec-outside-XXXXXX"))
+    write_file(outside .. "/existing", "original\n")
+    write_file(root .. "/inside", "inside\n")
+    assert(uv.fs_mkdir(root .. "/.git", 493))
+    write_file(root .. "/.git/config", "[core]\n")
+  end)
+  after_each(function()
+    H.rmtree(root)
+    os.execute("rm -rf '" .. outside .. "'")
+    if listener then
+      listener:close()
+      listener = nil
+    end
+    H.assert_clean()
+  end)
+
+  -- Run argv in the sandbox (cwd = root); returns output, code, sandbox report.
+  local function jail(argv, extra)
+    local opts = { cwd = root, sandbox = { mode = "workspace-write", network = "deny" } }
+    for k, v in pairs(extra or {}) do opts[k] = v end
+    local p = assert(luxec.spawn(argv, opts))
+    local st = assert(p:wait({ timeout = 10 }))
+    local out = p:read()
+    p:close()
+    return out, st.code, st.sandbox
+  end
+
+  local function sh(script)
+    return jail({ "sh", "-c", script })
+  end
+
+  local function has_denial(report, want)
+    for _, d in ipairs(report.denials) do
+      local match = true
+      for k, v in pairs(want) do
+        if d[k] ~= v then match = false end
+      end
+      if match then return d end
+    end
+    local got = {}
+    for _, d in ipairs(report.denials) do
+      got[#got + 1] = require("luxec.sandbox").describe(d)
+    end
+    local parts = {}
+    for k, v in pairs(want) do parts[#parts + 1] = k .. "=" .. tostring(v) end
+    error("no denial like {" .. table.concat(parts, ", ") .. "} among: "
+      .. table.concat(got, "; "), 2)
+  end
+
+  local function file_attempt(name, script, op, path_of)
+    it(name, function()
+      local out, code, report = sh(script)
+      assert.is_not.equals(0, code, out)
+      local d = has_denial(report, { op = op, path = path_of() })
+      assert.is_true(d.pid > 0)
+      assert.is_string(d.comm)
+      assert.equals("original\n", read_file(outside .. "/existing"))
+    end)
+  end
+
+  file_attempt("write a new file outside a root", "echo x > $OUT/new",
+    "open", function() return outside .. "/new" end)
+  file_attempt("append to a file outside", "echo x >> $OUT/existing",
+    "open", function() return outside .. "/existing" end)
+  file_attempt("rm a file outside", "rm -f $OUT/existing",
+    "unlink", function() return outside .. "/existing" end)
+  file_attempt("mkdir outside", "mkdir $OUT/dir",
+    "mkdir", function() return outside .. "/dir" end)
+  file_attempt("symlink outside", "ln -s /etc/passwd $OUT/link",
+    "symlink", function() return outside .. "/link" end)
+  file_attempt("hard link from a root to outside", "ln inside $OUT/hard",
+    "link", function() return outside .. "/hard" end)
+  file_attempt("chmod a file outside", "chmod 777 $OUT/existing",
+    "chmod", function() return outside .. "/existing" end)
+  file_attempt("chown a file outside", "chown 1:1 $OUT/existing",
+    "chown", function() return outside .. "/existing" end)
+  file_attempt("touch (utime) a file outside", "touch -c -d @0 $OUT/existing",
+    "utime", function() return outside .. "/existing" end)
+  file_attempt("write .git/config inside a root", "echo evil >> .git/config",
+    "open", function() return root .. "/.git/config" end)
+  file_attempt("write through a symlink in a root that points outside",
+    "ln -s $OUT/existing link && echo x > link",
+    "open", function() return outside .. "/existing" end)
+
+  -- $OUT reaches the scripts through the environment
+  setup(function() end)
+  local real_sh = sh
+  sh = function(script)
+    return jail({ "sh", "-c", script }, { env = { OUT = outside, PATH = os.getenv("PATH") } })
+  end
+  local _ = real_sh
+
+  it("move a file out of a root", function()
+    local out, code, report = sh("mv inside $OUT/moved")
+    assert.is_not.equals(0, code, out)
+    has_denial(report, { path = outside .. "/moved" })
+    assert.is_nil(read_file(outside .. "/moved"))
+    assert.equals("inside\n", read_file(root .. "/inside"))
+  end)
+
+  it("truncate(2) a file outside", function()
+    local out, code, report = jail({ ESCAPE, "truncate", outside .. "/existing" })
+    assert.equals(1, code, out)
+    has_denial(report, { op = "truncate", path = outside .. "/existing" })
+    assert.equals("original\n", read_file(outside .. "/existing"))
+  end)
+
+  it("mknod a device inside a root", function()
+    local out, code, report = jail({ ESCAPE, "mknod", root .. "/null" })
+    assert.equals(1, code, out)
+    has_denial(report, { op = "mknod", path = root .. "/null" })
+  end)
+
+  for _, attempt in ipairs({
+    { "mount a file system", { "mount", "/tmp" }, "mount" },
+    { "unshare a user namespace", { "unshare" }, "unshare" },
+    { "setns into the host's network", { "setns" }, "setns" },
+    { "io_uring (a socket+connect bypass of naive filters)", { "iouring" }, "io_uring_setup" },
+  }) do
+    it(attempt[1], function()
+      local argv = { ESCAPE }
+      for _, a in ipairs(attempt[2]) do argv[#argv + 1] = a end
+      local out, code, report = jail(argv)
+      assert.equals(1, code, out)
+      assert.matches("^EPERM", out)
+      has_denial(report, { op = attempt[3] })
+    end)
+  end
+
+  it("ptrace a process outside", function()
+    local out, code, report = jail({ ESCAPE, "ptrace", ("%d"):format(uv.os_getpid()) })
+    assert.equals(1, code, out)
+    has_denial(report, { op = "ptrace" })
+  end)
+
+  it("an i386 int 0x80 socket call", function()
+    local out, code, report = jail({ ESCAPE, "int80" })
+    assert.equals(1, code, out)
+    local d = has_denial(report, { comm = "escape" })
+    assert.matches("^syscall 359 of arch 0x40000003", d.op)
+  end)
+
+  for _, attempt in ipairs({
+    { "TCP connect over IPv4", { "tcp4", "93.184.216.34", "443" }, "connect", "93.184.216.34", 443 },
+    { "TCP connect over IPv6", { "tcp6", "2606:2800:220:1::1", "443" }, "connect",
+      "2606:2800:220:1::1", 443 },
+    { "TCP connect to the loopback", { "tcp4", "127.0.0.1", "9" }, "connect", "127.0.0.1", 9 },
+    { "TCP bind over IPv4", { "bind4", "", "8080" }, "bind", "0.0.0.0", 8080 },
+    { "TCP bind over IPv6", { "bind6", "", "8080" }, "bind", "::", 8080 },
+    { "UDP sendto", { "udp4", "8.8.8.8", "53" }, "sendto", "8.8.8.8", 53 },
+    { "MPTCP connect", { "mptcp", "93.184.216.34", "443" }, "connect", "93.184.216.34", 443 },
+    { "TCP Fast Open sendto", { "tfo", "93.184.216.34", "443" }, "sendto", "93.184.216.34", 443 },
+  }) do
+    it(attempt[1], function()
+      local argv = { ESCAPE }
+      for _, a in ipairs(attempt[2]) do argv[#argv + 1] = a end
+      local out, code, report = jail(argv)
+      assert.equals(1, code, out)
+      has_denial(report, { op = attempt[3], addr = attempt[4], port = attempt[5] })
+      assert.is_true(report.layers.netns)
+    end)
+  end
+
+  it("an ICMP ping socket (refused in the empty network namespace)", function()
+    local out, code, report = jail({ ESCAPE, "icmp4", "8.8.8.8" })
+    assert.equals(1, code, out)
+    if out:match("^EACCES") then -- ping sockets are off in a new namespace: socket() fails
+      assert.is_true(report.layers.netns)
+    else
+      has_denial(report, { op = "sendto", addr = "8.8.8.8" })
+    end
+  end)
+
+  it("a netlink socket (to change the host's interfaces)", function()
+    local out, code, report = jail({ ESCAPE, "netlink" })
+    assert.equals(1, code, out)
+    has_denial(report, { op = "socket", family = "AF_NETLINK" })
+  end)
+
+  it("reading /proc/<host pid>/environ (refused by Landlock and the capability drop)", function()
+    local out, code, report = jail({ ESCAPE, "environ", ("%d"):format(uv.os_getpid()) })
+    assert.equals(1, code, out)
+    assert.matches("^EACCES", out)
+    assert.is_true(report.layers.landlock >= 1 and report.layers.caps_dropped)
+  end)
+
+  it("signalling the host (refused by Landlock's signal scope)", function()
+    local layers = core.sandbox_layers()
+    local out, code, report = jail({ ESCAPE, "kill", ("%d"):format(uv.os_getpid()) })
+    assert.equals(1, code, out)
+    assert.matches("^EPERM", out)
+    if layers.landlock >= 6 then assert.is_true(report.layers.landlock >= 6) end
+  end)
+
+  it("connecting to an abstract socket outside", function()
+    local name = ("luxec-spec-%d"):format(uv.os_getpid())
+    local server = assert(luxec.spawn({ ESCAPE, "listen", name }))
+    listener = server
+    assert(server:_wait_until(function() return server:snapshot().head == "listening\n" end,
+      5000))
+    assert.equals("ok\n", luxec.run({ ESCAPE, "abstract", name }).output) -- it is reachable
+    -- network denied: abstract sockets belong to a network namespace, the outside one is
+    -- not even visible
+    local out, code, report = jail({ ESCAPE, "abstract", name })
+    assert.equals(1, code, out)
+    assert.matches("^ECONNREFUSED", out)
+    assert.is_true(report.layers.netns)
+    -- network allowed: Landlock's abstract-socket scope refuses it
+    if core.sandbox_layers().landlock >= 6 then
+      local p = assert(luxec.spawn({ ESCAPE, "abstract", name }, { cwd = root,
+        sandbox = { mode = "workspace-write", network = "allow" } }))
+      local st = p:wait({ timeout = 5 })
+      out = p:read()
+      p:close()
+      assert.equals(1, st.code, out)
+      assert.matches("^EPERM", out)
+    end
+  end)
+
+  it("writing to /dev/stdout reaches the session's own pipe, never a file", function()
+    local out, code = sh("echo through > /dev/stdout; echo also > /proc/self/fd/1")
+    assert.equals(0, code)
+    assert.equals("through\nalso\n", out)
+  end)
+
+  describe("what keeps working", function()
+    it("writes inside roots and to /dev/null, and /tmp", function()
+      local out, code, report = sh("echo hi > made && cat made && echo x > /dev/null && " ..
+        "mkdir d && mv made d/ && rm -r d && t=$(mktemp) && echo ok > $t && cat $t && rm $t")
+      assert.equals(0, code, out)
+      assert.equals("hi\nok\n", out)
+      assert.equals(0, report.denials_total)
+    end)
+
+    it("a PTY inside the sandbox (openpty through script)", function()
+      local out, code = jail({ "script", "-qec", "tty", "/dev/null" })
+      assert.equals(0, code, out)
+      assert.matches("/dev/pts/%d+", out)
+    end)
+
+    it("AF_UNIX sockets", function()
+      local out, code = jail({ ESCAPE, "unix", root .. "/sock" })
+      assert.equals(0, code, out)
+      assert.equals("ok\n", out)
+    end)
+
+    it("git status in a repository", function()
+      local r = luxec.run({ "git", "init", "-q", root .. "/repo" })
+      assert.equals(0, r.code)
+      local out, code = jail({ "git", "-C", root .. "/repo", "status", "--short" })
+      assert.equals(0, code, out)
+    end)
+
+    it("a session on a terminal", function()
+      local out, code = jail({ "sh", "-c", "tty" }, { tty = true })
+      assert.equals(0, code, out)
+      assert.matches("^/dev/pts/%d+", out)
+    end)
+  end)
+end)
+
+describe("sandbox policy", function()
+  after_each(H.assert_clean)
+
+  it("rejects a bad policy with an error naming the key, and spawns nothing", function()
+    local cases = {
+      { { mode = "bogus" }, "unknown mode \"bogus\"" },
+      { { }, "'mode' is required" },
+      { { mode = "workspace-write", netwrk = "deny" }, "unknown key 'netwrk'" },
+      { { mode = "workspace-write", network = "maybe" }, "'network' must be \"deny\" or \"allow\"" },
+      { { mode = "workspace-write", roots = { "relative/dir" } }, "roots%[1%] is relative" },
+      { { mode = "workspace-write", roots = { "/nonexistent/dir" } }, "roots%[1%] does not exist" },
+      { { mode = "workspace-write", roots = "/tmp" }, "'roots' must be a list" },
+      { { mode = "workspace-write", best_effort = "yes" }, "'best_effort' must be a boolean" },
+      { { mode = "read-only", roots = { "/tmp" } }, "'roots' makes no sense in read%-only" },
+      { { mode = "workspace-write", evidence = { net = true } }, "unknown key 'evidence.net'" },
+    }
+    for _, c in ipairs(cases) do
+      local ok, err = pcall(luxec.spawn, { "true" }, { sandbox = c[1] })
+      assert.is_false(ok)
+      assert.matches("bad sandbox policy: " .. c[2], err)
+    end
+    assert.same({}, H.children())
+  end)
+
+  it("read-only: nothing is writable but /dev/null and the terminal", function()
+    local ok, why = usable()
+    if not ok then
+      pending("skipped: " .. why)
+      return
+    end
+    local r = luxec.run({ "sh", "-c", "echo x > /dev/null && echo x > /tmp/luxec-ro-$$" },
+      { sandbox = { mode = "read-only" } })
+    assert.is_not.equals(0, r.code)
+    local p = assert(luxec.spawn({ "sh", "-c", "echo x > /tmp/luxec-ro-test" },
+      { sandbox = { mode = "read-only" } }))
+    local st = p:wait({ timeout = 5 })
+    p:close()
+    assert.equals("read-only", st.sandbox.mode)
+    assert.equals("deny", st.sandbox.network)
+    assert.equals("open", st.sandbox.denials[1].op)
+    assert.equals("/tmp/luxec-ro-test", st.sandbox.denials[1].path)
+  end)
+
+  it("full-access changes nothing and allows the network", function()
+    local p = assert(luxec.spawn({ "true" }, { sandbox = { mode = "full-access" } }))
+    local st = p:wait({ timeout = 5 })
+    p:close()
+    assert.equals("allow", st.sandbox.network)
+    assert.same({}, st.sandbox.denials)
+  end)
+
+  it("keeps the first 100 denials and counts all", function()
+    local ok, why = usable()
+    if not ok then
+      pending("skipped: " .. why)
+      return
+    end
+    local p = assert(luxec.spawn({ "sh", "-c",
+      "i=0; while [ $i -lt 150 ]; do true > /etc/luxec-$i 2>/dev/null; i=$((i+1)); done" },
+      { sandbox = { mode = "workspace-write" } }))
+    local st = p:wait({ timeout = 20 })
+    p:close()
+    assert.equals(100, #st.sandbox.denials)
+    assert.equals(150, st.sandbox.denials_total)
+  end)
+
+  it("without evidence still enforces, and says notify is off", function()
+    local ok, why = usable()
+    if not ok then
+      pending("skipped: " .. why)
+      return
+    end
+    local p = assert(luxec.spawn({ "sh", "-c", "echo x > /etc/luxec-noev" },
+      { sandbox = { mode = "workspace-write", evidence = false } }))
+    local st = p:wait({ timeout = 5 })
+    p:close()
+    assert.is_not.equals(0, st.code)
+    assert.is_false(st.sandbox.layers.notify)
+    assert.equals(0, st.sandbox.denials_total)
+  end)
+end)

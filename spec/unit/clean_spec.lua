@@ -1,0 +1,160 @@
+-- Output cleaning: escape sequences, lines rewritten in place, held-back bytes across reads,
+-- and the map from text positions back to raw offsets. No process, no loop.
+local C = require("luxec.clean")
+
+local function cleaned(s, opts)
+  return (C.clean(s, opts))
+end
+
+describe("clean: escape sequences", function()
+  it("strips SGR colours and counts the bytes removed", function()
+    local text, removed = C.clean("\27[1;31mred\27[0m plain\n")
+    assert.equals("red plain\n", text)
+    assert.equals(11, removed)
+  end)
+
+  it("strips OSC (BEL or ST), DCS and APC strings, and two-byte sequences", function()
+    assert.equals("text\n", cleaned("\27]0;window title\7text\n"))
+    assert.equals("text\n", cleaned("\27]8;;http://x\27\\text\27]8;;\27\\\n"))
+    assert.equals("ab", cleaned("a\27Pq#0;1;2\27\\b"))
+    assert.equals("ab", cleaned("a\27_apc\27\\b"))
+    assert.equals("ab", cleaned("a\27(Bb"))
+    assert.equals("ab", cleaned("a\27=\27>b"))
+    assert.equals("hidden", cleaned("\27[?25lhidden\27[?25h"))
+    assert.equals("x\n", cleaned("\27[2J\27[Hx\n"))
+  end)
+
+  it("drops other control characters but keeps tabs and newlines", function()
+    assert.equals("a\tb\n", cleaned("a\7\0\tb\1\127\n"))
+  end)
+
+  it("drops a malformed escape's ESC alone", function()
+    assert.equals("a\nb", cleaned("a\27\nb"))
+  end)
+
+  it("leaves everything alone when both options are off, still valid UTF-8", function()
+    local raw = "\27[31mred\27[0m\r\n50%\r100%\n\xff"
+    assert.equals("\27[31mred\27[0m\r\n50%\r100%\n\u{FFFD}",
+      cleaned(raw, { strip = false, collapse = false }))
+  end)
+end)
+
+describe("clean: lines rewritten in place", function()
+  it("keeps the final state of a \\r progress line", function()
+    local text, removed = C.clean("10%\r50%\r100%\ndone\n")
+    assert.equals("100%\ndone\n", text)
+    assert.equals(8, removed)
+  end)
+
+  it("overwrites like a terminal: a shorter rewrite leaves the rest", function()
+    assert.equals("XYcdef\n", cleaned("abcdef\rXY\n"))
+  end)
+
+  it("honours erase-in-line and cursor moves", function()
+    assert.equals("progress 100%\ndone\n",
+      cleaned("progress 10%\27[K\rprogress 100%\27[K\ndone\n"))
+    assert.equals("new\n", cleaned("old text\27[2K\rnew\n"))
+    assert.equals("ab\n", cleaned("abcdef\27[4D\27[K\n"))
+    assert.equals("aXc\n", cleaned("abc\27[2GX\n"))
+    assert.equals("a  b\n", cleaned("a\27[2Cb\n"))
+  end)
+
+  it("applies backspaces", function()
+    assert.equals("___\n", cleaned("man\b\b\b___\n"))
+    assert.equals("ac\n", cleaned("ab\bc\n"))
+  end)
+
+  it("turns \\r\\n into \\n and keeps the line", function()
+    assert.equals("a\nb\n", cleaned("a\r\nb\r\n"))
+  end)
+
+  it("rewrites only the line it is on", function()
+    assert.equals("first\nB2\nthird\n", cleaned("first\nA1\rB2\nthird\n"))
+  end)
+
+  it("trims the spaces a rewrite left at the end of the line", function()
+    assert.equals("done\n", cleaned("working...\rdone      \n"))
+  end)
+
+  it("leaves \\r alone when collapse is off", function()
+    assert.equals("10%\r100%\n", cleaned("\27[1m10%\r100%\n", { collapse = false }))
+  end)
+end)
+
+describe("clean: across reads", function()
+  it("holds back an escape sequence cut by a read", function()
+    local cl, out = C.new(), C.output()
+    cl:feed(out, "a\27[3", 0, false)
+    assert.equals(3, cl:pending())
+    assert.equals("a", C.text(out))
+    cl:feed(out, "1mred\27[0m", 5, false)
+    assert.equals(0, cl:pending())
+    assert.equals("ared", C.text(out))
+  end)
+
+  it("holds back a UTF-8 sequence cut by a read", function()
+    local cl = C.new()
+    local out1 = C.output()
+    cl:feed(out1, "price: \xe2\x82", 0, false)
+    assert.equals("price: ", C.text(out1))
+    local out2 = C.output()
+    cl:feed(out2, "\xac\n", 9, false)
+    assert.equals("€\n", C.text(out2))
+  end)
+
+  it("holds back a trailing \\r that may be half of \\r\\n", function()
+    local cl, out = C.new(), C.output()
+    cl:feed(out, "line\r", 0, false)
+    assert.equals("line", C.text(out))
+    cl:feed(out, "\nnext\n", 5, false)
+    assert.equals("line\nnext\n", C.text(out))
+  end)
+
+  it("flushes what it held when told the stream is over", function()
+    local cl, out = C.new(), C.output()
+    cl:feed(out, "x\xe2\x82", 0, false)
+    cl:feed(out, "", 3, true)
+    assert.equals("x\u{FFFD}", C.text(out))
+    assert.equals(0, cl:pending())
+  end)
+
+  it("returns the raw offset where it stopped", function()
+    local cl, out = C.new(), C.output()
+    assert.equals(2, cl:feed(out, "ab\27[", 0, false))
+    assert.equals(8, cl:feed(out, "0mcd\r", 4, false)) -- the \r at 8 waits
+  end)
+end)
+
+describe("clean: map back to raw offsets", function()
+  it("maps a cut in plain text exactly", function()
+    local out = C.output()
+    C.new():feed(out, "0123456789", 100, true)
+    assert.same({ 103, 107 }, { C.raw_range(out, 3, 7, 100, 110) })
+  end)
+
+  it("covers escape sequences removed next to the cut", function()
+    local raw = "abc\27[31mdef\27[0mghi"
+    local out = C.output()
+    C.new():feed(out, raw, 0, true)
+    assert.equals("abcdefghi", C.text(out))
+    -- removing "def" (text 3..6) removes raw bytes 3..15: the escapes around it too
+    local a, b = C.raw_range(out, 3, 6, 0, #raw)
+    assert.same({ 3, 15 }, { a, b })
+    assert.equals("\27[31mdef\27[0m", raw:sub(a + 1, b))
+  end)
+
+  it("maps into a rewritten line as the whole raw line", function()
+    local raw = "head\n10%\r100%\ntail\n"
+    local out = C.output()
+    C.new():feed(out, raw, 0, true)
+    assert.equals("head\n100%\ntail\n", C.text(out))
+    local a, b = C.raw_range(out, 6, 8, 0, #raw) -- "00" inside "100%"
+    assert.same({ 5, 13 }, { a, b }) -- the raw line "10%\r100%"
+  end)
+
+  it("uses the bounds given when the cut reaches either end", function()
+    local out = C.output()
+    C.new():feed(out, "abcdef", 10, true)
+    assert.same({ 7, 16 }, { C.raw_range(out, 0, 6, 7, 16) })
+  end)
+end)

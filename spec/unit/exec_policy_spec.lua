@@ -1,0 +1,182 @@
+-- The exec engine's pure decisions: environment policy, yield clamps, argument checks, the
+-- password-prompt test and the sandbox-denial guess.
+local P = require("luxec.exec_policy")
+
+local HOST = {
+  HOME = "/root", PATH = "/usr/bin:/bin", USER = "root", SHELL = "/bin/bash",
+  OPENAI_API_KEY = "sk-1", GITHUB_TOKEN = "gh", AWS_SECRET_ACCESS_KEY = "x", EDITOR = "vi",
+  TERM = "xterm-256color", LANG = "en_US.UTF-8", NO_COLOR = nil, COLORTERM = "truecolor",
+}
+
+local function keys(t)
+  local list = {}
+  for k in pairs(t) do list[#list + 1] = k end
+  table.sort(list)
+  return list
+end
+
+describe("the children's environment", function()
+  it("inherits everything by default, then forces Codex's variables", function()
+    local env = P.build_env(nil, HOST, P.FORCED_ENV, P.EXTRA_ENV)
+    assert.equals("vi", env.EDITOR)
+    assert.equals("sk-1", env.OPENAI_API_KEY) -- the default excludes are off, as in Codex
+    for k, v in pairs({ NO_COLOR = "1", TERM = "dumb", LANG = "C.UTF-8", LC_CTYPE = "C.UTF-8",
+      LC_ALL = "C.UTF-8", COLORTERM = "", PAGER = "cat", GIT_PAGER = "cat", GH_PAGER = "cat",
+      GIT_TERMINAL_PROMPT = "0" }) do
+      assert.equals(v, env[k], k)
+    end
+  end)
+
+  it("keeps only the core variables with inherit = core", function()
+    local env = P.build_env({ inherit = "core" }, HOST)
+    assert.same({ "HOME", "PATH", "SHELL", "USER" }, keys(env))
+  end)
+
+  it("starts empty with inherit = none", function()
+    assert.same({}, P.build_env({ inherit = "none" }, HOST))
+    assert.same({ "X" }, keys(P.build_env({ inherit = "none", set = { X = "1" } }, HOST)))
+  end)
+
+  it("drops *KEY*, *SECRET*, *TOKEN* with default_excludes, case-insensitively", function()
+    local env = P.build_env({ default_excludes = true }, HOST)
+    assert.is_nil(env.OPENAI_API_KEY)
+    assert.is_nil(env.GITHUB_TOKEN)
+    assert.is_nil(env.AWS_SECRET_ACCESS_KEY)
+    assert.equals("vi", env.EDITOR)
+    assert.is_nil(P.build_env({ exclude = { "*token*" } }, { my_Token = "1" }).my_Token)
+  end)
+
+  it("applies exclude, then set, then include-only, then the forced and extra ones", function()
+    local env = P.build_env({ exclude = { "ED*" }, set = { EDITOR = "nano", A = "1" },
+      include_only = { "EDITOR", "A", "PATH" } }, HOST, { TERM = "dumb" }, { B = "2" })
+    assert.same({ "A", "B", "EDITOR", "PATH", "TERM" }, keys(env))
+    assert.equals("nano", env.EDITOR) -- set after exclude
+  end)
+
+  it("matches globs with ? and escapes Lua's pattern characters", function()
+    assert.is_true(P.matches_any("A.B", { "a.b" }))
+    assert.is_false(P.matches_any("AxB", { "a.b" }))
+    assert.is_true(P.matches_any("X1", { "x?" }))
+    assert.is_false(P.matches_any("X12", { "x?" }))
+  end)
+end)
+
+describe("yield clamps", function()
+  local cfg = { exec_yield_ms = 10000, write_yield_ms = 250, min_yield_ms = 250,
+    max_yield_ms = 30000, poll_min_ms = 5000, poll_max_ms = 300000 }
+
+  it("exec_command: default 10000, clamped to 250..30000", function()
+    assert.same({ 10000, 250, 250, 1000, 30000 }, { P.exec_yield(nil, cfg),
+      P.exec_yield(0, cfg), P.exec_yield(100, cfg), P.exec_yield(1000, cfg),
+      P.exec_yield(999999, cfg) })
+  end)
+
+  it("write_stdin with chars: default 250, min(max(y, 250), 30000)", function()
+    assert.same({ 250, 250, 2000, 30000 }, { P.write_yield(nil, true, cfg),
+      P.write_yield(10, true, cfg), P.write_yield(2000, true, cfg),
+      P.write_yield(60000, true, cfg) })
+  end)
+
+  it("an empty poll: clamp(max(y, 250), 5000, 300000)", function()
+    assert.same({ 5000, 5000, 20000, 300000 }, { P.write_yield(nil, false, cfg),
+      P.write_yield(1000, false, cfg), P.write_yield(20000, false, cfg),
+      P.write_yield(10 ^ 7 // 1, false, cfg) })
+  end)
+end)
+
+describe("tool argument checks", function()
+  it("names a missing required field as Codex does", function()
+    assert.same({ nil, "failed to parse function arguments: missing field `cmd`" },
+      { P.arg({}, "cmd", "string", { required = true }) })
+  end)
+
+  it("rejects wrong types, naming the field and the value", function()
+    local _, err = P.arg({ cmd = 5 }, "cmd", "string")
+    assert.equals("failed to parse function arguments: invalid type: integer `5` for `cmd`, "
+      .. "expected a string", err)
+    _, err = P.arg({ y = "10" }, "y", "integer")
+    assert.matches("invalid type: string \"10\" for `y`, expected an integer", err)
+    _, err = P.arg({ y = 1.5 }, "y", "integer")
+    assert.matches("invalid type: floating point `1.5`", err)
+    _, err = P.arg({ y = 0 / 0 }, "y", "integer")
+    assert.matches("expected an integer", err)
+    _, err = P.arg({ t = "yes" }, "t", "boolean")
+    assert.matches("expected a boolean", err)
+  end)
+
+  it("rejects values out of range and accepts integral floats", function()
+    local _, err = P.arg({ y = -1 }, "y", "integer", { min = 0, max = 10 })
+    assert.equals("failed to parse function arguments: invalid value: integer `-1` for `y`, "
+      .. "expected 0..10", err)
+    assert.equals(5, P.arg({ y = 5.0 }, "y", "integer", { min = 0 }))
+    assert.is_nil((P.arg({}, "y", "integer")))
+  end)
+end)
+
+describe("password prompts", function()
+  it("recognises a prompt asking for a secret on the last line", function()
+    assert.is_true(P.password_prompt("Password: "))
+    assert.is_true(P.password_prompt("log\n[sudo] password for root: "))
+    assert.is_true(P.password_prompt("Enter passphrase for key '/root/.ssh/id': "))
+    assert.is_true(P.password_prompt("Enter PIN:\r\n"))
+  end)
+
+  it("does not take a shell or REPL prompt for one", function()
+    assert.is_false(P.password_prompt("root@host:/src# "))
+    assert.is_false(P.password_prompt(">>> "))
+    assert.is_false(P.password_prompt("password ok\nroot@host:~$ "))
+    assert.is_false(P.password_prompt("spinning: "))
+  end)
+end)
+
+describe("the sandbox-denial guess", function()
+  local function guess(code, output, extra)
+    local r = { sandboxed = true, exit_code = code, output = output }
+    for k, v in pairs(extra or {}) do r[k] = v end
+    return P.denial_guess(r)
+  end
+
+  it("is never denied without a sandbox or with exit 0", function()
+    assert.is_false(P.denial_guess({ sandboxed = false, exit_code = 1,
+      output = "Permission denied" }).denied)
+    assert.is_false(guess(0, "Operation not permitted").denied)
+  end)
+
+  it("says denied on errno texts, and labels itself a guess", function()
+    for _, text in ipairs({ "touch: cannot touch '/etc/x': Permission denied",
+      "mkdir: Read-only file system", "connect: Operation not permitted" }) do
+      local g = guess(1, text)
+      assert.is_true(g.denied, text)
+      assert.is_true(g.guess)
+      assert.matches("the output says", g.reason)
+    end
+  end)
+
+  it("counts a mechanism's name only next to a verdict", function()
+    assert.is_true(guess(1, "error: blocked by seccomp").denied)
+    assert.is_true(guess(1, "Sandbox: write denied").denied)
+    assert.is_true(guess(1, "landlock: access denied to /etc").denied)
+  end)
+
+  it("is not fooled by a path containing 'sandbox' (codex#18711)", function()
+    assert.is_false(guess(1, "/home/me/sandbox/app.py: line 3: syntax error").denied)
+    assert.is_false(guess(1, "FAILED tests/test_sandbox.py::test_x - denied=False").denied)
+    assert.is_false(guess(2, "cannot open ~/sandbox-project: No such file").denied)
+  end)
+
+  it("is not fooled by a plain failure (codex#4859: bash -c false)", function()
+    assert.is_false(guess(1, "").denied)
+    assert.is_false(guess(1, "FAIL: 3 tests failed").denied)
+  end)
+
+  it("does not count exit 2, 126 or 127 without an errno text", function()
+    assert.is_false(guess(2, "usage: x").denied)
+    assert.is_false(guess(127, "sh: nope: not found").denied)
+    assert.is_true(guess(126, "sh: ./x: Permission denied").denied) -- the text comes first
+  end)
+
+  it("takes a SIGSYS death for a seccomp kill", function()
+    assert.is_true(guess(159, "").denied)
+    assert.is_true(guess(159, "", { signal_name = "SYS" }).denied)
+  end)
+end)
