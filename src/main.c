@@ -190,6 +190,34 @@ static int handle_luainit(lua_State *L) {
   return dostring(L, init, name);
 }
 
+/* Subcommands (luxec mcp, luxec sandbox-check) are Lua: luxec.cmd.main(name, args...) returns
+ * the exit status. A file of that name in the working directory is still run as a script,
+ * as lua would. */
+static const char *const subcommands[] = {"mcp", "sandbox-check", "play", NULL};
+
+static int is_subcommand(const char *name) {
+  for (int i = 0; subcommands[i]; i++)
+    if (strcmp(name, subcommands[i]) == 0) return access(name, F_OK) != 0;
+  return 0;
+}
+
+static int run_subcommand(lua_State *L, char **argv, int argc) {
+  createargtable(L, argv, argc, 1);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "luxec.cmd");
+  int status = luxec_docall(L, 1, 1);
+  if (status == LUA_OK) {
+    lua_getfield(L, -1, "main");
+    lua_remove(L, -2);
+    for (int i = 1; i < argc; i++) lua_pushstring(L, argv[i]);
+    status = luxec_docall(L, argc - 1, 1);
+  }
+  if (luxec_report(L, status) != LUA_OK) return 1;
+  int code = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : 0;
+  lua_pop(L, 1);
+  return code;
+}
+
 /* Runs protected; leaves a boolean: did everything the command line asked for succeed. */
 static int pmain(lua_State *L) {
   int argc = (int)lua_tointeger(L, 1);
@@ -201,6 +229,12 @@ static int pmain(lua_State *L) {
   if (args == has_error) {
     print_usage(argv[script]);
     return 0;
+  }
+  if (script == 1 && is_subcommand(argv[1])) {
+    int code = run_subcommand(L, argv, argc);
+    luxec_host_run(&host, UV_RUN_DEFAULT);
+    lua_pushinteger(L, code);
+    return 1;
   }
   if (args & has_v) print_version();
   createargtable(L, argv, argc, script);
@@ -239,9 +273,11 @@ int main(int argc, char **argv) {
   lua_pushlightuserdata(L, argv);
   int status = lua_pcall(L, 2, 1, 0);
   int result = lua_toboolean(L, -1);
+  int subcommand_code = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : -1;
   luxec_report(L, status);
   int ok = status == LUA_OK && result && host.callback_errors == 0;
   fflush(stdout);
   luxec_host_close(&host);
+  if (subcommand_code >= 0 && status == LUA_OK) return host.callback_errors ? 1 : subcommand_code;
   return ok ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -84,8 +84,9 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
   info->degraded_mountns = prep->degraded_mountns;
   info->degraded_netns = prep->degraded_netns;
   if (listener >= 0) {
-    p->sbx = sbx_monitor_start(loop, listener, prep->roots, prep->nroots, prep->ro_paths,
-                               prep->nro, prep->mountns_ok);
+    (void)loop;
+    p->sbx = sbx_monitor_start(listener, prep->roots, prep->nroots, prep->ro_paths, prep->nro,
+                               prep->mountns_ok);
     info->notify = p->sbx != NULL;
   }
 }
@@ -138,6 +139,7 @@ static int proc_sandbox_report(lua_State *L) {
   lua_setfield(L, -2, "degraded");
   lua_newtable(L);
   sbx_monitor *m = p->sbx;
+  if (m != NULL) pthread_mutex_lock(&m->lock); /* its thread appends meanwhile */
   for (int i = 0; m != NULL && i < m->ndenials; i++) {
     sbx_denial *d = &m->denials[i];
     lua_createtable(L, 0, 6);
@@ -171,7 +173,10 @@ static int proc_sandbox_report(lua_State *L) {
   }
   lua_setfield(L, -2, "denials");
   lua_pushinteger(L, m ? m->total : 0);
+  if (m != NULL) pthread_mutex_unlock(&m->lock);
   lua_setfield(L, -2, "denials_total");
+  lua_pushinteger(L, m ? (lua_Integer)m->served : 0);
+  lua_setfield(L, -2, "notified"); /* calls the host looked at, denied or not */
   return 1;
 }
 

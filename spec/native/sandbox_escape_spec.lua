@@ -387,3 +387,51 @@ describe("sandbox policy", function()
     assert.equals(0, st.sandbox.denials_total)
   end)
 end)
+
+describe("sandbox layers that are missing", function()
+  after_each(H.assert_clean)
+
+  it("fail closed when the seccomp listener is refused (nested), unless best_effort", function()
+    local ok, why = usable()
+    if not ok then
+      pending("skipped: " .. why)
+      return
+    end
+    -- an inner luxec, itself sandboxed, asks for a sandbox with evidence
+    local dir = H.tmpdir()
+    local script = [[
+      local luxec = require("luxec")
+      local p, err, code = luxec.spawn({"true"}, {cwd = "/tmp",
+        sandbox = {mode = "workspace-write", tmp = false}})
+      print("strict", p and "spawned" or err, code)
+      local q = assert(luxec.spawn({"true"}, {cwd = "/tmp",
+        sandbox = {mode = "workspace-write", tmp = false, best_effort = true}}))
+      local st = q:wait()
+      print("best_effort", st.code, st.sandbox.layers.notify, st.sandbox.degraded[1])
+    ]]
+    local r = luxec.run({ H.luxec, "-e", script }, { cwd = dir,
+      sandbox = { mode = "workspace-write" } })
+    H.rmtree(dir)
+    assert.equals(0, r.code, r.output)
+    assert.matches("strict\tEBUSY: resource busy or locked %(sandbox seccomp listener: true%)\tEBUSY",
+      r.output)
+    assert.matches("best_effort\t0\tfalse\tnotify: the seccomp listener was refused", r.output)
+  end)
+
+  it("python's tempfile works inside the sandbox", function()
+    local ok, why = usable()
+    if not ok then
+      pending("skipped: " .. why)
+      return
+    end
+    local python = luxec.run({ "sh", "-c", "command -v python3" }).output:match("%S+")
+    if not python then
+      pending("python3 is not installed here")
+      return
+    end
+    local r = luxec.run({ python, "-c",
+      "import tempfile; f = tempfile.NamedTemporaryFile(); f.write(b'x'); f.flush(); print('ok')" },
+      { sandbox = { mode = "workspace-write" } })
+    assert.equals("ok\n", r.output)
+  end)
+end)
