@@ -433,21 +433,38 @@ describe("exec engine improvements", function()
       .. " it was run again without the sandbox", exec.format(r))
   end)
 
-  it("reports the core's denial evidence as such", function()
+  it("reports the core's denial evidence as such, the first three of them", function()
     local _, spawn = spy()
-    local e = engine({ sandbox = {}, spawn = function(argv, opts)
+    local e = engine({ sandbox = { mode = "read-only" }, spawn = function(argv, opts)
       local p, err = spawn(argv, opts)
       local status = p.status
       p.status = function(self)
         local st = status(self)
-        st.denials = { { op = "connect", target = "93.184.216.34:443", pid = 12, cmd = "curl" } }
+        local d = { op = "connect", family = "AF_INET", addr = "93.184.216.34", port = 443,
+          pid = 12, comm = "curl" }
+        st.sandbox = { mode = "read-only", denials = { d, d, d, d }, denials_total = 5 }
         return st
       end
       return p, err
     end })
     local r = assert(e:exec_command({ cmd = "exit 7" }))
     assert.same({ true, false }, { r.sandbox.denied, r.sandbox.guess })
-    assert.matches("\nSandbox denied: connect 93.184.216.34:443 %(pid 12 curl%)\n", exec.format(r))
+    assert.matches("\nSandbox denied: connect 93.184.216.34:443 %(pid 12 curl%); connect .*; "
+      .. "connect .*; 2 more\n", exec.format(r))
+  end)
+
+  it("reports a real denial with the core's evidence", function()
+    local e = engine({ sandbox = { mode = "read-only" } })
+    local r, err = e:exec_command({ cmd = "touch /etc/luxec-exec-spec" })
+    if not r and err:find("sandbox") then
+      pending("this kernel cannot sandbox: " .. err)
+      return
+    end
+    assert(r, err)
+    assert.is_false(r.sandbox.guess)
+    assert.matches("\nSandbox denied: [%w_]+ /etc/luxec%-exec%-spec %(pid %d+ touch%)",
+      exec.format(r))
+    assert.equals("read-only", r.sandbox.report.mode)
   end)
 end)
 

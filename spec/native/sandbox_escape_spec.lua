@@ -188,7 +188,8 @@ describe("sandbox escapes (workspace-write, network denied)", function()
   end)
 
   for _, attempt in ipairs({
-    { "TCP connect over IPv4", { "tcp4", "93.184.216.34", "443" }, "connect", "93.184.216.34", 443 },
+    { "TCP connect over IPv4", { "tcp4", "93.184.216.34", "443" }, "connect", "93.184.216.34",
+      443 },
     { "TCP connect over IPv6", { "tcp6", "2606:2800:220:1::1", "443" }, "connect",
       "2606:2800:220:1::1", 443 },
     { "TCP connect to the loopback", { "tcp4", "127.0.0.1", "9" }, "connect", "127.0.0.1", 9 },
@@ -314,7 +315,8 @@ describe("sandbox policy", function()
       { { mode = "bogus" }, "unknown mode \"bogus\"" },
       { { }, "'mode' is required" },
       { { mode = "workspace-write", netwrk = "deny" }, "unknown key 'netwrk'" },
-      { { mode = "workspace-write", network = "maybe" }, "'network' must be \"deny\" or \"allow\"" },
+      { { mode = "workspace-write", network = "maybe" },
+        "'network' must be \"deny\" or \"allow\"" },
       { { mode = "workspace-write", roots = { "relative/dir" } }, "roots%[1%] is relative" },
       { { mode = "workspace-write", roots = { "/nonexistent/dir" } }, "roots%[1%] does not exist" },
       { { mode = "workspace-write", roots = "/tmp" }, "'roots' must be a list" },
@@ -413,8 +415,8 @@ describe("sandbox layers that are missing", function()
       sandbox = { mode = "workspace-write" } })
     H.rmtree(dir)
     assert.equals(0, r.code, r.output)
-    assert.matches("strict\tEBUSY: resource busy or locked %(sandbox seccomp listener: true%)\tEBUSY",
-      r.output)
+    assert.matches(
+      "strict\tEBUSY: resource busy or locked %(sandbox seccomp listener: true%)\tEBUSY", r.output)
     assert.matches("best_effort\t0\tfalse\tnotify: the seccomp listener was refused", r.output)
   end)
 
