@@ -195,8 +195,30 @@ int cg_session_create(cg_session *s) {
   return 0;
 }
 
+/* "populated" through the session's open cgroup.events: one pread, no open. */
 int cg_session_populated(const cg_session *s) {
-  return s->dir_fd < 0 ? 0 : read_populated(s->dir_fd);
+  if (s->dir_fd < 0) return 0;
+  char buf[128];
+  ssize_t n = s->events_fd >= 0 ? pread(s->events_fd, buf, sizeof buf - 1, 0) : -1;
+  if (n < 0) return read_populated(s->dir_fd);
+  buf[n] = '\0';
+  char *p = strstr(buf, "populated ");
+  return p != NULL && p[10] == '1';
+}
+
+int cg_session_wait_empty(const cg_session *s, int timeout_ms) {
+  /* kernfs wakes POLLPRI pollers when cgroup.events changes; the pread re-arms it */
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    int pop = cg_session_populated(s);
+    if (pop <= 0) return pop;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long waited = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    if (waited >= timeout_ms) return -ETIMEDOUT;
+    struct pollfd pf = {.fd = s->events_fd, .events = POLLPRI};
+    poll(&pf, 1, (int)(timeout_ms - waited) < 50 ? (int)(timeout_ms - waited) : 50);
+  }
 }
 
 int cg_session_kill(const cg_session *s) {
@@ -207,14 +229,21 @@ int cg_session_pids(const cg_session *s, pid_t *out, int max) {
   if (s->dir_fd < 0) return 0;
   int fd = openat(s->dir_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -errno;
-  FILE *f = fdopen(fd, "r");
-  if (f == NULL) {
-    close(fd);
-    return -ENOMEM;
+  char buf[8192];
+  int n = 0, have = 0;
+  ssize_t r;
+  while (n < max && (r = read(fd, buf + have, sizeof buf - 1 - (size_t)have)) > 0) {
+    have += (int)r;
+    buf[have] = '\0';
+    char *p = buf, *nl;
+    while (n < max && (nl = strchr(p, '\n')) != NULL) {
+      out[n++] = (pid_t)atoi(p);
+      p = nl + 1;
+    }
+    have = (int)(buf + have - p);
+    memmove(buf, p, (size_t)have);
   }
-  int n = 0, pid;
-  while (n < max && fscanf(f, "%d", &pid) == 1) out[n++] = pid;
-  fclose(f);
+  close(fd);
   return n;
 }
 

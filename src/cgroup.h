@@ -18,6 +18,7 @@ int cg_available(const char **reason);
 int cg_session_create(cg_session *s);          /* 0 or -errno */
 int cg_session_populated(const cg_session *s); /* 1, 0, or -errno */
 int cg_session_kill(const cg_session *s);      /* SIGKILL everything in it; 0 or -errno */
+int cg_session_wait_empty(const cg_session *s, int timeout_ms); /* 0, or -ETIMEDOUT */
 int cg_session_signal(const cg_session *s, int sig); /* every process in it; count or -errno */
 int cg_session_pids(const cg_session *s, pid_t *out, int max);
 void cg_session_remove(cg_session *s);         /* rmdir (must be empty) and close */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -212,6 +213,11 @@ proc *proc_check(lua_State *L, int idx) {
 
 /* ---- spawn ---- */
 
+static void pipe_name(int fd, char out[256]) {
+  struct stat st;
+  if (fstat(fd, &st) == 0) snprintf(out, 256, "pipe:[%lu]", (unsigned long)st.st_ino);
+}
+
 static const char *opt_string(lua_State *L, int t, const char *k, const char *dflt) {
   lua_getfield(L, t, k);
   const char *s = lua_isnil(L, -1) ? dflt : lua_tostring(L, -1);
@@ -369,10 +375,9 @@ static int core_spawn(lua_State *L) {
   if (req.tty) {
     ptsname_r(res.out_fd, p->out[0].target, sizeof p->out[0].target);
     strcpy(p->in_target, p->out[0].target);
-  } else {
-    for (int i = 0; i < p->nout; i++)
-      pfs_fd_target(0, p->out[i].fd, p->out[i].target, sizeof p->out[i].target);
-    if (p->in_fd >= 0) pfs_fd_target(0, p->in_fd, p->in_target, sizeof p->in_target);
+  } else { /* how /proc names these pipes in other processes: "pipe:[inode]" */
+    for (int i = 0; i < p->nout; i++) pipe_name(p->out[i].fd, p->out[i].target);
+    if (p->in_fd >= 0) pipe_name(p->in_fd, p->in_target);
   }
   box->p = p;
   live_add(p);

@@ -34,6 +34,7 @@ static void out_cb(uv_poll_t *h, int status, int events) {
     if (n > 0) {
       outbuf_push(&s->buf, read_buf, (size_t)n);
       got += (size_t)n;
+      if ((size_t)n < READ_CHUNK && !p->tty) break; /* a pipe read short is drained for now */
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -48,6 +49,8 @@ static void out_cb(uv_poll_t *h, int status, int events) {
   }
 }
 
+static int ensure_in_poll(proc *p);
+
 void proc_io_start(proc *p) {
   uv_loop_t *loop = &luxec_gethost(p->L)->loop;
   for (int i = 0; i < p->nout; i++) {
@@ -59,11 +62,17 @@ void proc_io_start(proc *p) {
       if (!p->referenced) uv_unref((uv_handle_t *)&s->poll);
     }
   }
-  if (p->in_fd >= 0 && uv_poll_init(loop, &p->in_poll, p->in_fd) == 0) {
-    p->in_poll.data = NULL;
-    p->in_poll_open = 1;
-    uv_unref((uv_handle_t *)&p->in_poll); /* pending input alone does not keep the host */
-  }
+}
+
+/* The stdin poll is made the first time a write does not go through at once. */
+static int ensure_in_poll(proc *p) {
+  if (p->in_poll_open) return 1;
+  if (p->in_fd < 0 || uv_poll_init(&luxec_gethost(p->L)->loop, &p->in_poll, p->in_fd) != 0)
+    return 0;
+  p->in_poll.data = NULL;
+  p->in_poll_open = 1;
+  uv_unref((uv_handle_t *)&p->in_poll); /* pending input alone does not keep the host */
+  return 1;
 }
 
 void proc_io_free_queue(proc *p) {
@@ -179,7 +188,7 @@ static int proc_write(lua_State *L) {
     else p->wq_head = c;
     p->wq_tail = c;
     p->wq_bytes += c->len;
-    if (!p->in_polling && p->in_poll_open) {
+    if (!p->in_polling && ensure_in_poll(p)) {
       uv_poll_start(&p->in_poll, UV_WRITABLE, in_cb);
       p->in_polling = 1;
     }

@@ -47,9 +47,9 @@ int proc_kill_tree(proc *p, int *killed, const char **method) {
     int rc = cg_session_kill(&p->cg);
     if (rc < 0) return rc;
     /* cgroup.kill is asynchronous: "populated 0" is the proof that everything is gone */
-    for (int i = 0; i < 5000 && cg_session_populated(&p->cg) == 1; i++) usleep(1000);
+    int gone = cg_session_wait_empty(&p->cg, 5000);
     proc_reap(p, 1);
-    return cg_session_populated(&p->cg) == 1 ? -EBUSY : 0;
+    return gone == -ETIMEDOUT ? -EBUSY : 0;
   }
   *method = "process group and sweep";
   if (!p->reaped) kill(-p->pid, SIGKILL);
@@ -159,14 +159,13 @@ static int proc_kill_tree_l(lua_State *L) {
   return 1;
 }
 
-/* p:tree_alive() -> number of processes of the session still alive */
+/* p:tree_alive() -> 0 when nothing of the session is alive (else a positive number) */
 static int proc_tree_alive(lua_State *L) {
   proc *p = proc_check(L, 1);
   pid_t pids[4096];
   int n;
   if (p->cg.dir_fd >= 0) {
-    n = cg_session_pids(&p->cg, pids, 4096);
-    if (n < 0) n = 0;
+    n = cg_session_populated(&p->cg) == 1; /* one pread; the exact count is not needed */
   } else {
     orphans_of(p, pids, &n, 4096);
   }

@@ -166,7 +166,8 @@ function M.spawn(argv, opts)
   opts = check_spawn_opts(opts)
   local self = setmetatable({
     _listeners = { output = {}, exit = {} },
-    _waiters = {},
+    _waiters = {}, -- woken by any event, output included
+    _end_waiters = {}, -- woken by exit, EOF, the end of the grace and close
     _cursor = { 0, 0 },
     _evcursor = { 0, 0 },
     _grace_ms = opts.grace_ms or M.defaults.grace_ms,
@@ -223,12 +224,19 @@ function M.spawn(argv, opts)
   return self
 end
 
-local function wake_all(self)
-  local waiters = self._waiters
+local function wake_list(self, field)
+  local waiters = self[field]
   if #waiters == 0 then return end
-  self._waiters = {}
+  self[field] = {}
   for _, wake in ipairs(waiters) do
     wake()
+  end
+end
+
+local function wake_all(self, output_only)
+  wake_list(self, "_waiters")
+  if not output_only then
+    wake_list(self, "_end_waiters")
   end
 end
 
@@ -275,7 +283,7 @@ function Process:_event(kind, stream, count)
       end)
     end
   end
-  wake_all(self)
+  wake_all(self, kind == "output")
   local _ = count
 end
 
@@ -288,9 +296,11 @@ function Process:_hold(delta)
   end
 end
 
---- Wait until pred() holds or timeout_ms passes; true if it holds.
-function Process:_wait_until(pred, timeout_ms)
+--- Wait until pred() holds or timeout_ms passes; true if it holds. pred is checked after
+--- every event, or with ends_only after exit, EOF and the end of the grace only.
+function Process:_wait_until(pred, timeout_ms, ends_only)
   if pred() then return true end
+  local list = ends_only and "_end_waiters" or "_waiters"
   self:_hold(1)
   local deadline = timeout_ms and (uv.hrtime() / 1e6 + timeout_ms)
   local timer = timeout_ms and uv.new_timer()
@@ -298,7 +308,7 @@ function Process:_wait_until(pred, timeout_ms)
     while not pred() do
       if deadline and uv.hrtime() / 1e6 >= deadline then break end
       sched.suspend(function(wake)
-        table.insert(self._waiters, wake)
+        table.insert(self[list], wake)
         if timer then
           uv.update_time()
           timer:start(math.max(0, math.ceil(deadline - uv.hrtime() / 1e6)), 0, wake)
@@ -343,7 +353,7 @@ end
 function Process:wait(opts)
   check_open(self, "wait")
   local ms = check_timeout("wait", opts)
-  if not self:_wait_until(function() return self._finished end, ms) then
+  if not self:_wait_until(function() return self._finished end, ms, true) then
     return nil, "timeout"
   end
   return self:status()
@@ -499,7 +509,7 @@ function Process:terminate(opts)
     result.killed, result.method = kill.killed, kill.method
     result.graceful = kill.killed == 0
   end
-  self:_wait_until(function() return self._finished end, 1000)
+  self:_wait_until(function() return self._finished end, 1000, true)
   return result
 end
 
