@@ -1,15 +1,16 @@
 --- W5: COUNT concurrent PTY sessions of SLEEP 60: the time to start them all, the host's RSS
 --- (VmRSS) with all of them running, the time to end them all, and how many survived.
----   luxec bench/w5.lua COUNT SLEEP [terminate|terminate-tasks|close [nocgroup]]
+---   luxec bench/w5.lua COUNT SLEEP [terminate|terminate-tasks|terminate-all|close [nocgroup]]
 --- terminate: p:terminate() on each in turn (the default); terminate-tasks: p:terminate() on
---- each in its own luxec.go task, all at once; close: p:close() on each. nocgroup spawns with
+--- each in its own luxec.go task, all at once; terminate-all: luxec.terminate_all(procs);
+--- close: p:close() on each. nocgroup spawns with
 --- cgroup = false.
 local luxec = require("luxec")
 local uv = require("luv")
 
 local count, sleep = math.tointeger(tonumber(arg[1])), arg[2]
 local how = arg[3] or "terminate"
-assert(count and sleep, "usage: w5.lua COUNT SLEEP [terminate|terminate-tasks|close [nocgroup]]")
+assert(count and sleep, "usage: w5.lua COUNT SLEEP [terminate|terminate-tasks|terminate-all|close [nocgroup]]")
 local opts = { tty = true }
 if arg[4] == "nocgroup" then opts.cgroup = false end
 
@@ -75,6 +76,11 @@ elseif how == "terminate-tasks" then
   end
   for _, t in ipairs(tasks) do
     assert(t:wait())
+  end
+elseif how == "terminate-all" then
+  luxec.terminate_all(procs)
+  for _, p in ipairs(procs) do
+    p:close()
   end
 elseif how == "close" then
   for _, p in ipairs(procs) do

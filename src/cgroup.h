@@ -21,7 +21,8 @@ int cg_session_kill(const cg_session *s);      /* SIGKILL everything in it; 0 or
 int cg_session_wait_empty(const cg_session *s, int timeout_ms); /* 0, or -ETIMEDOUT */
 int cg_session_signal(const cg_session *s, int sig); /* every process in it; count or -errno */
 int cg_session_pids(const cg_session *s, pid_t *out, int max);
-void cg_session_remove(cg_session *s);         /* rmdir (must be empty) and close */
+void cg_session_remove(cg_session *s);         /* back to the pool when empty, else destroy */
+void cg_session_destroy(cg_session *s);        /* rmdir (must be empty) and close */
 void cg_shutdown(void);                        /* remove the host's directory, stop the watchdog */
 pid_t cg_watchdog_pid(void);
 const char *cg_host_dir(void);

@@ -465,6 +465,7 @@ void luxec_procs_kill_all(void) {
 }
 
 void luxec_procs_shutdown(void) {
+  luxec_procs_kill_all(); /* every tree at once; each is then waited for and closed */
   if (subreaper && !uv_is_closing((uv_handle_t *)&orphan_sig)) {
     uv_close((uv_handle_t *)&orphan_sig, NULL);
     uv_close((uv_handle_t *)&orphan_timer, NULL);
@@ -613,4 +614,5 @@ void luxec_open_proc(lua_State *L) {
   lua_pop(L, 1);
   luaL_setfuncs(L, proc_functions, 0);
   luaL_setfuncs(L, proc_sandbox_functions, 0);
+  luaL_setfuncs(L, proc_tree_functions, 0);
 }

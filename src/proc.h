@@ -84,6 +84,7 @@ void luxec_procs_kill_all(void); /* async-signal-safe */
 int proc_kill_tree(proc *p, int *killed, const char **method);
 const char *proc_signame(int sig);
 extern const luaL_Reg proc_tree_methods[];
+extern const luaL_Reg proc_tree_functions[];
 
 /* proc_sandbox.c */
 int proc_sandbox_prepare(lua_State *L, int opts, struct sandbox_prep *prep,

@@ -159,6 +159,45 @@ static int proc_kill_tree_l(lua_State *L) {
   return 1;
 }
 
+/* core.kill_trees({p, ...} [, reason]) -> killed: the whole-tree kill of many sessions at
+ * once: every tree is signalled first, then each is waited for, so the deaths overlap. */
+static int core_kill_trees(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  const char *reason = luaL_optstring(L, 2, "terminate");
+  lua_Integer n = luaL_len(L, 1);
+  for (lua_Integer i = 1; i <= n; i++) { /* check them all before doing anything */
+    lua_rawgeti(L, 1, i);
+    proc_check(L, -1);
+    lua_pop(L, 1);
+  }
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    proc *p = proc_check(L, -1);
+    lua_pop(L, 1);
+    if (p->killed_by[0] == '\0' && !p->reaped)
+      snprintf(p->killed_by, sizeof p->killed_by, "%s", reason);
+    if (p->cg.dir_fd >= 0) cg_session_kill(&p->cg);
+    else if (!p->reaped) kill(-p->pid, SIGKILL);
+  }
+  int total = 0;
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    proc *p = proc_check(L, -1);
+    lua_pop(L, 1);
+    int killed;
+    const char *method;
+    proc_kill_tree(p, &killed, &method); /* the waiting half; the signal is sent again */
+    total += killed;
+    if (p->exit_poll_open && p->reaped) {
+      p->exit_poll_open = 0;
+      proc_close_handle(p, (uv_handle_t *)&p->exit_poll);
+      proc_emit(p, "exit", 0, 0);
+    }
+  }
+  lua_pushinteger(L, total);
+  return 1;
+}
+
 /* p:tree_alive() -> 0 when nothing of the session is alive (else a positive number) */
 static int proc_tree_alive(lua_State *L) {
   proc *p = proc_check(L, 1);
@@ -246,6 +285,11 @@ static int proc_input_state(lua_State *L) {
   return 2;
 }
 
+
+const luaL_Reg proc_tree_functions[] = {
+  {"kill_trees", core_kill_trees},
+  {NULL, NULL}
+};
 
 const luaL_Reg proc_tree_methods[] = {
   {"holders", proc_holders},

@@ -14,6 +14,7 @@ M.in_task = sched.in_task
 local process = require("luxec.process")
 M.spawn = process.spawn
 M.run = process.run
+M.terminate_all = process.terminate_all
 M.defaults = process.defaults
 
 return M

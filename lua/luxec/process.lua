@@ -513,6 +513,63 @@ function Process:terminate(opts)
   return result
 end
 
+--- Terminate many sessions at once: the signal to every tree, one grace for all, then one
+--- kill for whatever is left in any of them. Returns {signal, graceful, killed}.
+---@param procs luxec.Process[]
+---@param opts {signal: string|integer|nil, grace_ms: integer|nil}|nil
+function M.terminate_all(procs, opts)
+  if type(procs) ~= "table" then
+    error(("bad argument #1 to 'terminate_all' (list of processes expected, got %s)")
+      :format(type(procs)), 2)
+  end
+  opts = opts or {}
+  local sig = opts.signal or M.defaults.terminate_signal
+  local grace = opts.grace_ms or M.defaults.terminate_grace_ms
+  if math.type(grace) ~= "integer" or grace < 0 then
+    error(("bad option 'grace_ms' to 'terminate_all' (non-negative integer expected, got %s)")
+      :format(tostring(grace)), 2)
+  end
+  local live = {}
+  for i, p in ipairs(procs) do
+    if getmetatable(p) ~= Process then
+      error(("bad argument #1 to 'terminate_all' (entry %d is not a process)"):format(i), 2)
+    end
+    check_open(p, "terminate_all")
+    if not p._finished or p._h:tree_alive() > 0 then
+      if not p._h:status().exited then p._killed_by = "terminate" end
+      p._h:signal_tree(sig)
+      live[#live + 1] = p
+    end
+  end
+  local function all_gone()
+    for _, p in ipairs(live) do
+      if not p._h:status().exited or p._h:tree_alive() > 0 then return false end
+    end
+    return true
+  end
+  local result = { signal = sig, graceful = true, killed = 0 }
+  if #live > 0 then
+    local first = live[1]
+    local poll = uv.new_timer()
+    poll:start(5, 5, function() wake_all(first) end)
+    local ok, err = pcall(first._wait_until, first, all_gone, grace)
+    poll:close()
+    if not ok then error(err, 0) end
+    local left = {}
+    for _, p in ipairs(live) do
+      if not p._h:status().exited or p._h:tree_alive() > 0 then left[#left + 1] = p._h end
+    end
+    if #left > 0 then
+      result.graceful = false
+      result.killed = core.kill_trees(left, "terminate")
+    end
+    for _, p in ipairs(live) do
+      p:_wait_until(function() return p._finished end, 1000, true)
+    end
+  end
+  return result
+end
+
 --- Close the handle: terminates at once (SIGKILL to the whole tree) whatever still runs.
 --- Idempotent; __close and garbage collection do the same.
 function Process:close()
