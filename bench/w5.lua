@@ -10,7 +10,8 @@ local uv = require("luv")
 
 local count, sleep = math.tointeger(tonumber(arg[1])), arg[2]
 local how = arg[3] or "terminate"
-assert(count and sleep, "usage: w5.lua COUNT SLEEP [terminate|terminate-tasks|terminate-all|close [nocgroup]]")
+assert(count and sleep,
+  "usage: w5.lua COUNT SLEEP [terminate|terminate-tasks|terminate-all|close [nocgroup]]")
 local opts = { tty = true }
 if arg[4] == "nocgroup" then opts.cgroup = false end
 
