@@ -260,7 +260,7 @@ static const char **string_array(lua_State *L, int t, const char *what) {
   return a;
 }
 
-/* core.spawn(argv, opts) -> proc | nil, message, code.
+/* core.spawn(argv, opts) -> proc, pid | nil, message, code.
  * opts (already validated by luxec.process): env (array of "K=V"), cwd, arg0, tty, rows,
  * cols, stdin ("pipe"|"null"), stderr ("merge"|"pipe"), head, tail, log, log_stderr,
  * cgroup (bool: use one when available), marker (the "K=V" entry of env that tells this
@@ -393,7 +393,8 @@ static int core_spawn(lua_State *L) {
   proc_io_start(p);
   uv_unref((uv_handle_t *)&p->exit_poll);
   lua_settop(L, 7);
-  return 1;
+  lua_pushinteger(L, p->pid);
+  return 2;
 }
 
 /* Close everything of p: kill what still runs, close handles and descriptors. */

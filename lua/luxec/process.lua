@@ -214,12 +214,12 @@ function M.spawn(argv, opts)
       self:_event(kind, a, b)
     end,
   }
-  local h, err, code = core.spawn(argv, copts)
+  local h, pid, code = core.spawn(argv, copts)
   if not h then
-    return nil, err, code
+    return nil, pid, code
   end
   self._h = h
-  self.pid = h:status().pid
+  self.pid = pid
   self._streams = (copts.tty or copts.stderr == "merge") and 1 or 2
   return self
 end
