@@ -13,7 +13,7 @@ M.in_task = sched.in_task
 
 local process = require("luxec.process")
 M.spawn = process.spawn
-M.run = process.run
+M.run = require("luxec.run").run
 M.terminate_all = process.terminate_all
 M.defaults = process.defaults
 

@@ -2,6 +2,7 @@
 --- exit, kill); this module decides everything else: defaults, how long to wait for EOF
 --- after exit, how terminate escalates, what a status says.
 local core = require("luxec.core")
+local options = require("luxec.options")
 local sandbox = require("luxec.sandbox")
 local sched = require("luxec.sched")
 local uv = require("luv")
@@ -18,120 +19,6 @@ M.defaults = {
   terminate_signal = "TERM",
   terminate_grace_ms = 2000,
 }
-
-local SPAWN_OPTIONS = {
-  env = "table", inherit_env = "boolean", cwd = "string", arg0 = "string",
-  tty = { "boolean", "table" }, stdin = "string", stderr = "string", head = "number",
-  tail = "number", log = "string", log_stderr = "string", grace_ms = "number",
-  cgroup = "boolean", sandbox = "table",
-}
-
-local function argerror(fname, n, msg)
-  error(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), 3)
-end
-
-local function check_type(fname, key, value, want)
-  local t = type(value)
-  if type(want) == "table" then
-    for _, w in ipairs(want) do
-      if t == w then return end
-    end
-    want = table.concat(want, " or ")
-  elseif t == want then
-    return
-  end
-  error(("bad option '%s' to '%s' (%s expected, got %s)"):format(key, fname, want, t), 4)
-end
-
-local function check_size(fname, key, v)
-  if v ~= nil and (math.type(v) ~= "integer" or v < 0) then
-    error(("bad option '%s' to '%s' (non-negative integer expected, got %s)")
-      :format(key, fname, tostring(v)), 4)
-  end
-end
-
-local function check_argv(fname, argv)
-  if type(argv) ~= "table" then
-    argerror(fname, 1, "argv must be a list of strings, got " .. type(argv))
-  end
-  if #argv == 0 then
-    argerror(fname, 1, "argv is empty")
-  end
-  for i = 1, #argv do
-    if type(argv[i]) ~= "string" then
-      argerror(fname, 1, ("argv[%d] must be a string, got %s"):format(i, type(argv[i])))
-    end
-  end
-end
-
--- The environment as a list of "K=V": exact when env is given (unless inherit_env), else
--- the host's; env entries override, false removes.
-local function build_env(opts)
-  local env, list = {}, {}
-  if opts.env == nil or opts.inherit_env then
-    for k, v in pairs(uv.os_environ()) do
-      env[k] = v
-    end
-  end
-  for k, v in pairs(opts.env or {}) do
-    if type(k) ~= "string" or k == "" or k:find("=", 1, true) then
-      error(("bad option 'env' to 'spawn' (invalid variable name %q)"):format(tostring(k)), 4)
-    end
-    if v == false then
-      env[k] = nil
-    elseif type(v) == "string" or type(v) == "number" then
-      env[k] = tostring(v)
-    else
-      error(("bad option 'env' to 'spawn' (value of %s must be a string, got %s)")
-        :format(k, type(v)), 4)
-    end
-  end
-  for k, v in pairs(env) do
-    list[#list + 1] = k .. "=" .. v
-  end
-  table.sort(list)
-  return list
-end
-
-local function check_spawn_opts(opts)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then
-    argerror("spawn", 2, "options must be a table, got " .. type(opts))
-  end
-  for k, v in pairs(opts) do
-    local want = SPAWN_OPTIONS[k]
-    if want == nil then
-      error(("bad argument #2 to 'spawn' (unknown option '%s')"):format(tostring(k)), 3)
-    end
-    check_type("spawn", k, v, want)
-  end
-  if opts.stdin ~= nil and opts.stdin ~= "pipe" and opts.stdin ~= "null" then
-    error(("bad option 'stdin' to 'spawn' (\"pipe\" or \"null\" expected, got %q)")
-      :format(opts.stdin), 3)
-  end
-  if opts.stderr ~= nil and opts.stderr ~= "merge" and opts.stderr ~= "pipe" then
-    error(("bad option 'stderr' to 'spawn' (\"merge\" or \"pipe\" expected, got %q)")
-      :format(opts.stderr), 3)
-  end
-  check_size("spawn", "head", opts.head)
-  check_size("spawn", "tail", opts.tail)
-  check_size("spawn", "grace_ms", opts.grace_ms)
-  if type(opts.tty) == "table" then
-    for k, v in pairs(opts.tty) do
-      if k ~= "rows" and k ~= "cols" then
-        error(("bad option 'tty' to 'spawn' (unknown field '%s')"):format(tostring(k)), 3)
-      end
-      if math.type(v) ~= "integer" or v < 1 or v > 65535 then
-        error(("bad option 'tty.%s' to 'spawn' (integer 1..65535 expected, got %s)")
-          :format(k, tostring(v)), 3)
-      end
-    end
-  end
-  if opts.tty and opts.stderr == "pipe" then
-    error("bad option 'stderr' to 'spawn' (a terminal session has one output stream)", 3)
-  end
-  return opts
-end
 
 local session_serial = 0
 
@@ -162,8 +49,8 @@ Process.__index = Process
 ---@param opts luxec.SpawnOptions|nil
 ---@return luxec.Process|nil, string|nil, string|nil
 function M.spawn(argv, opts)
-  check_argv("spawn", argv)
-  opts = check_spawn_opts(opts)
+  options.check_argv("spawn", argv)
+  opts = options.check_spawn_opts(opts)
   local self = setmetatable({
     _listeners = { output = {}, exit = {} },
     _waiters = {}, -- woken by any event, output included
@@ -174,14 +61,14 @@ function M.spawn(argv, opts)
     _finished = false,
   }, Process)
   local tty = opts.tty
-  local env = (opts.env ~= nil or opts.inherit_env ~= nil) and build_env(opts) or nil
+  local env = (opts.env ~= nil or opts.inherit_env ~= nil) and options.build_env(opts) or nil
   local marker
   if opts.cgroup == false or not core.cgroups() then
     -- Without a cgroup, orphans that left the session (setsid daemons) are told apart by
     -- a variable they inherit.
     session_serial = session_serial + 1
     marker = ("LUXEC_SESSION=%d.%d"):format(uv.os_getpid(), session_serial)
-    env = env or build_env({ inherit_env = true })
+    env = env or options.build_env({ inherit_env = true })
     env[#env + 1] = marker
   end
   local cwd = opts.cwd
@@ -588,60 +475,6 @@ Process.__close = Process.close
 
 function Process:__tostring()
   return self._h and tostring(self._h) or "luxec.proc (closed)"
-end
-
-local RUN_OPTIONS = { timeout = "number", input = "string" }
-
---- Run a command to completion: {code, signal, signal_name, output, stderr, dropped,
---- timed_out, ...}. opts: every spawn option, plus timeout (seconds) and input (written to
---- stdin, then EOF).
-function M.run(argv, opts)
-  check_argv("run", argv)
-  if opts ~= nil and type(opts) ~= "table" then
-    argerror("run", 2, "options must be a table, got " .. type(opts))
-  end
-  local sopts = {}
-  for k, v in pairs(opts or {}) do
-    if RUN_OPTIONS[k] then
-      check_type("run", k, v, RUN_OPTIONS[k])
-    else
-      sopts[k] = v
-    end
-  end
-  opts = opts or {}
-  if sopts.stdin == nil then
-    sopts.stdin = opts.input and "pipe" or "null"
-  end
-  local p, err, code = M.spawn(argv, sopts)
-  if not p then
-    return nil, err, code
-  end
-  if opts.input then
-    local ok, werr, wcode = p:write(opts.input)
-    if ok then
-      p:close_stdin()
-    elseif wcode ~= "EPIPE" then
-      p:close()
-      return nil, werr, wcode
-    end
-  end
-  local timed_out = false
-  if not p:wait({ timeout = opts.timeout }) then
-    timed_out = true
-    p:terminate({ grace_ms = 0 })
-  end
-  local st = p:status()
-  local out, dropped = p:read(1)
-  local res = {
-    code = st.code, signal = st.signal, signal_name = st.signal_name,
-    core_dumped = st.core_dumped, output = out, dropped = dropped, timed_out = timed_out,
-    holders = st.holders, pid = st.pid,
-  }
-  if p._streams == 2 then
-    res.stderr, res.stderr_dropped = p:read(2)
-  end
-  p:close()
-  return res
 end
 
 return M

@@ -1,0 +1,124 @@
+--- luxec.options: checking what luxec.spawn and luxec.run are given, with errors that name
+--- the argument, and the environment a session starts with.
+local uv = require("luv")
+
+local M = {}
+
+local SPAWN_OPTIONS = {
+  env = "table", inherit_env = "boolean", cwd = "string", arg0 = "string",
+  tty = { "boolean", "table" }, stdin = "string", stderr = "string", head = "number",
+  tail = "number", log = "string", log_stderr = "string", grace_ms = "number",
+  cgroup = "boolean", sandbox = "table",
+}
+
+local function argerror(fname, n, msg)
+  error(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), 3)
+end
+
+function M.check_type(fname, key, value, want)
+  local t = type(value)
+  if type(want) == "table" then
+    for _, w in ipairs(want) do
+      if t == w then return end
+    end
+    want = table.concat(want, " or ")
+  elseif t == want then
+    return
+  end
+  error(("bad option '%s' to '%s' (%s expected, got %s)"):format(key, fname, want, t), 4)
+end
+
+local function check_size(fname, key, v)
+  if v ~= nil and (math.type(v) ~= "integer" or v < 0) then
+    error(("bad option '%s' to '%s' (non-negative integer expected, got %s)")
+      :format(key, fname, tostring(v)), 4)
+  end
+end
+
+function M.check_argv(fname, argv)
+  if type(argv) ~= "table" then
+    argerror(fname, 1, "argv must be a list of strings, got " .. type(argv))
+  end
+  if #argv == 0 then
+    argerror(fname, 1, "argv is empty")
+  end
+  for i = 1, #argv do
+    if type(argv[i]) ~= "string" then
+      argerror(fname, 1, ("argv[%d] must be a string, got %s"):format(i, type(argv[i])))
+    end
+  end
+end
+
+-- The environment as a list of "K=V": exact when env is given (unless inherit_env), else
+-- the host's; env entries override, false removes.
+function M.build_env(opts)
+  local env, list = {}, {}
+  if opts.env == nil or opts.inherit_env then
+    for k, v in pairs(uv.os_environ()) do
+      env[k] = v
+    end
+  end
+  for k, v in pairs(opts.env or {}) do
+    if type(k) ~= "string" or k == "" or k:find("=", 1, true) then
+      error(("bad option 'env' to 'spawn' (invalid variable name %q)"):format(tostring(k)), 4)
+    end
+    if v == false then
+      env[k] = nil
+    elseif type(v) == "string" or type(v) == "number" then
+      env[k] = tostring(v)
+    else
+      error(("bad option 'env' to 'spawn' (value of %s must be a string, got %s)")
+        :format(k, type(v)), 4)
+    end
+  end
+  for k, v in pairs(env) do
+    list[#list + 1] = k .. "=" .. v
+  end
+  table.sort(list)
+  return list
+end
+
+function M.check_spawn_opts(opts)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then
+    argerror("spawn", 2, "options must be a table, got " .. type(opts))
+  end
+  for k, v in pairs(opts) do
+    local want = SPAWN_OPTIONS[k]
+    if want == nil then
+      error(("bad argument #2 to 'spawn' (unknown option '%s')"):format(tostring(k)), 3)
+    end
+    M.check_type("spawn", k, v, want)
+  end
+  if opts.stdin ~= nil and opts.stdin ~= "pipe" and opts.stdin ~= "null" then
+    error(("bad option 'stdin' to 'spawn' (\"pipe\" or \"null\" expected, got %q)")
+      :format(opts.stdin), 3)
+  end
+  if opts.stderr ~= nil and opts.stderr ~= "merge" and opts.stderr ~= "pipe" then
+    error(("bad option 'stderr' to 'spawn' (\"merge\" or \"pipe\" expected, got %q)")
+      :format(opts.stderr), 3)
+  end
+  check_size("spawn", "head", opts.head)
+  check_size("spawn", "tail", opts.tail)
+  check_size("spawn", "grace_ms", opts.grace_ms)
+  if type(opts.tty) == "table" then
+    for k, v in pairs(opts.tty) do
+      if k ~= "rows" and k ~= "cols" then
+        error(("bad option 'tty' to 'spawn' (unknown field '%s')"):format(tostring(k)), 3)
+      end
+      if math.type(v) ~= "integer" or v < 1 or v > 65535 then
+        error(("bad option 'tty.%s' to 'spawn' (integer 1..65535 expected, got %s)")
+          :format(k, tostring(v)), 3)
+      end
+    end
+  end
+  if opts.tty and opts.stderr == "pipe" then
+    error("bad option 'stderr' to 'spawn' (a terminal session has one output stream)", 3)
+  end
+  return opts
+end
+
+
+M.argerror = argerror
+
+return M

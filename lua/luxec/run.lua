@@ -1,0 +1,61 @@
+--- luxec.run: a command to completion, on luxec.spawn.
+local options = require("luxec.options")
+local process = require("luxec.process")
+
+local M = {}
+
+local RUN_OPTIONS = { timeout = "number", input = "string" }
+
+--- Run a command to completion: {code, signal, signal_name, output, stderr, dropped,
+--- timed_out, ...}. opts: every spawn option, plus timeout (seconds) and input (written to
+--- stdin, then EOF).
+function M.run(argv, opts)
+  options.check_argv("run", argv)
+  if opts ~= nil and type(opts) ~= "table" then
+    options.argerror("run", 2, "options must be a table, got " .. type(opts))
+  end
+  local sopts = {}
+  for k, v in pairs(opts or {}) do
+    if RUN_OPTIONS[k] then
+      options.check_type("run", k, v, RUN_OPTIONS[k])
+    else
+      sopts[k] = v
+    end
+  end
+  opts = opts or {}
+  if sopts.stdin == nil then
+    sopts.stdin = opts.input and "pipe" or "null"
+  end
+  local p, err, code = process.spawn(argv, sopts)
+  if not p then
+    return nil, err, code
+  end
+  if opts.input then
+    local ok, werr, wcode = p:write(opts.input)
+    if ok then
+      p:close_stdin()
+    elseif wcode ~= "EPIPE" then
+      p:close()
+      return nil, werr, wcode
+    end
+  end
+  local timed_out = false
+  if not p:wait({ timeout = opts.timeout }) then
+    timed_out = true
+    p:terminate({ grace_ms = 0 })
+  end
+  local st = p:status()
+  local out, dropped = p:read(1)
+  local res = {
+    code = st.code, signal = st.signal, signal_name = st.signal_name,
+    core_dumped = st.core_dumped, output = out, dropped = dropped, timed_out = timed_out,
+    holders = st.holders, pid = st.pid,
+  }
+  if p._streams == 2 then
+    res.stderr, res.stderr_dropped = p:read(2)
+  end
+  p:close()
+  return res
+end
+
+return M
