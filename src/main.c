@@ -230,7 +230,7 @@ static int pmain(lua_State *L) {
     print_usage(argv[script]);
     return 0;
   }
-  if (script == 1 && is_subcommand(argv[1])) {
+  if (script == 1 && argc > 1 && is_subcommand(argv[1])) {
     int code = run_subcommand(L, argv, argc);
     luxec_host_run(&host, UV_RUN_DEFAULT);
     lua_pushinteger(L, code);
