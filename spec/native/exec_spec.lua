@@ -302,6 +302,23 @@ describe("exec engine improvements", function()
     assert.equals(full:sub(201, -201), back.output)
   end)
 
+  it("never loses the middle silently when the buffer dropped it", function()
+    local e = engine({ head = 1000, tail = 1000 })
+    local r = assert(e:exec_command({ cmd = "seq 1 10000" }))
+    local lines = {}
+    for i = 1, 10000 do lines[i] = tostring(i) end
+    local full = table.concat(lines, "\n") .. "\n"
+    assert.same({ #full - 2000, #full - 2000, true }, { r.dropped, r.removed, r.truncated })
+    assert.same({ 1000, #full - 1000 }, { r.log_range.from, r.log_range.to })
+    assert.equals(full:sub(1, 1000), r.output:match("^Total output lines: %d+\n\n(.-)…"))
+    assert.equals(full:sub(-1000), r.output:match("…[^…]*…(.*)$"))
+    local codex = engine({ head = 1000, tail = 1000, truncation = "codex-tokens" })
+    r = assert(codex:exec_command({ cmd = "seq 1 10000" }))
+    assert.equals(full:sub(1, 1000) .. full:sub(-1000), r.output) -- Codex's silent join …
+    assert.matches(("\nWarning: The output buffer dropped %d bytes from the middle of this "
+      .. "output\n"):format(#full - 2000), exec.format(r)) -- … which luxec names
+  end)
+
   it("names raw offsets that cover the cut when escapes were cleaned", function()
     local e = engine()
     local r = assert(e:exec_command({ max_output_tokens = 10,
@@ -322,11 +339,14 @@ describe("exec engine improvements", function()
 
   it("never cuts a UTF-8 character between calls", function()
     local e = engine()
-    local r = assert(e:exec_command({ tty = true, clean = true,
-      cmd = "printf 'price: \\342\\202'; read x; printf '\\254\\n'" }))
-    assert.same({ "price: ", "waiting_for_input" }, { r.output, r.state })
-    r = assert(e:write_stdin({ session_id = r.session_id, chars = "\n" }))
-    assert.equals("\n€\n", r.output)
+    local dir = H.tmpdir()
+    local r = assert(e:exec_command({ yield_time_ms = 250, cmd = ("printf 'price: \\342\\202'; "
+      .. "while [ ! -e %s/go ]; do sleep 0.02; done; printf '\\254\\n'"):format(dir) }))
+    assert.same({ "price: ", "running" }, { r.output, r.state })
+    io.open(dir .. "/go", "w"):close()
+    r = assert(e:write_stdin({ session_id = r.session_id }))
+    assert.same({ "€\n", 0 }, { r.output, r.exit_code })
+    H.rmtree(dir)
   end)
 
   it("cleans escapes and progress lines on pipes by default, on a terminal on request", function()

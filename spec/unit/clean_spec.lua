@@ -132,15 +132,39 @@ describe("clean: map back to raw offsets", function()
     assert.same({ 103, 107 }, { C.raw_range(out, 3, 7, 100, 110) })
   end)
 
-  it("covers escape sequences removed next to the cut", function()
+  it("covers escape sequences removed next to the cut, to a block's precision", function()
     local raw = "abc\27[31mdef\27[0mghi"
     local out = C.output()
     C.new():feed(out, raw, 0, true)
     assert.equals("abcdefghi", C.text(out))
-    -- removing "def" (text 3..6) removes raw bytes 3..15: the escapes around it too
-    local a, b = C.raw_range(out, 3, 6, 0, #raw)
-    assert.same({ 3, 15 }, { a, b })
-    assert.equals("\27[31mdef\27[0m", raw:sub(a + 1, b))
+    -- "def" (text 3..6) came from raw 3..15 with the escapes; one block here: all of it
+    assert.same({ 0, #raw }, { C.raw_range(out, 3, 6, 0, #raw) })
+  end)
+
+  it("keeps that precision within a few KiB on large output", function()
+    local lines = {}
+    for i = 1, 2000 do lines[i] = ("\27[1mline %04d\27[0m\n"):format(i) end
+    local raw = table.concat(lines) -- 2000 lines of 18 raw bytes, 10 of text
+    local out = C.output()
+    C.new():feed(out, raw, 0, true)
+    local text = C.text(out)
+    assert.equals(20000, #text)
+    local a, b = C.raw_range(out, 5000, 15000, 0, #raw) -- lines 501..1500
+    assert.is_true(a <= 500 * 18 and a > 500 * 18 - 4200, tostring(a))
+    assert.is_true(b >= 1500 * 18 and b < 1500 * 18 + 4200, tostring(b))
+    -- every removed line is in the range, and the range holds whole lines
+    local got = C.clean(raw:sub(a + 1, b))
+    assert.truthy(got:find("line 0501\n", 1, true))
+    assert.truthy(got:find("line 1500\n", 1, true))
+  end)
+
+  it("cleans binary output in bulk", function()
+    local bytes = {}
+    for i = 1, 300000 do bytes[i] = string.char((i * 7919) % 256) end
+    local t0 = os.clock()
+    local text = C.clean(table.concat(bytes))
+    assert.is_true(os.clock() - t0 < 1, "took " .. (os.clock() - t0) .. " s")
+    assert.truthy(utf8.len(text))
   end)
 
   it("maps into a rewritten line as the whole raw line", function()

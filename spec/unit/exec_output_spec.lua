@@ -1,0 +1,49 @@
+-- The text a model reads for an exec result: Codex's lines, then luxec's additions.
+local format = require("luxec.exec_output").format
+
+local function result(extra)
+  local r = { chunk_id = "4f0a9c", wall_time = 0.21404, original_token_count = 3,
+    output = "hi\n", warnings = {} }
+  for k, v in pairs(extra) do r[k] = v end
+  return r
+end
+
+describe("exec result text", function()
+  it("is Codex's for an exited process", function()
+    assert.equals("Chunk ID: 4f0a9c\nWall time: 0.2140 seconds\nProcess exited with code 0\n"
+      .. "Original token count: 3\nOutput:\nhi\n",
+      format(result({ exit_code = 0, state = "exited" })))
+  end)
+
+  it("is Codex's for a running one", function()
+    assert.equals("Chunk ID: 4f0a9c\nWall time: 0.2140 seconds\n"
+      .. "Process running with session ID 1000\nOriginal token count: 3\nOutput:\nhi\n",
+      format(result({ session_id = 1000, state = "running" })))
+  end)
+
+  it("adds luxec's lines before the token count", function()
+    assert.matches("session ID 1000\nProcess is waiting for input\nOriginal",
+      format(result({ session_id = 1000, state = "waiting_for_input" })))
+    assert.matches("\nProcess is waiting for a password %(input is not echoed%)\n",
+      format(result({ session_id = 1000, state = "waiting_for_password" })))
+    assert.matches("code 124\nProcess timed out after 500 ms; its process tree was terminated\n",
+      format(result({ exit_code = 124, state = "timed_out", timeout_ms = 500,
+        signal_name = "TERM" })))
+    assert.matches("code 139\nProcess was killed by signal SIGSEGV\n",
+      format(result({ exit_code = 139, state = "exited", signal_name = "SEGV" })))
+    assert.matches("\nWarning: one\nWarning: two\nOriginal",
+      format(result({ exit_code = 0, warnings = { "one", "two" } })))
+  end)
+
+  it("says what the sandbox did: evidence, a labelled guess, a rerun", function()
+    assert.matches("\nSandbox denied: open /etc/x %(pid 7 sh%)\n", format(result({ exit_code = 1,
+      sandbox = { denied = true, guess = false, reason = "open /etc/x (pid 7 sh)" } })))
+    assert.matches("\nSandbox may have denied this %(a guess: the output says \"x\"%)\n",
+      format(result({ exit_code = 1,
+        sandbox = { denied = true, guess = true, reason = "the output says \"x\"" } })))
+    assert.is_nil(format(result({ exit_code = 1, sandbox = { denied = false, guess = true } }))
+      :find("Sandbox"))
+    assert.matches("\nSandbox denied the first run %(r%); it was run again without the sandbox\n",
+      format(result({ exit_code = 0, sandbox_retry = { denied = true, reason = "r" } })))
+  end)
+end)
