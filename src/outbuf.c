@@ -54,7 +54,12 @@ static int reserve(char **buf, size_t *have, size_t need, size_t cap) {
 
 void outbuf_push(outbuf *ob, const char *data, size_t len) {
   if (len == 0) return;
-  if (ob->log_fd >= 0) log_append(ob, data, len);
+  if (ob->log_fd >= 0) {
+    size_t n = len;
+    if (ob->log_max && ob->log_len + n > ob->log_max) n = (size_t)(ob->log_max - ob->log_len);
+    if (n > 0) log_append(ob, data, n);
+    ob->log_len += n;
+  }
   ob->total += len;
   if (ob->head_len < ob->head_cap) {
     size_t n = ob->head_cap - ob->head_len;
@@ -144,7 +149,8 @@ int outbuf_open_log(outbuf *ob, const char *path) {
 int64_t outbuf_read_range(const outbuf *ob, uint64_t offset, size_t len, char *dst) {
   if (offset >= ob->total) return 0;
   if (len > ob->total - offset) len = (size_t)(ob->total - offset);
-  if (ob->log_fd >= 0 && ob->log_errno == 0 && offset >= ob->log_from) {
+  if (ob->log_fd >= 0 && ob->log_errno == 0 && offset >= ob->log_from &&
+      offset + len <= ob->log_from + ob->log_len) {
     size_t done = 0;
     while (done < len) {
       ssize_t n = pread(ob->log_fd, dst + done, len - done,

@@ -19,6 +19,8 @@ typedef struct outbuf {
   uint64_t log_base;   /* the log file's size when this stream started appending to it */
   uint64_t log_from;   /* the stream offset at which it started */
   int log_errno;       /* first failed append to the log, 0 if none */
+  uint64_t log_max;    /* stop appending after this many bytes (0: no limit) */
+  uint64_t log_len;    /* bytes this stream appended */
 } outbuf;
 
 /* What a reader gets from `from` on: up to three segments in order (head part, then the tail

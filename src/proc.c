@@ -262,7 +262,7 @@ static const char **string_array(lua_State *L, int t, const char *what) {
 
 /* core.spawn(argv, opts) -> proc, pid | nil, message, code.
  * opts (already validated by luxec.process): env (array of "K=V"), cwd, arg0, tty, rows,
- * cols, stdin ("pipe"|"null"), stderr ("merge"|"pipe"), head, tail, log, log_stderr,
+ * cols, stdin ("pipe"|"null"), stderr ("merge"|"pipe"), head, tail, log, log_stderr, log_max,
  * cgroup (bool: use one when available), marker (the "K=V" entry of env that tells this
  * session's orphans apart when there is no cgroup), on_event (function). */
 static int core_spawn(lua_State *L) {
@@ -291,6 +291,8 @@ static int core_spawn(lua_State *L) {
   lua_Integer head = opt_int(L, 2, "head", 512 * 1024), tail = opt_int(L, 2, "tail", 512 * 1024);
   if (head < 0 || tail < 0) return luaL_error(L, "bad option 'head'/'tail' to 'spawn' (negative)");
   const char *logs[2] = {opt_string(L, 2, "log", NULL), opt_string(L, 2, "log_stderr", NULL)};
+  lua_Integer log_max = opt_int(L, 2, "log_max", 0);
+  if (log_max < 0) return luaL_error(L, "bad option 'log_max' to 'spawn' (negative)");
   int want_cgroup = opt_bool(L, 2, "cgroup");
   const char *marker = opt_string(L, 2, "marker", NULL);
   req.cgroup_procs_fd = -1;
@@ -338,6 +340,7 @@ static int core_spawn(lua_State *L) {
     outbuf_init(&p->out[i].buf, (size_t)head, (size_t)tail);
   }
   for (int i = 0; i < p->nout; i++) {
+    p->out[i].buf.log_max = (uint64_t)log_max;
     int rc = logs[i] ? outbuf_open_log(&p->out[i].buf, logs[i]) : 0;
     if (rc < 0) {
       for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);

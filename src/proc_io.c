@@ -268,8 +268,9 @@ static int proc_read_range(lua_State *L) {
   if (n < 0) {
     luxec_push_error(L, (int)-n);
     if (n == -ERANGE) {
-      lua_pushfstring(L, "ERANGE: bytes %I..%I were dropped from memory (spawn with log = path "
-                         "to keep everything)", off, off + len);
+      lua_pushfstring(L, "ERANGE: bytes %I..%I were dropped from memory and are not in the log "
+                         "(spawn with log = path, and a log_max large enough, to keep them)",
+                      off, off + len);
       lua_replace(L, -3);
     }
     return 3;

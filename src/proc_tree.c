@@ -253,7 +253,9 @@ static int proc_holders(lua_State *L) {
   return 1;
 }
 
-/* p:input_state() -> waiting_for_input, echo_off (echo_off is nil without a terminal) */
+/* p:input_state() -> waiting_for_input, echo_off, canonical (the last two nil without a
+ * terminal). A secret prompt (getpass) reads lines with echo off; a line editor (readline,
+ * a REPL) turns echo off too but reads characters (not canonical). */
 static int proc_input_state(lua_State *L) {
   proc *p = proc_check(L, 1);
   int waiting = 0;
@@ -275,14 +277,15 @@ static int proc_input_state(lua_State *L) {
     }
   }
   lua_pushboolean(L, waiting);
-  if (p->tty && p->out[0].fd >= 0) {
-    struct termios tio;
-    if (tcgetattr(p->out[0].fd, &tio) == 0) lua_pushboolean(L, !(tio.c_lflag & ECHO));
-    else lua_pushnil(L);
+  struct termios tio;
+  if (p->tty && p->out[0].fd >= 0 && tcgetattr(p->out[0].fd, &tio) == 0) {
+    lua_pushboolean(L, !(tio.c_lflag & ECHO));
+    lua_pushboolean(L, (tio.c_lflag & ICANON) != 0);
   } else {
     lua_pushnil(L);
+    lua_pushnil(L);
   }
-  return 2;
+  return 3;
 }
 
 

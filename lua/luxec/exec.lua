@@ -174,7 +174,11 @@ function Engine:_wait(s, deadline, input_from)
       elseif p:status().waiting_for_input then
         if not p:wait_output({ timeout = math.min(left, cfg.input_quiet_ms) / 1000 }) then
           local st = p:status()
-          if st.waiting_for_input then return st.echo_off and "password" or "input" end
+          if st.waiting_for_input then
+            -- a secret prompt reads whole lines without echo; a line editor reads keys
+            local secret = st.echo_off and (st.canonical or st.canonical == nil)
+            return secret and "password" or "input"
+          end
         end
       else
         p:wait_output({ timeout = math.min(left, cfg.input_poll_ms) / 1000 })
@@ -205,7 +209,6 @@ function Engine:_result(s, reason, start, tokens)
     forget(self, s)
   else
     res.session_id = s.id
-    if reason == "password" and not policy.password_prompt(s.tail) then reason = "input" end
     res.state = reason == "input" and "waiting_for_input"
       or reason == "password" and "waiting_for_password" or "running"
   end
@@ -301,7 +304,8 @@ function Engine:_exec(args, no_sandbox)
   local tty = a.tty == true
   local sandbox = not no_sandbox and cfg.sandbox or nil
   local opts = {
-    env = self._env, cwd = cwd, log = log, head = cfg.head, tail = cfg.tail,
+    env = self._env, cwd = cwd, log = log, log_max = log and cfg.log_max or nil,
+    head = cfg.head, tail = cfg.tail,
     grace_ms = cfg.drain_ms, tty = tty and { rows = cfg.rows, cols = cfg.cols } or nil,
     stdin = not tty and cfg.pipe_stdin or nil, sandbox = sandbox,
   }
@@ -314,7 +318,8 @@ function Engine:_exec(args, no_sandbox)
   local do_clean = a.clean
   if do_clean == nil then do_clean = tty and cfg.clean_tty or (not tty and cfg.clean_pipe) end
   local s = {
-    id = id, p = p, tty = tty, cmd = a.cmd, cwd = cwd, log = log, started = start,
+    id = id, p = p, tty = tty, cmd = a.cmd, cwd = cwd, log = log, log_max = cfg.log_max,
+    started = start,
     input_possible = tty or cfg.pipe_stdin == "pipe", stdin_pipe = not tty
       and cfg.pipe_stdin == "pipe", sandboxed = sandbox ~= nil,
     cleaner = clean.new({ strip = do_clean, collapse = do_clean }),

@@ -57,7 +57,8 @@ function M.collect(s, mode, tokens, final, res)
     return
   end
   local a, b = clean.raw_range(out, p, q, raw_from, s.raw_done)
-  local log = s.log and a < b and s.log or nil
+  -- the marker points into the log only where the log still has those bytes
+  local log = s.log and a < b and b <= (s.log_max or math.huge) and s.log or nil
   if log then s.log_referenced = true end
   res.removed, res.truncated = (q - p) + dropped, true
   res.log_range = log and { path = log, from = a, to = b } or nil

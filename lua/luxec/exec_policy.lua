@@ -57,6 +57,7 @@ M.defaults = {
   pipe_stdin = "null", -- "null" (Codex) | "pipe": pipe sessions get a stdin write_stdin feeds
   max_chars = 1024 * KiB, -- the most write_stdin takes in one call
   log = true, -- keep each session's whole output in a file (to page back what was cut)
+  log_max = 256 * 1024 * KiB, -- but no more than this per session
   log_dir = nil, ---@type string|nil  where (a fresh directory under $TMPDIR or /tmp)
   env = nil, ---@type luxec.EnvPolicy|nil  inherit "all" | "core" | "none", exclude, set, …
   env_forced = M.FORCED_ENV,
@@ -76,7 +77,7 @@ local CONFIG_TYPES = {
   clean_tty = "boolean", early_return = "boolean", input_poll_ms = "count",
   input_quiet_ms = "count", timeout_ms = "count", kill_grace_ms = "count", rows = "count",
   cols = "count", head = "count", tail = "count", pipe_stdin = "string", max_chars = "count",
-  log = "boolean", log_dir = "string", env = "table", env_forced = "table",
+  log = "boolean", log_max = "count", log_dir = "string", env = "table", env_forced = "table",
   env_extra = "table", sandbox = "table", on_denial = "function", spawn = "function",
 }
 
@@ -252,23 +253,6 @@ function M.arg(args, name, kind, opts)
       :format(describe(v), name, kind)
   end
   return v
-end
-
--- What a secret prompt says. The terminal's echo being off is not enough: line editors
--- (readline, python's REPL) turn it off too and echo themselves.
-local SECRET_WORDS = { "password", "passphrase", "passcode", "%f[%a]pin%f[%A]", "secret", "token",
-  "%f[%a]otp%f[%A]", "verification code" }
-
---- Whether the last line of `tail` (the end of a session's output) asks for a secret.
----@param tail string
----@return boolean
-function M.password_prompt(tail)
-  local text = tail:gsub("\27%[[%d;?]*%a", ""):gsub("[\r\n]+$", "")
-  local line = text:match("[^\r\n]*$"):lower()
-  for _, w in ipairs(SECRET_WORDS) do
-    if line:find(w) then return true end
-  end
-  return false
 end
 
 -- Errno texts a denied operation prints; and the names of the mechanisms, which count only

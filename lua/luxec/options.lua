@@ -7,7 +7,8 @@ local M = {}
 local SPAWN_OPTIONS = {
   env = "table", inherit_env = "boolean", cwd = "string", arg0 = "string",
   tty = { "boolean", "table" }, stdin = "string", stderr = "string", head = "number",
-  tail = "number", log = "string", log_stderr = "string", grace_ms = "number",
+  tail = "number", log = "string", log_stderr = "string", log_max = "number",
+  grace_ms = "number",
   cgroup = "boolean", sandbox = "table",
 }
 
@@ -101,6 +102,7 @@ function M.check_spawn_opts(opts)
   check_size("spawn", "head", opts.head)
   check_size("spawn", "tail", opts.tail)
   check_size("spawn", "grace_ms", opts.grace_ms)
+  check_size("spawn", "log_max", opts.log_max)
   if type(opts.tty) == "table" then
     for k, v in pairs(opts.tty) do
       if k ~= "rows" and k ~= "cols" then

@@ -39,6 +39,7 @@ Process.__index = Process
 ---@field tail integer|nil  bytes kept from the end (512 KiB)
 ---@field log string|nil  append the whole output stream to this file
 ---@field log_stderr string|nil  the same for stderr when it is apart
+---@field log_max integer|nil  stop appending to the log after this many bytes (no limit)
 ---@field grace_ms integer|nil  after exit, wait this long for EOF before naming holders (50)
 ---@field cgroup boolean|nil  a cgroup for the session where possible (default true)
 ---@field sandbox luxec.SandboxPolicy|nil  confine it (see luxec.sandbox)
@@ -96,6 +97,7 @@ function M.spawn(argv, opts)
     tail = opts.tail or M.defaults.tail,
     log = opts.log,
     log_stderr = opts.log_stderr,
+    log_max = opts.log_max,
     cgroup = opts.cgroup ~= false,
     on_event = function(kind, a, b)
       self:_event(kind, a, b)
@@ -343,7 +345,7 @@ function Process:on(event, fn)
 end
 
 --- {pid, running, exited, code, signal, signal_name, core_dumped, killed_by, eof, finished,
----  holders, waiting_for_input, echo_off, tty, cgroup}
+---  holders, waiting_for_input, echo_off, canonical, tty, cgroup, sandbox}
 function Process:status()
   check_open(self, "status")
   local st = self._h:status()
@@ -352,7 +354,7 @@ function Process:status()
   st.killed_by = st.killed_by or self._killed_by
   st.sandbox = self._h:sandbox_report()
   if st.running then
-    st.waiting_for_input, st.echo_off = self._h:input_state()
+    st.waiting_for_input, st.echo_off, st.canonical = self._h:input_state()
   else
     st.waiting_for_input = false
   end

@@ -229,10 +229,24 @@ describe("luxec.spawn on a terminal", function()
       local st = p:status()
       return st.waiting_for_input and st.echo_off
     end, 5000), "never saw the silent read")
+    assert.is_true(p:status().canonical) -- a line read without echo: a secret prompt
     p:write("two\n")
     local st = p:wait({ timeout = 5 })
     assert.equals(0, st.code)
     assert.matches("got one two", p:snapshot().head)
+    p:close()
+  end)
+
+  it("tells a line editor (keys, no echo) from a secret prompt (lines, no echo)", function()
+    local p = assert(luxec.spawn({ "sh", "-c", "stty -icanon -echo min 1; head -c 1 >/dev/null" },
+      { tty = true }))
+    assert.is_true(p:_wait_until(function()
+      return p:status().waiting_for_input
+    end, 5000), "never saw the read")
+    local st = p:status()
+    assert.same({ true, false }, { st.echo_off, st.canonical })
+    p:write("x")
+    assert.equals(0, p:wait({ timeout = 5 }).code)
     p:close()
   end)
 

@@ -113,22 +113,6 @@ describe("tool argument checks", function()
   end)
 end)
 
-describe("password prompts", function()
-  it("recognises a prompt asking for a secret on the last line", function()
-    assert.is_true(P.password_prompt("Password: "))
-    assert.is_true(P.password_prompt("log\n[sudo] password for root: "))
-    assert.is_true(P.password_prompt("Enter passphrase for key '/root/.ssh/id': "))
-    assert.is_true(P.password_prompt("Enter PIN:\r\n"))
-  end)
-
-  it("does not take a shell or REPL prompt for one", function()
-    assert.is_false(P.password_prompt("root@host:/src# "))
-    assert.is_false(P.password_prompt(">>> "))
-    assert.is_false(P.password_prompt("password ok\nroot@host:~$ "))
-    assert.is_false(P.password_prompt("spinning: "))
-  end)
-end)
-
 describe("the sandbox-denial guess", function()
   local function guess(code, output, extra)
     local r = { sandboxed = true, exit_code = code, output = output }
