@@ -170,16 +170,24 @@ static int core_kill_trees(lua_State *L) {
     proc_check(L, -1);
     lua_pop(L, 1);
   }
+  int total = 0;
+  static pid_t pids[4096];
   for (lua_Integer i = 1; i <= n; i++) {
     lua_rawgeti(L, 1, i);
     proc *p = proc_check(L, -1);
     lua_pop(L, 1);
     if (p->killed_by[0] == '\0' && !p->reaped)
       snprintf(p->killed_by, sizeof p->killed_by, "%s", reason);
-    if (p->cg.dir_fd >= 0) cg_session_kill(&p->cg);
-    else if (!p->reaped) kill(-p->pid, SIGKILL);
+    int alive;
+    if (p->cg.dir_fd >= 0) {
+      alive = cg_session_pids(&p->cg, pids, 4096);
+      cg_session_kill(&p->cg);
+    } else {
+      orphans_of(p, pids, &alive, 4096);
+      if (!p->reaped) kill(-p->pid, SIGKILL);
+    }
+    total += alive > 0 ? alive : 0; /* what the kill found alive */
   }
-  int total = 0;
   for (lua_Integer i = 1; i <= n; i++) {
     lua_rawgeti(L, 1, i);
     proc *p = proc_check(L, -1);
@@ -187,7 +195,6 @@ static int core_kill_trees(lua_State *L) {
     int killed;
     const char *method;
     proc_kill_tree(p, &killed, &method); /* the waiting half; the signal is sent again */
-    total += killed;
     if (p->exit_poll_open && p->reaped) {
       p->exit_poll_open = 0;
       proc_close_handle(p, (uv_handle_t *)&p->exit_poll);

@@ -361,49 +361,78 @@ function Process:status()
   return st
 end
 
+-- The one way sessions are terminated: the signal to every tree, one grace for all, then one
+-- kill for whatever is left in any of them, and a wait until each has finished.
+local function terminate_many(fname, procs, opts)
+  if opts ~= nil and type(opts) ~= "table" then
+    error(("bad argument #%d to '%s' (options table expected, got %s)")
+      :format(fname == "terminate" and 1 or 2, fname, type(opts)), 3)
+  end
+  opts = opts or {}
+  local sig = opts.signal or M.defaults.terminate_signal
+  local grace = opts.grace_ms or M.defaults.terminate_grace_ms
+  if math.type(grace) ~= "integer" or grace < 0 then
+    error(("bad option 'grace_ms' to '%s' (non-negative integer expected, got %s)")
+      :format(fname, tostring(grace)), 3)
+  end
+  local live = {}
+  for i, p in ipairs(procs) do
+    if getmetatable(p) ~= Process then
+      error(("bad argument #1 to '%s' (entry %d is not a process)"):format(fname, i), 3)
+    end
+    check_open(p, fname)
+    if p._h:tree_alive() > 0 or not p._h:status().exited then
+      if not p._h:status().exited then p._killed_by = "terminate" end
+      p._h:signal_tree(sig)
+      live[#live + 1] = p
+    end
+  end
+  local function gone(p)
+    return p._h:status().exited and p._h:tree_alive() == 0
+  end
+  local result = { signal = sig, graceful = true, killed = 0 }
+  if #live == 0 then
+    result.method = "already gone"
+    return result
+  end
+  -- The exit events wake the wait; a poll catches descendants that outlive their leader.
+  local first = live[1]
+  local poll = uv.new_timer()
+  poll:start(5, 5, function() wake_all(first) end)
+  local ok, err = pcall(first._wait_until, first, function()
+    for _, p in ipairs(live) do
+      if not gone(p) then return false end
+    end
+    return true
+  end, grace)
+  poll:close()
+  if not ok then error(err, 0) end
+  local left = {}
+  for _, p in ipairs(live) do
+    if not gone(p) then left[#left + 1] = p._h end
+  end
+  if #left > 0 then
+    result.graceful = false
+    result.killed = core.kill_trees(left, "terminate")
+  end
+  result.method = first._h:status().cgroup and "cgroup" or "process group and sweep"
+  for _, p in ipairs(live) do
+    p:_wait_until(function() return p._finished end, 1000, true)
+  end
+  return result
+end
+
 --- Signal every process of the session, wait the grace, then kill whatever is left —
 --- descendants that left the process group included. When it returns nothing of the
 --- session is alive. Returns {signal, graceful, killed, method}.
 ---@param opts {signal: string|integer|nil, grace_ms: integer|nil}|nil
 function Process:terminate(opts)
   check_open(self, "terminate")
-  if opts ~= nil and type(opts) ~= "table" then
-    error(("bad argument #1 to 'terminate' (options table expected, got %s)"):format(type(opts)), 2)
-  end
-  opts = opts or {}
-  local sig = opts.signal or M.defaults.terminate_signal
-  local grace = opts.grace_ms or M.defaults.terminate_grace_ms
-  if math.type(grace) ~= "integer" or grace < 0 then
-    error(("bad option 'grace_ms' to 'terminate' (non-negative integer expected, got %s)")
-      :format(tostring(grace)), 2)
-  end
-  local h = self._h
-  local result = { signal = sig, graceful = true, killed = 0 }
-  if h:tree_alive() == 0 and h:status().exited then
-    result.method = "already gone"
-  else
-    if not h:status().exited then
-      self._killed_by = "terminate"
-    end
-    h:signal_tree(sig)
-    -- The exit event wakes the wait; a poll catches descendants that outlive the leader.
-    local poll = uv.new_timer()
-    poll:start(10, 10, function() wake_all(self) end)
-    local ok, err = pcall(self._wait_until, self, function()
-      return h:tree_alive() == 0 and h:status().exited
-    end, grace)
-    poll:close()
-    if not ok then error(err, 0) end
-    local kill = assert(h:kill_tree("terminate"))
-    result.killed, result.method = kill.killed, kill.method
-    result.graceful = kill.killed == 0
-  end
-  self:_wait_until(function() return self._finished end, 1000, true)
-  return result
+  return terminate_many("terminate", { self }, opts)
 end
 
---- Terminate many sessions at once: the signal to every tree, one grace for all, then one
---- kill for whatever is left in any of them. Returns {signal, graceful, killed}.
+--- Terminate many sessions at once: one grace for all and one kill for what is left, so the
+--- deaths overlap. Returns {signal, graceful, killed, method}.
 ---@param procs luxec.Process[]
 ---@param opts {signal: string|integer|nil, grace_ms: integer|nil}|nil
 function M.terminate_all(procs, opts)
@@ -411,52 +440,7 @@ function M.terminate_all(procs, opts)
     error(("bad argument #1 to 'terminate_all' (list of processes expected, got %s)")
       :format(type(procs)), 2)
   end
-  opts = opts or {}
-  local sig = opts.signal or M.defaults.terminate_signal
-  local grace = opts.grace_ms or M.defaults.terminate_grace_ms
-  if math.type(grace) ~= "integer" or grace < 0 then
-    error(("bad option 'grace_ms' to 'terminate_all' (non-negative integer expected, got %s)")
-      :format(tostring(grace)), 2)
-  end
-  local live = {}
-  for i, p in ipairs(procs) do
-    if getmetatable(p) ~= Process then
-      error(("bad argument #1 to 'terminate_all' (entry %d is not a process)"):format(i), 2)
-    end
-    check_open(p, "terminate_all")
-    if not p._finished or p._h:tree_alive() > 0 then
-      if not p._h:status().exited then p._killed_by = "terminate" end
-      p._h:signal_tree(sig)
-      live[#live + 1] = p
-    end
-  end
-  local function all_gone()
-    for _, p in ipairs(live) do
-      if not p._h:status().exited or p._h:tree_alive() > 0 then return false end
-    end
-    return true
-  end
-  local result = { signal = sig, graceful = true, killed = 0 }
-  if #live > 0 then
-    local first = live[1]
-    local poll = uv.new_timer()
-    poll:start(5, 5, function() wake_all(first) end)
-    local ok, err = pcall(first._wait_until, first, all_gone, grace)
-    poll:close()
-    if not ok then error(err, 0) end
-    local left = {}
-    for _, p in ipairs(live) do
-      if not p._h:status().exited or p._h:tree_alive() > 0 then left[#left + 1] = p._h end
-    end
-    if #left > 0 then
-      result.graceful = false
-      result.killed = core.kill_trees(left, "terminate")
-    end
-    for _, p in ipairs(live) do
-      p:_wait_until(function() return p._finished end, 1000, true)
-    end
-  end
-  return result
+  return terminate_many("terminate_all", procs, opts)
 end
 
 --- Close the handle: terminates at once (SIGKILL to the whole tree) whatever still runs.
