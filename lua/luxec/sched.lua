@@ -11,6 +11,21 @@ local M = {}
 local pack, unpack = table.pack, table.unpack
 local tasks = setmetatable({}, { __mode = "k" }) -- coroutine -> task
 
+local idle -- keeps the next poll from blocking once a top-level wait is over
+local function noop() end
+
+local function kick()
+  if not idle then
+    idle = uv.new_idle()
+    idle:unref()
+  end
+  idle:start(noop)
+end
+
+local function unkick()
+  if idle then idle:stop() end
+end
+
 ---@class luxec.Task
 ---@field done boolean  true once the function returned or raised
 ---@field ok boolean|nil  whether it returned normally (nil while running)
@@ -78,6 +93,10 @@ function M.suspend(register)
   register(function(...)
     if state == "registering" then
       state, early = "done", pack(...)
+      -- A wake from the timers libuv runs before it polls would otherwise be followed by a
+      -- poll that blocks for the next event, however far off: an active idle handle makes
+      -- that poll return at once.
+      kick()
     end
   end)
   while state ~= "done" do
@@ -85,6 +104,7 @@ function M.suspend(register)
       error("wait can never end: nothing left on the loop could wake it", 2)
     end
   end
+  unkick()
   return unpack(early, 1, early.n)
 end
 

@@ -136,6 +136,22 @@ describe("luxec.go", function()
     assert.same({ true, 43 }, { outer:wait() })
   end)
 
+  it("returns at once when woken by a timer that was due before the loop polled", function()
+    -- regression: libuv runs due timers before it polls; a wake there was followed by a
+    -- poll that blocked until the next event (here: the process's exit, 3 s later)
+    local p = assert(luxec.spawn({ "sleep", "3" }))
+    p._h:ref(true) -- its handles keep the loop polling
+    local t0 = H.now_ms()
+    local t = uv.new_timer()
+    require("luxec.sched").suspend(function(wake)
+      t:start(0, 0, wake)
+    end)
+    local waited = H.now_ms() - t0
+    t:close()
+    p:close()
+    assert.is_true(waited < 1000, "the wait took " .. waited .. " ms")
+  end)
+
   it("reports a wait that can never end instead of hanging", function()
     local ok, err = pcall(function()
       require("luxec.sched").suspend(function() end)
