@@ -90,6 +90,7 @@ static void live_remove(proc *p) {
 
 static void proc_free_if_done(proc *p) {
   if (!p->closed || p->pending_closes > 0) return;
+  if (p->box != NULL) p->box->p = NULL; /* closed by the host: its Lua handle is closed too */
   live_remove(p);
   for (int i = 0; i < p->nout; i++) outbuf_free(&p->out[i].buf);
   proc_io_free_queue(p);
@@ -383,6 +384,7 @@ static int core_spawn(lua_State *L) {
     if (p->in_fd >= 0) pipe_name(p->in_fd, p->in_target);
   }
   box->p = p;
+  p->box = box;
   live_add(p);
   lua_pushvalue(L, 6);
   p->cb_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -443,6 +445,7 @@ static int proc_close(lua_State *L) {
   if (b->p != NULL) {
     proc *p = b->p;
     b->p = NULL;
+    p->box = NULL;
     proc_shutdown(p, "close");
   }
   return 0;

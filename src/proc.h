@@ -34,8 +34,11 @@ typedef struct pstream {
   char target[256];      /* what holders of this stream's write side have open */
 } pstream;
 
+struct pbox;
+
 typedef struct proc {
   struct proc *next, *prev; /* the live list the host's shutdown walks */
+  struct pbox *box;      /* its Lua handle while that is alive (it outlives a host close) */
   lua_State *L;
   int self_ref;          /* anchors the userdata while the session runs or reads */
   int cb_ref;            /* the Lua function told about output, eof and exit */
