@@ -206,200 +206,26 @@ static void exit_cb(uv_poll_t *h, int status, int events) {
   if (!p->closed) proc_maybe_release(p);
 }
 
-proc *proc_check(lua_State *L, int idx) {
-  pbox *b = luaL_checkudata(L, idx, PROC_MT);
-  if (b->p == NULL) luaL_error(L, "attempt to use a closed process handle");
-  return b->p;
-}
-
-/* ---- spawn ---- */
-
-static void pipe_name(int fd, char out[256]) {
-  struct stat st;
-  if (fstat(fd, &st) == 0) snprintf(out, 256, "pipe:[%lu]", (unsigned long)st.st_ino);
-}
-
-static const char *opt_string(lua_State *L, int t, const char *k, const char *dflt) {
-  lua_getfield(L, t, k);
-  const char *s = lua_isnil(L, -1) ? dflt : lua_tostring(L, -1);
-  if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
-    luaL_error(L, "bad option '%s' to 'spawn' (string expected, got %s)", k, luaL_typename(L, -1));
-  lua_pop(L, 1);
-  return s;
-}
-
-static lua_Integer opt_int(lua_State *L, int t, const char *k, lua_Integer dflt) {
-  lua_getfield(L, t, k);
-  lua_Integer v = dflt;
-  if (!lua_isnil(L, -1)) {
-    int ok;
-    v = lua_tointegerx(L, -1, &ok);
-    if (!ok) luaL_error(L, "bad option '%s' to 'spawn' (integer expected)", k);
-  }
-  lua_pop(L, 1);
-  return v;
-}
-
-static int opt_bool(lua_State *L, int t, const char *k) {
-  lua_getfield(L, t, k);
-  int v = lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  return v;
-}
-
-/* A NULL-terminated array of the strings in the table at t (kept alive by the table). */
-static const char **string_array(lua_State *L, int t, const char *what) {
-  lua_Integer n = luaL_len(L, t);
-  const char **a = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n + 1), 0);
-  for (lua_Integer i = 1; i <= n; i++) {
-    lua_rawgeti(L, t, i);
-    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "bad %s entry #%d (string expected)", what, (int)i);
-    a[i - 1] = lua_tostring(L, -1);
-    lua_pop(L, 1);
-  }
-  a[n] = NULL;
-  return a;
-}
-
-/* core.spawn(argv, opts) -> proc, pid | nil, message, code.
- * opts (already validated by luxec.process): env (array of "K=V"), cwd, arg0, tty, rows,
- * cols, stdin ("pipe"|"null"), stderr ("merge"|"pipe"), head, tail, log, log_stderr, log_max,
- * cgroup (bool: use one when available), marker (the "K=V" entry of env that tells this
- * session's orphans apart when there is no cgroup), on_event (function). */
-static int core_spawn(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  lua_settop(L, 2);
-  if (luaL_len(L, 1) < 1) return luaL_argerror(L, 1, "argv is empty");
-  const char **argv = string_array(L, 1, "argv");     /* 3 */
-  lua_getfield(L, 2, "env");                          /* 4 */
-  const char **envp = NULL;
-  if (lua_istable(L, 4)) {
-    envp = string_array(L, 4, "env");                 /* 5 */
-  } else {
-    lua_pushnil(L);
-  }
-  lua_getfield(L, 2, "on_event");                     /* 6 */
-  luaL_checktype(L, 6, LUA_TFUNCTION);
-  launch_req req = {0};
-  req.cwd = opt_string(L, 2, "cwd", NULL);
-  const char *arg0 = opt_string(L, 2, "arg0", NULL);
-  req.tty = opt_bool(L, 2, "tty");
-  req.rows = (unsigned short)opt_int(L, 2, "rows", 24);
-  req.cols = (unsigned short)opt_int(L, 2, "cols", 80);
-  req.stdin_pipe = strcmp(opt_string(L, 2, "stdin", "pipe"), "pipe") == 0;
-  req.stderr_apart = strcmp(opt_string(L, 2, "stderr", "merge"), "pipe") == 0;
-  lua_Integer head = opt_int(L, 2, "head", 512 * 1024), tail = opt_int(L, 2, "tail", 512 * 1024);
-  if (head < 0 || tail < 0) return luaL_error(L, "bad option 'head'/'tail' to 'spawn' (negative)");
-  const char *logs[2] = {opt_string(L, 2, "log", NULL), opt_string(L, 2, "log_stderr", NULL)};
-  lua_Integer log_max = opt_int(L, 2, "log_max", 0);
-  if (log_max < 0) return luaL_error(L, "bad option 'log_max' to 'spawn' (negative)");
-  int want_cgroup = opt_bool(L, 2, "cgroup");
-  const char *marker = opt_string(L, 2, "marker", NULL);
-  req.cgroup_procs_fd = -1;
-
-  char path[4096];
-  int rerr = launch_resolve(argv[0], (char *const *)envp, path, sizeof path);
-  if (rerr != 0) {
-    luxec_push_error(L, rerr);
-    lua_pushfstring(L, "%s (exec: %s)", lua_tostring(L, -2), argv[0]);
-    lua_replace(L, -3);
-    return 3;
-  }
-  req.path = path;
-  extern char **environ;
-  req.envp = envp ? (char *const *)envp : environ;
-  if (arg0 != NULL) argv[0] = arg0;
-  req.argv = (char *const *)argv;
-
-  sandbox_prep prep;
-  proc_sandbox_info sbx_info;
-  memset(&prep, 0, sizeof prep);
-  prep.ruleset_fd = prep.sock_child = prep.sock_parent = -1;
-  if (proc_sandbox_prepare(L, 2, &prep, &sbx_info) < 0) return 3;
-  if (sbx_info.used) req.sandbox = &prep;
-
-  pbox *box = lua_newuserdatauv(L, sizeof(pbox), 1);  /* 7: created closed */
-  box->p = NULL;
-  luaL_setmetatable(L, PROC_MT);
-  proc *p = calloc(1, sizeof *p);
-  if (p == NULL) {
-    sandbox_prep_free(&prep);
-    return luxec_push_error(L, ENOMEM);
-  }
-  p->sbx_info = sbx_info;
-  p->L = luxec_gethost(L)->L;
-  p->self_ref = p->cb_ref = LUA_NOREF;
-  p->pidfd = p->in_fd = -1;
-  p->cg.dir_fd = p->cg.procs_fd = p->cg.events_fd = -1;
-  p->tty = req.tty;
-  if (marker != NULL) snprintf(p->marker, sizeof p->marker, "%s", marker);
-  p->nout = req.tty || !req.stderr_apart ? 1 : 2;
-  for (int i = 0; i < 2; i++) {
-    p->out[i].fd = -1;
-    p->out[i].proc = p;
-    outbuf_init(&p->out[i].buf, (size_t)head, (size_t)tail);
-  }
-  for (int i = 0; i < p->nout; i++) {
-    p->out[i].buf.log_max = (uint64_t)log_max;
-    int rc = logs[i] ? outbuf_open_log(&p->out[i].buf, logs[i]) : 0;
-    if (rc < 0) {
-      for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
-      free(p);
-      sandbox_prep_free(&prep);
-      luxec_push_error(L, -rc);
-      lua_pushfstring(L, "%s (log: %s)", lua_tostring(L, -2), logs[i]);
-      lua_replace(L, -3);
-      return 3;
-    }
-  }
-  if (want_cgroup && cg_session_create(&p->cg) == 0) req.cgroup_procs_fd = p->cg.procs_fd;
-  if (p->cg.dir_fd < 0) become_subreaper(&luxec_gethost(L)->loop); /* orphans come back */
-  launch_res res;
-  if (launch(&req, &res) < 0) {
-    sandbox_prep_free(&prep);
-    cg_session_remove(&p->cg);
-    for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
-    free(p);
-    luxec_push_error(L, res.err);
-    lua_pushfstring(L, "%s (%s: %s)", lua_tostring(L, -2), res.stage,
-                    strcmp(res.stage, "cwd") == 0 ? req.cwd : argv[0]);
-    lua_replace(L, -3);
-    return 3;
-  }
-  p->pid = res.pid;
-  p->pidfd = res.pidfd;
-  if (req.sandbox != NULL) {
-    proc_sandbox_started(p, &prep, res.listener_fd, &luxec_gethost(L)->loop);
-    sandbox_prep_free(&prep);
-  }
-  p->in_fd = res.in_fd;
-  p->out[0].fd = res.out_fd;
-  if (p->nout == 2) p->out[1].fd = res.err_fd;
-  if (req.tty) {
-    ptsname_r(res.out_fd, p->out[0].target, sizeof p->out[0].target);
-    strcpy(p->in_target, p->out[0].target);
-  } else { /* how /proc names these pipes in other processes: "pipe:[inode]" */
-    for (int i = 0; i < p->nout; i++) pipe_name(p->out[i].fd, p->out[i].target);
-    if (p->in_fd >= 0) pipe_name(p->in_fd, p->in_target);
-  }
-  box->p = p;
-  p->box = box;
+/* A launched child: into the live list, its event function and handle (on top of L's stack,
+ * popped) anchored, its exit and output watched on the loop. */
+void proc_started(proc *p, lua_State *L) {
   live_add(p);
-  lua_pushvalue(L, 6);
-  p->cb_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  lua_pushvalue(L, 7);
   p->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  p->cb_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   uv_loop_t *loop = &luxec_gethost(L)->loop;
+  if (p->cg.dir_fd < 0) become_subreaper(loop); /* orphans come back to the host */
   uv_poll_init(loop, &p->exit_poll, p->pidfd);
   p->exit_poll.data = NULL;
   p->exit_poll_open = 1;
   uv_poll_start(&p->exit_poll, UV_READABLE, exit_cb);
   proc_io_start(p);
   uv_unref((uv_handle_t *)&p->exit_poll);
-  lua_settop(L, 7);
-  lua_pushinteger(L, p->pid);
-  return 2;
+}
+
+proc *proc_check(lua_State *L, int idx) {
+  pbox *b = luaL_checkudata(L, idx, PROC_MT);
+  if (b->p == NULL) luaL_error(L, "attempt to use a closed process handle");
+  return b->p;
 }
 
 /* Close everything of p: kill what still runs, close handles and descriptors. */
@@ -604,7 +430,6 @@ static int core_signame(lua_State *L) {
 static const luaL_Reg proc_functions[] = {
   {"cgroups", core_cgroups},
   {"signame", core_signame},
-  {"spawn", core_spawn},
   {"watchdog_pid", core_watchdog_pid},
   {NULL, NULL}
 };
@@ -622,4 +447,6 @@ void luxec_open_proc(lua_State *L) {
   luaL_setfuncs(L, proc_functions, 0);
   luaL_setfuncs(L, proc_sandbox_functions, 0);
   luaL_setfuncs(L, proc_tree_functions, 0);
+  lua_pushcfunction(L, proc_core_spawn);
+  lua_setfield(L, -2, "spawn");
 }

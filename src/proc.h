@@ -79,6 +79,10 @@ void proc_emit(proc *p, const char *event, int a, lua_Integer b);
 void proc_maybe_release(proc *p);
 void proc_close_handle(proc *p, uv_handle_t *h);
 int proc_reap(proc *p, int block); /* 1 once the child is reaped */
+void proc_started(proc *p, lua_State *L);
+
+/* proc_spawn.c */
+int proc_core_spawn(lua_State *L);
 void luxec_open_proc(lua_State *L);
 void luxec_procs_shutdown(void);
 void luxec_procs_kill_all(void); /* async-signal-safe */
