@@ -48,6 +48,60 @@ function commands.sandbox_check()
   return strict_ok and 0 or 1
 end
 
+local MCP_USAGE = [[
+usage: luxec mcp [--config FILE]        serve MCP on stdio (exec_command, write_stdin, ...)
+       luxec mcp --check-config [FILE]  check a config file, print the effective configuration
+Without --config the defaults apply: workspace-write sandbox, network denied.
+]]
+
+--- luxec mcp [--config FILE] | --check-config [FILE]: the MCP server on stdio (luxec.mcp),
+--- configured by a Lua file (luxec.config).
+---@return integer status
+function commands.mcp(...)
+  local args = { ... }
+  local file, check
+  local i = 1
+  while i <= #args do
+    local a = args[i]
+    local value = a:match("^%-%-config=(.*)$") or a:match("^%-%-check%-config=(.*)$")
+    if a == "-h" or a == "--help" then
+      io.write(MCP_USAGE)
+      return 0
+    elseif value then
+      file, check = value, check or a:find("^%-%-check") ~= nil
+    elseif a == "--config" then
+      if not args[i + 1] then
+        io.stderr:write("luxec mcp: --config needs a FILE\n", MCP_USAGE)
+        return 2
+      end
+      file, i = args[i + 1], i + 1
+    elseif a == "--check-config" then
+      check = true
+      if args[i + 1] and not args[i + 1]:find("^%-") then file, i = args[i + 1], i + 1 end
+    else
+      io.stderr:write(("luxec mcp: unknown argument '%s'\n"):format(a), MCP_USAGE)
+      return 2
+    end
+    i = i + 1
+  end
+  local config = require("luxec.config")
+  local cfg, err
+  if file then
+    cfg, err = config.load(file)
+  else
+    cfg, err = config.check({})
+  end
+  if not cfg then
+    io.stderr:write("luxec mcp: ", err, "\n")
+    return 1
+  end
+  if check then
+    io.write(config.describe(cfg))
+    return 0
+  end
+  return require("luxec.mcp").serve(cfg)
+end
+
 local USAGE = "usage: luxec [options] [script [args]] | luxec sandbox-check | luxec mcp\n"
 
 --- Run subcommand `name` with its arguments; returns the exit status.

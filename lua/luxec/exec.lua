@@ -303,6 +303,12 @@ function Engine:_exec(args, no_sandbox)
   if err then return nil, err end
   local tty = a.tty == true
   local sandbox = not no_sandbox and cfg.sandbox or nil
+  if sandbox and sandbox.workspace == nil then
+    -- the engine's directory is the workspace: a command's workdir must not widen it
+    local copy = { workspace = cfg.cwd }
+    for k, v in pairs(sandbox) do copy[k] = v end
+    sandbox = copy
+  end
   local opts = {
     env = self._env, cwd = cwd, log = log, log_max = log and cfg.log_max or nil,
     head = cfg.head, tail = cfg.tail,

@@ -12,10 +12,11 @@ local M = {}
 ---@field best_effort boolean|nil  run with what the kernel offers instead of failing (false)
 ---@field evidence boolean|{network: boolean, files: boolean}|nil  record denials (true)
 ---@field tmp boolean|nil  /tmp, $TMPDIR and /dev/shm writable in workspace-write (true)
+---@field workspace string|nil  the writable workspace (absolute); default: the session's cwd
 
 local MODES = { ["full-access"] = true, ["read-only"] = true, ["workspace-write"] = true }
 local KEYS = { mode = true, network = true, roots = true, best_effort = true, evidence = true,
-  tmp = true }
+  tmp = true, workspace = true }
 
 local function fail(msg, ...)
   error("bad sandbox policy: " .. msg:format(...), 0)
@@ -92,6 +93,16 @@ function M.resolve(policy, cwd)
   if mode == "read-only" and #wanted > 0 then
     fail("'roots' makes no sense in read-only mode")
   end
+  local workspace = cwd
+  if policy.workspace ~= nil then
+    if type(policy.workspace) ~= "string" or policy.workspace:sub(1, 1) ~= "/" then
+      fail("'workspace' must be an absolute path, got %s", tostring(policy.workspace))
+    end
+    if not realpath(policy.workspace) then
+      fail("'workspace' does not exist: %q", policy.workspace)
+    end
+    workspace = policy.workspace
+  end
   local roots, ro = {}, {}
   local function keep_git_read_only(r)
     if uv.fs_stat(r .. "/.git") then
@@ -99,7 +110,7 @@ function M.resolve(policy, cwd)
     end
   end
   if mode == "workspace-write" then
-    local base = { realpath(cwd) or cwd }
+    local base = { realpath(workspace) or workspace }
     keep_git_read_only(base[1])
     for _, r in ipairs(wanted) do
       keep_git_read_only(r)

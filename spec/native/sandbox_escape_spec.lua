@@ -351,6 +351,26 @@ describe("sandbox policy", function()
     assert.equals("/tmp/luxec-ro-test", st.sandbox.denials[1].path)
   end)
 
+  it("with a workspace, a session's cwd elsewhere stays read-only", function()
+    local ok, why = usable()
+    if not ok then
+      pending("skipped: " .. why)
+      return
+    end
+    local ws, other = H.tmpdir(), assert(uv.fs_mkdtemp("/var/tmp/luxec-cwd-XXXXXX"))
+    local r = luxec.run({ "sh", "-c", "touch here; touch " .. ws .. "/there" },
+      { cwd = other, sandbox = { mode = "workspace-write", workspace = ws } })
+    assert.equals(0, r.code, r.output) -- the last command, inside the workspace
+    assert.matches("touch: cannot touch 'here'", r.output)
+    assert.is_nil(uv.fs_stat(other .. "/here"))
+    assert.truthy(uv.fs_stat(ws .. "/there"))
+    local bad = pcall(luxec.spawn, { "true" },
+      { sandbox = { mode = "workspace-write", workspace = "relative" } })
+    assert.is_false(bad)
+    H.rmtree(ws)
+    os.execute("rm -rf '" .. other .. "'")
+  end)
+
   it("full-access changes nothing and allows the network", function()
     local p = assert(luxec.spawn({ "true" }, { sandbox = { mode = "full-access" } }))
     local st = p:wait({ timeout = 5 })

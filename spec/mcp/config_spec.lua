@@ -1,0 +1,197 @@
+-- The config file of `luxec mcp` (luxec.config): checked at start with errors naming the key,
+-- printed by --check-config, and its Lua hooks (on_command, on_input) at work.
+local H = require("helper")
+local R = require("mcp.raw")
+local config = require("luxec.config")
+local uv = require("luv")
+
+describe("luxec mcp config", function()
+  local dir
+
+  before_each(function()
+    dir = H.tmpdir()
+  end)
+
+  after_each(function()
+    H.rmtree(dir)
+    H.assert_clean()
+  end)
+
+  describe("checking", function()
+    it("has safe defaults: workspace-write, network denied, secrets not passed on", function()
+      local cfg = assert(config.check({}))
+      assert.same({ mode = "workspace-write", network = "deny" }, cfg.sandbox)
+      assert.is_true(cfg.env.default_excludes)
+      assert.equal(uv.cwd(), cfg.cwd)
+      assert.equal("keep", cfg.server.cancel)
+    end)
+
+    it("names the key of every error", function()
+      local cases = {
+        { { sandboxx = {} }, "config: sandboxx: unknown key (did you mean 'sandbox'?)" },
+        { { exec = { max_sessions = 0 } }, "exec.max_sessions: expected an integer >= 1, got 0" },
+        { { exec = { max_sesions = 5 } }, "exec.max_sesions: unknown key (did you mean " },
+        { { exec = { kill_grace_ms = 1.5 } }, "exec.kill_grace_ms: expected an integer >= 0" },
+        { { output = { truncation = "tokens" } }, 'output.truncation: expected one of "luxec"' },
+        { { env = { set = { FOO = 1 } } }, "env.set.FOO: expected a string, got 1" },
+        { { env = { exclude = "AWS_*" } }, "env.exclude: expected a list of strings" },
+        { { env = { inherit = "some" } }, 'env.inherit: expected one of "all", "core"' },
+        { { sandbox = { mode = "bogus" } }, 'sandbox: unknown mode "bogus"' },
+        { { sandbox = { mode = "workspace-write", roots = { "/no/such/dir" } } },
+          "sandbox: roots[1] does not exist" },
+        { { sandbox = 5 }, "sandbox: expected a sandbox policy table" },
+        { { on_command = "allow" }, 'on_command: expected a function, got "allow"' },
+        { { cwd = "/no/such/dir" }, 'cwd: "/no/such/dir" is not a directory' },
+        { { shell = "/no/such/shell" }, 'shell: "/no/such/shell" is not an executable file' },
+        { { server = { cancel = "abort" } }, 'server.cancel: expected one of "keep", "kill"' },
+        { { server = 5 }, "server: expected a table, got 5" },
+        { { exec = { min_yield_ms = 500, max_yield_ms = 400 } },
+          "exec.min_yield_ms: 500 is above exec.max_yield_ms (400)" },
+        { { [1] = true }, "config: 1: unknown key" },
+      }
+      for _, c in ipairs(cases) do
+        local cfg, err = config.check(c[1])
+        assert.is_nil(cfg)
+        assert.matches(c[2], err, 1, true)
+      end
+    end)
+
+    it("loads a file, with errors naming the file, and relative paths from its folder", function()
+      uv.fs_mkdir(dir .. "/work", 493)
+      local cfg = assert(config.load(R.config(dir, 'return { cwd = "work", sandbox = false,\n'
+        .. '  exec = { max_sessions = 8, protect_recent = 2 } }')))
+      assert.equal(dir .. "/work", cfg.cwd)
+      assert.same({ mode = "full-access" }, cfg.sandbox)
+      assert.equal(8, cfg.exec.max_sessions)
+      assert.equal(10000, cfg.exec.exec_yield_ms)
+      local path = R.config(dir, "return {\n  exec = {\n}", "syntax.lua")
+      local _, err = config.load(path)
+      assert.matches("config " .. path .. ": line 3:", err, 1, true)
+      _, err = config.load(R.config(dir, "error('nope')", "raise.lua"))
+      assert.matches("raised an error: .*nope", err)
+      _, err = config.load(R.config(dir, "return 42", "number.lua"))
+      assert.matches("must return a table, got 42", err, 1, true)
+      _, err = config.load(dir .. "/missing.lua")
+      assert.matches("cannot read the file", err, 1, true)
+    end)
+
+    it("--check-config prints the effective configuration; a bad file exits 1", function()
+      local path = R.config(dir, "return { login = false, exec = { max_sessions = 9 },\n"
+        .. "  on_command = function(cmd) return true end }")
+      local r = H.run({ "mcp", "--check-config", path })
+      assert.equal(0, r.code, r.stderr)
+      assert.matches("-- luxec mcp: the effective configuration (from " .. path .. ")",
+        r.stdout, 1, true)
+      assert.matches("writable: /tmp", r.stdout, 1, true)
+      assert.matches("login = false", r.stdout, 1, true)
+      assert.matches("max_sessions = 9", r.stdout, 1, true)
+      assert.matches("exec_yield_ms = 10000", r.stdout, 1, true)
+      assert.matches("on_command = <function at ", r.stdout, 1, true)
+      assert.matches('network = "deny"', r.stdout, 1, true)
+      local bad = R.config(dir, "return { exec = { rows = -1 } }", "bad.lua")
+      r = H.run({ "mcp", "--check-config", bad })
+      assert.equal(1, r.code)
+      assert.matches("exec.rows: expected an integer >= 1, got -1", r.stderr, 1, true)
+      r = H.run({ "mcp", "--config", bad }, { input = "" })
+      assert.equal(1, r.code)
+      assert.matches("exec.rows", r.stderr, 1, true)
+      assert.equal("", r.stdout)
+      r = H.run({ "mcp", "--bogus" })
+      assert.equal(2, r.code)
+      assert.matches("usage: luxec mcp", r.stderr, 1, true)
+    end)
+  end)
+
+  describe("hooks", function()
+    local P
+
+    after_each(function()
+      if P then P:close() end
+      P = nil
+    end)
+
+    local HOOKS = [[
+return {
+  login = false,
+  on_command = function(cmd, ctx)
+    if cmd:find("forbidden", 1, true) then return false, "no forbidden things here" end
+    if cmd == "say-hi" then return "echo rewritten-hi" end
+    local rest = cmd:match("^readonly: (.*)$")
+    if rest then return { cmd = rest, sandbox = "read-only" } end
+    if cmd == "whoami-ctx" then
+      return { cmd = ("echo %s %s %s"):format(ctx.tool, ctx.client.name, ctx.sandbox.mode) }
+    end
+    if cmd == "boom" then error("a bug in the hook") end
+    if cmd == "weird" then return 42 end
+  end,
+  on_input = function(chars, ctx)
+    if chars:find("shutdown", 1, true) then
+      return { deny = "not in session " .. ctx.session_id }
+    end
+    if chars == "hi\n" then return "echo from-on-input\n" end
+  end,
+}
+]]
+
+    local function start()
+      P = R.start({ cwd = dir, args = { "--config", R.config(dir, HOOKS) } })
+      P:handshake()
+    end
+
+    it("allows what it lets through", function()
+      start()
+      local r = P:tool("exec_command", { cmd = "echo allowed" })
+      assert.is_nil(r.isError)
+      assert.equal("allowed\n", r.structuredContent.output)
+    end)
+
+    it("denies with the hook's reason, as an error of the call", function()
+      start()
+      local r = P:tool("exec_command", { cmd = "echo forbidden > f" })
+      assert.is_true(r.isError)
+      assert.equal("Command denied by policy: no forbidden things here", r.content[1].text)
+      assert.is_nil(uv.fs_stat(dir .. "/f"))
+      r = P:tool("exec_command", { cmd = "boom" })
+      assert.is_true(r.isError)
+      assert.matches("on_command failed: .*a bug in the hook", r.content[1].text)
+      r = P:tool("exec_command", { cmd = "weird" })
+      assert.is_true(r.isError)
+      assert.matches("on_command returned a number", r.content[1].text, 1, true)
+    end)
+
+    it("rewrites a command, and says so", function()
+      start()
+      local r = P:tool("exec_command", { cmd = "say-hi" })
+      assert.equal("rewritten-hi\n", r.structuredContent.output)
+      assert.equal("echo rewritten-hi", r.structuredContent.command)
+      assert.matches("Policy rewrote the command to: echo rewritten-hi", r.content[1].text, 1,
+        true)
+      r = P:tool("exec_command", { cmd = "whoami-ctx" })
+      assert.equal("exec_command raw-spec workspace-write\n", r.structuredContent.output)
+    end)
+
+    it("runs a command under another sandbox", function()
+      start()
+      local r = P:tool("exec_command", { cmd = "readonly: touch ro-file" })
+      assert.is_true(r.structuredContent.sandbox.denied)
+      assert.equal("read-only", r.structuredContent.sandbox.mode)
+      assert.matches("Policy ran this command with sandbox mode read-only", r.content[1].text, 1,
+        true)
+      assert.is_nil(uv.fs_stat(dir .. "/ro-file"))
+      r = P:tool("exec_command", { cmd = "touch rw-file" })
+      assert.equal(0, r.structuredContent.exit_code)
+      assert.truthy(uv.fs_stat(dir .. "/rw-file"))
+    end)
+
+    it("on_input denies or rewrites what is written to a session", function()
+      start()
+      local r = P:tool("exec_command", { cmd = "bash --norc -i", tty = true })
+      local id = r.structuredContent.session_id
+      r = P:tool("write_stdin", { session_id = id, chars = "shutdown now\n" })
+      assert.is_true(r.isError)
+      assert.equal(("Input denied by policy: not in session %d"):format(id), r.content[1].text)
+      r = P:tool("write_stdin", { session_id = id, chars = "hi\n", yield_time_ms = 3000 })
+      assert.matches("\nfrom-on-input", r.structuredContent.output, 1, true)
+    end)
+  end)
+end)
