@@ -119,6 +119,7 @@ static void kill_sessions_at_exit(void) {
 
 static void fatal_signal(int sig) {
   luxec_procs_kill_all();
+  luxec_term_restore(); /* a person attached to a session gets their terminal back */
   signal(sig, SIG_DFL);
   raise(sig);
 }
@@ -175,6 +176,10 @@ int luxec_host_init(luxec_host *h, int ignore_env) {
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE); /* preload */
   lua_pushcfunction(L, luaopen_luxec_core);
   lua_setfield(L, -2, "luxec.core");
+  lua_pushcfunction(L, luaopen_luxec_screen);
+  lua_setfield(L, -2, "luxec.screen_native");
+  lua_pushcfunction(L, luaopen_luxec_term);
+  lua_setfield(L, -2, "luxec.term");
   lua_pop(L, 1);
   return 0;
 }

@@ -45,6 +45,11 @@ void luxec_open_outbuf(lua_State *L); /* outbuf_lua.c */
 void luxec_core_shutdown(lua_State *L); /* ends every session the core started */
 void luxec_procs_kill_all(void);        /* the same without Lua, for exit paths */
 
+/* screen.c, term.c: luxec.screen_native and luxec.term, preloaded by the host */
+int luaopen_luxec_screen(lua_State *L);
+int luaopen_luxec_term(lua_State *L);
+void luxec_term_restore(void); /* async-signal-safe: give a raw terminal back */
+
 /* repl.c */
 void luxec_repl(luxec_host *h);
 

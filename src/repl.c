@@ -1,9 +1,13 @@
-/* repl.c: the interactive prompt. It reads input from the shared loop (readline's callback
- * interface on a terminal, plain lines otherwise), so timers and sessions keep running while
- * it waits; each complete chunk runs as top-level code, outside the loop, like lua.c's. */
+/* repl.c: the interactive prompt's terminal side. It reads input from the shared loop
+ * (readline's callback interface on a terminal, plain lines otherwise), so timers and
+ * sessions keep running while it waits; each complete chunk runs as top-level code, outside
+ * the loop, as lua.c's do. What a line means, prompts, evaluation, printing, history and
+ * completion are luxec.repl's (lua/luxec/repl.lua): R.start(native), R.line(line) -> ready,
+ * R.run(), R.prompt(), R.cancel(), R.complete(text, line, start) -> {candidates}. */
 #include "luxec.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,65 +16,64 @@
 #include <readline/history.h>
 #include <readline/readline.h>
 
-#define PROMPT "> "
-#define PROMPT2 ">> "
+/* The host's own C modules that luxec's Lua code loads by name (see luxec.screen). */
 
 typedef struct repl {
   uv_poll_t poll;        /* first member: callbacks get the repl back by a cast */
   uv_signal_t sigint;
   luxec_host *h;
+  int mod_ref;           /* the luxec.repl module */
   int tty;               /* readline on a terminal, else plain lines */
   int pollable;
   int eof;
-  char *pending;         /* an incomplete chunk waiting for more lines */
-  char *ready;           /* a complete chunk to run */
+  int ready;             /* luxec.repl holds a complete chunk to run */
   char in[4096];         /* plain mode: bytes read but not yet split into lines */
   size_t in_len;
 } repl;
 
-static repl *active = NULL; /* readline's line handler takes no user data */
+static repl *active = NULL; /* readline's handlers take no user data */
+static char **candidates = NULL; /* completion: what luxec.repl offered, for the generator */
+static size_t ncandidates = 0, next_candidate = 0;
 
-/* Chunk source for a line: an expression is tried as "return <line>" first (lua.c). */
-static int incomplete(lua_State *L, const char *src) {
-  int status = luaL_loadbuffer(L, src, strlen(src), "=stdin");
-  int result = 0;
-  if (status == LUA_ERRSYNTAX) {
-    size_t len;
-    const char *msg = lua_tolstring(L, -1, &len);
-    static const char eof_mark[] = "<eof>";
-    size_t mark = sizeof eof_mark - 1;
-    result = len >= mark && strcmp(msg + len - mark, eof_mark) == 0;
+/* Call R[name] with the nargs values on the stack; leaves nres results, or returns -1 after
+ * reporting an error (a bug in luxec.repl: the prompt keeps going). */
+static int rcall(repl *r, const char *name, int nargs, int nres) {
+  lua_State *L = r->h->L;
+  int base = lua_gettop(L) - nargs;
+  lua_pushcfunction(L, luxec_traceback);                /* args handler */
+  lua_rawgeti(L, LUA_REGISTRYINDEX, r->mod_ref);       /* args handler R */
+  lua_getfield(L, -1, name);                           /* args handler R fn */
+  lua_remove(L, -2);                                   /* args handler fn */
+  lua_insert(L, base + 1);                             /* fn args handler */
+  lua_insert(L, base + 1);                             /* handler fn args */
+  int status = lua_pcall(L, nargs, nres, base + 1);
+  lua_remove(L, base + 1);
+  if (status != LUA_OK) {
+    fprintf(stderr, "luxec: repl: %s\n", lua_tostring(L, -1));
+    fflush(stderr);
+    lua_settop(L, base);
+    return -1;
   }
-  lua_pop(L, 1);
-  return result;
+  return 0;
 }
 
-static char *join(const char *a, const char *b) {
-  size_t la = a ? strlen(a) : 0, lb = strlen(b);
-  char *s = malloc(la + lb + 2);
-  if (s == NULL) return NULL;
-  if (a != NULL) {
-    memcpy(s, a, la);
-    s[la++] = '\n';
+static char *prompt_copy(repl *r) {
+  static char buf[256];
+  snprintf(buf, sizeof buf, "> ");
+  if (rcall(r, "prompt", 0, 1) == 0) {
+    const char *p = lua_tostring(r->h->L, -1);
+    if (p != NULL) snprintf(buf, sizeof buf, "%s", p);
+    lua_pop(r->h->L, 1);
   }
-  memcpy(s + la, b, lb + 1);
-  return s;
+  return buf;
 }
 
-static const char *prompt(repl *r) {
-  return r->pending ? PROMPT2 : PROMPT;
-}
-
-/* One line of input: complete the pending chunk or keep waiting for more. */
+/* One line of input: luxec.repl completes its pending chunk or keeps waiting for more. */
 static void take_line(repl *r, const char *line) {
-  char *chunk = join(r->pending, line);
-  free(r->pending);
-  r->pending = NULL;
-  if (chunk == NULL) return;
-  if (incomplete(r->h->L, chunk)) {
-    r->pending = chunk;
-  } else {
-    r->ready = chunk;
+  lua_pushstring(r->h->L, line);
+  if (rcall(r, "line", 1, 1) == 0) {
+    r->ready = lua_toboolean(r->h->L, -1);
+    lua_pop(r->h->L, 1);
   }
 }
 
@@ -83,12 +86,52 @@ static void readline_cb(char *line) {
     free(line);
   }
   rl_callback_handler_remove();
-  if (!r->eof && r->ready == NULL) rl_callback_handler_install(prompt(r), readline_cb);
+  if (!r->eof && !r->ready) rl_callback_handler_install(prompt_copy(r), readline_cb);
+}
+
+static char *candidate_generator(const char *text, int state) {
+  (void)text;
+  if (state == 0) next_candidate = 0;
+  if (next_candidate >= ncandidates) return NULL;
+  return strdup(candidates[next_candidate++]);
+}
+
+static void free_candidates(void) {
+  for (size_t i = 0; i < ncandidates; i++) free(candidates[i]);
+  free(candidates);
+  candidates = NULL;
+  ncandidates = 0;
+}
+
+static char **complete_cb(const char *text, int start, int end) {
+  repl *r = active;
+  lua_State *L = r->h->L;
+  (void)end;
+  rl_attempted_completion_over = 1; /* never fall back to file names */
+  rl_completion_append_character = '\0';
+  free_candidates();
+  lua_pushstring(L, text);
+  lua_pushstring(L, rl_line_buffer);
+  lua_pushinteger(L, start);
+  if (rcall(r, "complete", 3, 1) != 0) return NULL;
+  if (lua_istable(L, -1)) {
+    size_t n = (size_t)luaL_len(L, -1);
+    candidates = calloc(n + 1, sizeof *candidates);
+    for (size_t i = 0; candidates != NULL && i < n; i++) {
+      lua_rawgeti(L, -1, (lua_Integer)i + 1);
+      const char *c = lua_tostring(L, -1);
+      if (c != NULL && (candidates[ncandidates] = strdup(c)) != NULL) ncandidates++;
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  if (ncandidates == 0) return NULL;
+  return rl_completion_matches(text, candidate_generator);
 }
 
 /* Plain mode: take every complete line that is buffered, up to the first complete chunk. */
 static void split_lines(repl *r) {
-  while (r->ready == NULL) {
+  while (!r->ready) {
     char *nl = memchr(r->in, '\n', r->in_len);
     if (nl == NULL) {
       if (r->in_len == sizeof r->in - 1 || (r->eof && r->in_len > 0)) nl = r->in + r->in_len;
@@ -102,8 +145,8 @@ static void split_lines(repl *r) {
     memmove(r->in, r->in + used, r->in_len - used);
     r->in_len -= used;
     take_line(r, line);
-    if (r->ready == NULL) {
-      fputs(prompt(r), stdout);
+    if (!r->ready) {
+      fputs(prompt_copy(r), stdout);
       fflush(stdout);
     }
   }
@@ -138,95 +181,108 @@ static void poll_cb(uv_poll_t *handle, int status, int events) {
 static void sigint_cb(uv_signal_t *handle, int signum) {
   repl *r = container_of(handle, repl, sigint);
   (void)signum;
-  free(r->pending);
-  r->pending = NULL;
+  rcall(r, "cancel", 0, 0);
   if (r->tty) {
     rl_free_line_state();
     rl_replace_line("", 0);
     rl_callback_handler_remove();
     fputs("^C\n", stdout);
     fflush(stdout);
-    rl_callback_handler_install(PROMPT, readline_cb);
+    rl_callback_handler_install(prompt_copy(r), readline_cb);
   } else {
-    fputs("\n" PROMPT, stdout);
+    fputs("\n", stdout);
+    fputs(prompt_copy(r), stdout);
     fflush(stdout);
   }
 }
 
-static void run_chunk(repl *r, const char *chunk) {
+/* native.add_history(entry): readline's in-memory history (luxec.repl keeps the file) */
+static int native_add_history(lua_State *L) {
+  add_history(luaL_checkstring(L, 1));
+  return 0;
+}
+
+static int native_clear_history(lua_State *L) {
+  (void)L;
+  clear_history();
+  return 0;
+}
+
+/* Load luxec.repl and start it; 0, or -1 after reporting why not. */
+static int start(repl *r) {
   lua_State *L = r->h->L;
-  int base = lua_gettop(L);
-  char *ret = malloc(strlen(chunk) + 8);
-  int status = LUA_ERRMEM;
-  if (ret != NULL) {
-    sprintf(ret, "return %s", chunk);
-    status = luaL_loadbuffer(L, ret, strlen(ret), "=stdin");
-    free(ret);
-  }
-  if (status != LUA_OK) {
-    if (status != LUA_ERRMEM) lua_pop(L, 1);
-    status = luaL_loadbuffer(L, chunk, strlen(chunk), "=stdin");
-  }
-  if (status == LUA_OK) status = luxec_docall(L, 0, LUA_MULTRET);
-  if (status == LUA_OK) {
-    int n = lua_gettop(L) - base;
-    if (n > 0) { /* print the results with the global print */
-      luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
-      lua_getglobal(L, "print");
-      lua_insert(L, base + 1);
-      if (lua_pcall(L, n, 0, 0) != LUA_OK) {
-        fprintf(stderr, "luxec: error calling 'print' (%s)\n", lua_tostring(L, -1));
-        lua_pop(L, 1);
-      }
-    }
-  } else {
-    luxec_report(L, status);
-  }
-  lua_settop(L, base);
-  fflush(stdout);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "luxec.repl");
+  if (luxec_report(L, luxec_docall(L, 1, 1)) != LUA_OK) return -1;
+  r->mod_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_createtable(L, 0, 3);                                /* native */
+  lua_pushboolean(L, r->tty);
+  lua_setfield(L, -2, "tty");
+  lua_pushcfunction(L, native_add_history);
+  lua_setfield(L, -2, "add_history");
+  lua_pushcfunction(L, native_clear_history);
+  lua_setfield(L, -2, "clear_history");
+  return rcall(r, "start", 1, 0);
 }
 
 void luxec_repl(luxec_host *h) {
   repl *r = calloc(1, sizeof *r);
   if (r == NULL) return;
   r->h = h;
+  r->mod_ref = LUA_NOREF;
   r->tty = isatty(STDIN_FILENO);
+  active = r;
+  if (start(r) != 0) {
+    if (r->mod_ref != LUA_NOREF) luaL_unref(h->L, LUA_REGISTRYINDEX, r->mod_ref);
+    active = NULL;
+    free(r);
+    return;
+  }
+  /* libuv makes a polled descriptor non-blocking; on a terminal stdin and stdout are often
+   * one open file, and a non-blocking stdout loses what a slow terminal does not take at
+   * once (print of a long string). Reads only follow readiness, so blocking is fine. */
+  int fl = fcntl(STDIN_FILENO, F_GETFL);
   r->pollable = uv_poll_init(&h->loop, &r->poll, STDIN_FILENO) == 0;
   if (r->pollable) r->poll.data = NULL;
+  if (fl >= 0) fcntl(STDIN_FILENO, F_SETFL, fl);
   uv_signal_init(&h->loop, &r->sigint);
   r->sigint.data = NULL;
-  active = r;
   if (r->tty) {
     rl_readline_name = "luxec";
-    rl_callback_handler_install(PROMPT, readline_cb);
+    rl_attempted_completion_function = complete_cb;
+    rl_basic_word_break_characters = " \t\n\"'`@$><=;|&{(,+-*/%^~#[]";
+    rl_completer_word_break_characters = rl_basic_word_break_characters;
+    rl_callback_handler_install(prompt_copy(r), readline_cb);
   } else {
-    fputs(PROMPT, stdout);
+    fputs(prompt_copy(r), stdout);
     fflush(stdout);
   }
-  while (!r->eof || r->ready != NULL) {
-    if (r->ready == NULL && r->pollable) {
+  while (!r->eof || r->ready) {
+    if (!r->ready && r->pollable) {
       uv_poll_start(&r->poll, UV_READABLE, poll_cb);
       uv_signal_start(&r->sigint, sigint_cb, SIGINT);
-      while (r->ready == NULL && !r->eof) luxec_host_run(h, UV_RUN_ONCE);
+      while (!r->ready && !r->eof) luxec_host_run(h, UV_RUN_ONCE);
       uv_poll_stop(&r->poll);
       uv_signal_stop(&r->sigint); /* libuv leaves SIGINT at SIG_DFL: the host's again */
       luxec_host_signals();
-    } else if (r->ready == NULL) {
+    } else if (!r->ready) {
       if (r->tty) rl_callback_read_char();
       else read_plain(r);
     }
-    if (r->ready != NULL) {
-      char *chunk = r->ready;
-      r->ready = NULL;
-      if (r->tty) add_history(chunk);
-      run_chunk(r, chunk);
-      free(chunk);
+    if (r->ready) {
+      r->ready = 0;
+      lua_State *L = h->L;
+      lua_rawgeti(L, LUA_REGISTRYINDEX, r->mod_ref);
+      lua_getfield(L, -1, "run");
+      lua_remove(L, -2);
+      luxec_report(L, luxec_docall(L, 0, 0)); /* Ctrl-C interrupts the chunk */
+      fflush(stdout);
       if (r->tty && !r->eof) {
-        rl_callback_handler_install(prompt(r), readline_cb);
+        rl_callback_handler_install(prompt_copy(r), readline_cb);
       } else if (!r->tty) {
         split_lines(r);
-        if (r->ready == NULL && !r->eof) {
-          fputs(prompt(r), stdout);
+        if (!r->ready && !r->eof) {
+          fputs(prompt_copy(r), stdout);
           fflush(stdout);
         }
       }
@@ -238,7 +294,8 @@ void luxec_repl(luxec_host *h) {
   if (r->pollable) uv_close((uv_handle_t *)&r->poll, NULL);
   uv_close((uv_handle_t *)&r->sigint, NULL);
   luxec_host_run(h, UV_RUN_NOWAIT); /* let the closes finish before r is freed */
-  free(r->pending);
+  free_candidates();
+  luaL_unref(h->L, LUA_REGISTRYINDEX, r->mod_ref);
   active = NULL;
   free(r);
 }

@@ -102,6 +102,11 @@ function commands.mcp(...)
   return require("luxec.mcp").serve(cfg)
 end
 
+--- luxec play [--speed N] [--idle-limit SECONDS] FILE.cast: replay a recording.
+function commands.play(...)
+  return require("luxec.record").play({ ... })
+end
+
 local USAGE = "usage: luxec [options] [script [args]] | luxec sandbox-check | luxec mcp\n"
 
 --- Run subcommand `name` with its arguments; returns the exit status.

@@ -17,4 +17,9 @@ M.run = require("luxec.run").run
 M.terminate_all = process.terminate_all
 M.defaults = process.defaults
 
+local expect = require("luxec.expect")
+M.EOF = expect.EOF
+M.TIMEOUT = expect.TIMEOUT
+M.spawn = require("luxec.record").spawn -- process.spawn with record = "file.cast"
+
 return M

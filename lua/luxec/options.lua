@@ -1,5 +1,6 @@
 --- luxec.options: checking what luxec.spawn and luxec.run are given, with errors that name
---- the argument, and the environment a session starts with.
+--- the argument, and the environment a session starts with. Errors carry no position: the
+--- public function re-raises them at its caller's line.
 local uv = require("luv")
 
 local M = {}
@@ -13,7 +14,7 @@ local SPAWN_OPTIONS = {
 }
 
 local function argerror(fname, n, msg)
-  error(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), 3)
+  error(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), 0)
 end
 
 function M.check_type(fname, key, value, want)
@@ -26,13 +27,13 @@ function M.check_type(fname, key, value, want)
   elseif t == want then
     return
   end
-  error(("bad option '%s' to '%s' (%s expected, got %s)"):format(key, fname, want, t), 4)
+  error(("bad option '%s' to '%s' (%s expected, got %s)"):format(key, fname, want, t), 0)
 end
 
 local function check_size(fname, key, v)
   if v ~= nil and (math.type(v) ~= "integer" or v < 0) then
     error(("bad option '%s' to '%s' (non-negative integer expected, got %s)")
-      :format(key, fname, tostring(v)), 4)
+      :format(key, fname, tostring(v)), 0)
   end
 end
 
@@ -61,7 +62,7 @@ function M.build_env(opts)
   end
   for k, v in pairs(opts.env or {}) do
     if type(k) ~= "string" or k == "" or k:find("=", 1, true) then
-      error(("bad option 'env' to 'spawn' (invalid variable name %q)"):format(tostring(k)), 4)
+      error(("bad option 'env' to 'spawn' (invalid variable name %q)"):format(tostring(k)), 0)
     end
     if v == false then
       env[k] = nil
@@ -69,7 +70,7 @@ function M.build_env(opts)
       env[k] = tostring(v)
     else
       error(("bad option 'env' to 'spawn' (value of %s must be a string, got %s)")
-        :format(k, type(v)), 4)
+        :format(k, type(v)), 0)
     end
   end
   for k, v in pairs(env) do
@@ -87,17 +88,17 @@ function M.check_spawn_opts(opts)
   for k, v in pairs(opts) do
     local want = SPAWN_OPTIONS[k]
     if want == nil then
-      error(("bad argument #2 to 'spawn' (unknown option '%s')"):format(tostring(k)), 3)
+      error(("bad argument #2 to 'spawn' (unknown option '%s')"):format(tostring(k)), 0)
     end
     M.check_type("spawn", k, v, want)
   end
   if opts.stdin ~= nil and opts.stdin ~= "pipe" and opts.stdin ~= "null" then
     error(("bad option 'stdin' to 'spawn' (\"pipe\" or \"null\" expected, got %q)")
-      :format(opts.stdin), 3)
+      :format(opts.stdin), 0)
   end
   if opts.stderr ~= nil and opts.stderr ~= "merge" and opts.stderr ~= "pipe" then
     error(("bad option 'stderr' to 'spawn' (\"merge\" or \"pipe\" expected, got %q)")
-      :format(opts.stderr), 3)
+      :format(opts.stderr), 0)
   end
   check_size("spawn", "head", opts.head)
   check_size("spawn", "tail", opts.tail)
@@ -106,21 +107,33 @@ function M.check_spawn_opts(opts)
   if type(opts.tty) == "table" then
     for k, v in pairs(opts.tty) do
       if k ~= "rows" and k ~= "cols" then
-        error(("bad option 'tty' to 'spawn' (unknown field '%s')"):format(tostring(k)), 3)
+        error(("bad option 'tty' to 'spawn' (unknown field '%s')"):format(tostring(k)), 0)
       end
       if math.type(v) ~= "integer" or v < 1 or v > 65535 then
         error(("bad option 'tty.%s' to 'spawn' (integer 1..65535 expected, got %s)")
-          :format(k, tostring(v)), 3)
+          :format(k, tostring(v)), 0)
       end
     end
   end
   if opts.tty and opts.stderr == "pipe" then
-    error("bad option 'stderr' to 'spawn' (a terminal session has one output stream)", 3)
+    error("bad option 'stderr' to 'spawn' (a terminal session has one output stream)", 0)
   end
   return opts
 end
 
 
 M.argerror = argerror
+
+--- Check spawn's arguments (raises with no position; see the module comment).
+function M.check(fname, argv, opts)
+  M.check_argv(fname, argv)
+  M.check_spawn_opts(opts)
+  if opts and opts.env then
+    M.build_env({ env = opts.env }) -- the names and values, checked before anything starts
+  end
+  if opts and opts.sandbox then
+    require("luxec.sandbox").resolve(opts.sandbox, opts.cwd or uv.cwd())
+  end
+end
 
 return M

@@ -50,8 +50,11 @@ Process.__index = Process
 ---@param opts luxec.SpawnOptions|nil
 ---@return luxec.Process|nil, string|nil, string|nil
 function M.spawn(argv, opts)
-  options.check_argv("spawn", argv)
-  opts = options.check_spawn_opts(opts)
+  local ok, err = pcall(options.check, "spawn", argv, opts)
+  if not ok then
+    error(err, 2)
+  end
+  opts = opts or {}
   local self = setmetatable({
     _listeners = { output = {}, exit = {} },
     _waiters = {}, -- woken by any event, output included
@@ -62,7 +65,13 @@ function M.spawn(argv, opts)
     _finished = false,
   }, Process)
   local tty = opts.tty
-  local env = (opts.env ~= nil or opts.inherit_env ~= nil) and options.build_env(opts) or nil
+  local env
+  if opts.env ~= nil or opts.inherit_env ~= nil then
+    ok, env = pcall(options.build_env, opts)
+    if not ok then
+      error(env, 2)
+    end
+  end
   local marker
   if opts.cgroup == false or not core.cgroups() then
     -- Without a cgroup, orphans that left the session (setsid daemons) are told apart by
@@ -76,8 +85,8 @@ function M.spawn(argv, opts)
   local sbx
   if opts.sandbox then
     cwd = cwd or uv.cwd() -- a new mount namespace needs the directory looked up again
-    local ok, spec = pcall(sandbox.resolve, opts.sandbox, cwd)
-    if not ok then
+    local resolved, spec = pcall(sandbox.resolve, opts.sandbox, cwd)
+    if not resolved then
       error(spec, 2)
     end
     sbx = spec
@@ -157,6 +166,10 @@ function Process:_event(kind, stream, count)
       end
     end
   elseif kind == "exit" or kind == "eof" then
+    if kind == "eof" then
+      self._eof = self._eof or {}
+      self._eof[stream] = true
+    end
     local st = self._h:status()
     if st.exited and st.eof then
       self:_finish(nil)
@@ -274,15 +287,22 @@ function Process:reader(stream)
   }
 end
 
---- Wait until new output arrives (or the process finishes, or timeout); true if it did.
+--- Wait until new output arrives, the stream reaches EOF or the process finishes (or the
+--- timeout passes); true unless it timed out.
 function Process:wait_output(opts)
   check_open(self, "wait_output")
   local ms = check_timeout("wait_output", opts)
   local stream = (opts and opts.stream) or 1
   local start = select(2, self._h:read(stream, 1 << 62)) -- the current total
   return self:_wait_until(function()
-    return self._finished or select(2, self._h:read(stream, 1 << 62)) > start
+    return self._finished or (self._eof and self._eof[stream])
+      or select(2, self._h:read(stream, 1 << 62)) > start
   end, ms)
+end
+
+--- Whether the stream (1 by default) reached EOF: nothing more will arrive on it.
+function Process:eof(stream)
+  return self._finished or (self._eof ~= nil and self._eof[stream or 1] == true)
 end
 
 function Process:read_range(offset, length, stream)
@@ -321,8 +341,10 @@ function Process:resize(rows, cols)
 end
 
 --- Register fn for "output" (fn(data, stream), as it arrives) or "exit" (fn(status), once
---- finished).
-function Process:on(event, fn)
+--- finished). The session then keeps the host running until it finishes, unless opts.hold
+--- is false.
+---@param opts {hold: boolean}|nil
+function Process:on(event, fn, opts)
   check_open(self, "on")
   if self._listeners[event] == nil then
     error(("bad argument #1 to 'on' (\"output\" or \"exit\" expected, got %s)")
@@ -331,8 +353,11 @@ function Process:on(event, fn)
   if type(fn) ~= "function" then
     error(("bad argument #2 to 'on' (function expected, got %s)"):format(type(fn)), 2)
   end
+  if opts ~= nil and type(opts) ~= "table" then
+    error(("bad argument #3 to 'on' (options table expected, got %s)"):format(type(opts)), 2)
+  end
   table.insert(self._listeners[event], fn)
-  if not self._finished then
+  if not self._finished and not (opts and opts.hold == false) then
     self:_hold(1) -- a listener keeps the host running until the session finishes
     self._listener_holds = (self._listener_holds or 0) + 1
   end
@@ -462,5 +487,7 @@ Process.__close = Process.close
 function Process:__tostring()
   return self._h and tostring(self._h) or "luxec.proc (closed)"
 end
+
+require("luxec.expect").install(Process)
 
 return M

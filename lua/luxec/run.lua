@@ -10,14 +10,20 @@ local RUN_OPTIONS = { timeout = "number", input = "string" }
 --- timed_out, ...}. opts: every spawn option, plus timeout (seconds) and input (written to
 --- stdin, then EOF).
 function M.run(argv, opts)
-  options.check_argv("run", argv)
+  local checked, why = pcall(options.check_argv, "run", argv)
+  if not checked then
+    error(why, 2)
+  end
   if opts ~= nil and type(opts) ~= "table" then
-    options.argerror("run", 2, "options must be a table, got " .. type(opts))
+    error("bad argument #2 to 'run' (options must be a table, got " .. type(opts) .. ")", 2)
   end
   local sopts = {}
   for k, v in pairs(opts or {}) do
     if RUN_OPTIONS[k] then
-      options.check_type("run", k, v, RUN_OPTIONS[k])
+      local okt, terr = pcall(options.check_type, "run", k, v, RUN_OPTIONS[k])
+      if not okt then
+        error(terr, 2)
+      end
     else
       sopts[k] = v
     end

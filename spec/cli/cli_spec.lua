@@ -106,6 +106,19 @@ describe("luxec command line", function()
     assert.matches("'%-e' needs argument", r.stderr)
   end)
 
+  it("keeps running for a session's listener, unless it holds nothing", function()
+    local script = [[
+      local luxec = require('luxec')
+      local p = luxec.spawn({'sh', '-c', 'sleep 0.5; echo late'})
+      p:on('output', function(d) io.write(d) end, %s)
+    ]]
+    local r = H.run({ "-e", script:format("nil") })
+    assert.same({ 0, "late\n" }, { r.code, r.stdout })
+    r = H.run({ "-e", script:format("{hold = false}") })
+    assert.same({ 0, "" }, { r.code, r.stdout })
+    assert.is_true(r.ms < 450, "the host waited " .. r.ms .. " ms")
+  end)
+
   it("runs a timer that outlives the main chunk", function()
     local r = H.run({ "-e", [[
       local uv = require('luv')

@@ -1,0 +1,628 @@
+--- luxec.expect: what automation scripts need on top of a session, installed as methods of
+--- luxec.process's sessions: `expect` (plain strings, Lua patterns, PCRE2 regexes, EOF and
+--- TIMEOUT) over a bounded search window, `send`/`sendline`/`sendcontrol`, and `interact`
+--- (a person takes over the session; an escape key hands control back).
+---
+--- Every wait is a luxec wait: from top-level code it drives the loop, inside luxec.go it
+--- yields. Nothing sleeps: a send is a write, an expect returns as soon as the output matches.
+local sched = require("luxec.sched")
+local uv = require("luv")
+
+local M = {}
+
+M.defaults = {
+  timeout = 30, -- seconds an expect waits (pexpect's default); false: no limit
+  window = 16384, -- how far before new output a Lua pattern or regex match may start (bytes)
+  maxbuffer = 1 << 20, -- unmatched output kept for p.before (bytes; older output is dropped)
+  linesep = "\n", -- what sendline appends
+  escape = "^]", -- the key that ends interact (Ctrl-])
+}
+
+local function sentinel(name)
+  return setmetatable({}, { __name = name, __tostring = function() return name end })
+end
+
+--- Patterns for the end of the output and for the end of the wait.
+M.EOF = sentinel("luxec.EOF")
+M.TIMEOUT = sentinel("luxec.TIMEOUT")
+
+local rex -- rex_pcre2, loaded with the first regex
+local NOTBOL
+
+-- Checking raises bare messages; prepare() re-raises them at the caller of expect.
+local function argerror(fname, n, msg)
+  error(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), 0)
+end
+
+local function describe(pat)
+  if pat.kind == "eof" then return "EOF" end
+  if pat.kind == "timeout" then return "TIMEOUT" end
+  local s = ("%q"):format(pat.src):gsub("\\\n", "\\n")
+  return pat.kind == "plain" and s or ("{%s = %s}"):format(pat.kind, s)
+end
+
+local regex_cache = setmetatable({}, { __mode = "v" })
+
+local function compile_regex(fname, src, flags)
+  local key = (flags or "") .. "/" .. src
+  local r = regex_cache[key]
+  if r then return r end
+  if not rex then
+    local ok, mod = pcall(require, "rex_pcre2")
+    if not ok then
+      error(("%s: {re = ...} needs lua-rex-pcre2 (require \"rex_pcre2\" failed: %s)")
+        :format(fname, mod), 0)
+    end
+    rex, NOTBOL = mod, mod.flags().NOTBOL
+  end
+  local ok, compiled = pcall(rex.new, src, flags)
+  if not ok then
+    argerror(fname, 1, ("invalid regex %q: %s"):format(src, tostring(compiled)))
+  end
+  regex_cache[key] = compiled
+  return compiled
+end
+
+-- Why a Lua pattern is malformed (the checks lstrlib makes only when matching reaches
+-- them), or nil.
+local function lua_pattern_error(p)
+  local i, n = 1, #p
+  local open, closed = {}, {} -- capture numbers still open / finished
+  local count = 0
+  local function class_end(j) -- index of the ']' closing the class opened before j
+    if p:sub(j, j) == "^" then j = j + 1 end
+    repeat
+      if j > n then return nil end
+      j = j + (p:sub(j, j) == "%" and 2 or 1)
+    until p:sub(j, j) == "]"
+    return j
+  end
+  if p:sub(1, 1) == "^" then i = 2 end
+  while i <= n do
+    local c = p:sub(i, i)
+    if c == "%" then
+      local d = p:sub(i + 1, i + 1)
+      if d == "" then return "malformed pattern (ends with '%')" end
+      if d == "b" then
+        if i + 3 > n then return "missing arguments to '%b'" end
+        i = i + 4
+      elseif d == "f" then
+        if p:sub(i + 2, i + 2) ~= "[" then return "missing '[' after '%f' in pattern" end
+        local j = class_end(i + 3)
+        if not j then return "malformed pattern (missing ']')" end
+        i = j + 1
+      else
+        local k = tonumber(d)
+        if k and k > 0 and not closed[k] then return ("invalid capture index %%%d"):format(k) end
+        i = i + 2
+      end
+    elseif c == "[" then
+      local j = class_end(i + 1)
+      if not j then return "malformed pattern (missing ']')" end
+      i = j + 1
+    elseif c == "(" then
+      count = count + 1
+      if p:sub(i + 1, i + 1) == ")" then
+        closed[count] = true
+        i = i + 2
+      else
+        open[#open + 1] = count
+        i = i + 1
+      end
+    elseif c == ")" then
+      if #open == 0 then return "invalid pattern capture" end
+      closed[table.remove(open)] = true
+      i = i + 1
+    else
+      i = i + 1
+    end
+  end
+  if #open > 0 then return "unfinished capture" end
+  return nil
+end
+
+-- One pattern as given -> {kind = "plain"|"lua"|"re"|"eof"|"timeout", src, re, anchored}.
+local function compile_one(fname, pat, exact)
+  if pat == M.EOF then return { kind = "eof" } end
+  if pat == M.TIMEOUT then return { kind = "timeout" } end
+  if type(pat) == "string" then
+    if pat == "" then argerror(fname, 1, "empty pattern") end
+    return { kind = "plain", src = pat }
+  end
+  if type(pat) == "table" and not exact then
+    if type(pat.lua) == "string" then
+      local err = lua_pattern_error(pat.lua)
+      if err then argerror(fname, 1, ("invalid Lua pattern %q: %s"):format(pat.lua, err)) end
+      return { kind = "lua", src = pat.lua, anchored = pat.lua:sub(1, 1) == "^" }
+    elseif type(pat.re) == "string" then
+      if pat.flags ~= nil and type(pat.flags) ~= "string" then
+        argerror(fname, 1, "regex flags must be a string such as \"i\" or \"ms\"")
+      end
+      return { kind = "re", src = pat.re, re = compile_regex(fname, pat.re, pat.flags) }
+    end
+  end
+  local want = exact and "a string, luxec.EOF or luxec.TIMEOUT"
+    or "a string, {lua = pattern}, {re = regex}, luxec.EOF or luxec.TIMEOUT"
+  argerror(fname, 1, ("pattern %s expected, got %s"):format(want,
+    type(pat) == "string" and "an empty string" or type(pat)))
+end
+
+local function compile(fname, patterns, exact)
+  local list = patterns
+  if type(patterns) ~= "table" or getmetatable(patterns) ~= nil or patterns.lua ~= nil
+    or patterns.re ~= nil then
+    list = { patterns }
+  end
+  if #list == 0 then argerror(fname, 1, "no pattern given") end
+  local pats = { overlap = 0 }
+  for i = 1, #list do
+    local p = compile_one(fname, list[i], exact)
+    pats[i] = p
+    if p.kind == "eof" then
+      pats.eof = pats.eof or i
+    elseif p.kind == "timeout" then
+      pats.timeout = pats.timeout or i
+    elseif p.kind == "plain" then
+      pats.overlap = math.max(pats.overlap, #p.src - 1)
+    else
+      pats.windowed = true
+    end
+  end
+  return pats
+end
+
+-- The earliest match in subject from init on; ties go to the first pattern listed.
+-- at_start: subject begins where the unmatched output begins (for ^ anchors).
+-- Returns index, start, end, captures (a list) or nil.
+local function search(pats, subject, init, at_start)
+  local best, bs, be, bcaps
+  for i = 1, #pats do
+    local p = pats[i]
+    local r
+    if p.kind == "plain" then -- the common case, without a table per search
+      local s, e = subject:find(p.src, init, true)
+      if s and (not bs or s < bs) then best, bs, be, bcaps = i, s, e, false end
+    elseif p.kind == "lua" then
+      if at_start or not p.anchored then r = table.pack(subject:find(p.src, init)) end
+    elseif p.kind == "re" then
+      r = table.pack(p.re:find(subject, init, not at_start and NOTBOL or nil))
+    end
+    if r and r[1] and (not bs or r[1] < bs) then
+      best, bs, be = i, r[1], r[2]
+      bcaps = table.move(r, 3, r.n, 1, {})
+      bcaps.n = r.n - 2
+    end
+  end
+  return best, bs, be, bcaps or (best and { n = 0 })
+end
+
+-- The per-session state: a reader of its own and the unmatched output (`chunks` from
+-- index `first`, `len` bytes in all, at most maxbuffer plus one read).
+local function state(p)
+  local x = rawget(p, "_expect")
+  if not x then
+    x = { reader = p:reader(), chunks = {}, first = 1, last = 0, len = 0 }
+    p._expect = x
+  end
+  return x
+end
+
+local function pending(x)
+  return table.concat(x.chunks, "", x.first, x.last)
+end
+
+local function set_pending(x, s)
+  x.chunks, x.first, x.last, x.len = { s }, 1, 1, #s
+  if s == "" then x.last = 0 end
+end
+
+local function append(x, data)
+  x.last = x.last + 1
+  x.chunks[x.last] = data
+  x.len = x.len + #data
+end
+
+-- Drop the oldest unmatched output beyond maxbuffer (only after a search: the subject of a
+-- search must stay within the unmatched output).
+local function trim(x, maxbuffer)
+  while x.first < x.last and x.len - #x.chunks[x.first] >= maxbuffer do
+    x.len = x.len - #x.chunks[x.first]
+    x.chunks[x.first] = nil
+    x.first = x.first + 1
+  end
+end
+
+local function last_output(s)
+  s = #s > 120 and "..." .. s:sub(-120) or s
+  return (("%q"):format(s):gsub("\\\n", "\\n"))
+end
+
+local function list_patterns(pats)
+  local names = {}
+  for i = 1, #pats do
+    names[i] = describe(pats[i])
+  end
+  return table.concat(names, ", ")
+end
+
+-- A match of pats[i] at subject[s..e], subject being the last #subject bytes of the
+-- unmatched output: consume through the match, set p.before/after/match/captures.
+local function matched(p, x, i, subject, s, e, caps)
+  local all = pending(x)
+  local offset = #all - #subject
+  p.before = all:sub(1, offset + s - 1)
+  p.after = subject:sub(s, e)
+  p.match, p.captures, p.index = p.after, caps, i
+  set_pending(x, all:sub(offset + e + 1))
+  return i, p.after, table.unpack(caps, 1, caps.n)
+end
+
+-- The end of the output or of the wait: the EOF or TIMEOUT pattern's index, or an error.
+local function ended(p, x, pats, kind, timeout)
+  local all = pending(x)
+  p.before, p.captures = all, {}
+  local idx = pats[kind]
+  if idx then
+    set_pending(x, kind == "eof" and "" or all)
+    p.after = kind == "eof" and M.EOF or M.TIMEOUT
+    p.match, p.index = p.after, idx
+    return idx, p.after
+  end
+  p.after, p.match, p.index = nil, nil, nil
+  if kind == "eof" then
+    set_pending(x, "")
+    -- the output closes just before the exit, usually: give the status a moment to say how
+    if not p:finished() then p:wait({ timeout = 0.1 }) end
+    local st = p:status()
+    local how = st.signal_name and ("killed by SIG" .. st.signal_name)
+      or st.code and ("exit code " .. st.code) or "output closed"
+    return nil, ("eof: the session ended (%s) without a match for %s; last output: %s")
+      :format(how, list_patterns(pats), last_output(all)), "eof"
+  end
+  return nil, ("timeout: no match for %s within %g s; last output: %s")
+    :format(list_patterns(pats), timeout, last_output(all)), "timeout"
+end
+
+local EXPECT_OPTIONS = { timeout = true, window = true }
+
+local function check_opts(fname, p, opts)
+  local timeout = rawget(p, "timeout")
+  if timeout == nil then timeout = M.defaults.timeout end
+  local window = M.defaults.window
+  if opts ~= nil then
+    if type(opts) ~= "table" then
+      argerror(fname, 2, "options table expected, got " .. type(opts))
+    end
+    for k in pairs(opts) do
+      if not EXPECT_OPTIONS[k] then argerror(fname, 2, ("unknown option '%s'"):format(k)) end
+    end
+    if opts.timeout ~= nil then timeout = opts.timeout end
+    window = opts.window or window
+  end
+  if timeout ~= false and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
+    error(("bad option 'timeout' to '%s' (non-negative number of seconds or false expected, " ..
+      "got %s)"):format(fname, tostring(timeout)), 0)
+  end
+  if math.type(window) ~= "integer" or window < 1 then
+    error(("bad option 'window' to '%s' (positive integer expected, got %s)")
+      :format(fname, tostring(window)), 0)
+  end
+  return timeout, window
+end
+
+local function check_all(fname, p, patterns, opts, exact)
+  if not rawget(p, "_h") then
+    error(("attempt to call '%s' on a closed process"):format(fname), 0)
+  end
+  local pats = compile(fname, patterns, exact)
+  return pats, check_opts(fname, p, opts)
+end
+
+-- The patterns and options, checked; an error names the caller of expect.
+local function prepare(fname, p, patterns, opts, exact)
+  local ok, pats, timeout, window = pcall(check_all, fname, p, patterns, opts, exact)
+  if not ok then error(pats, 3) end
+  return pats, timeout, window
+end
+
+local function run_expect(p, pats, timeout, window)
+  local x = state(p)
+  local maxbuffer = math.max(M.defaults.maxbuffer, window)
+  local overlap = pats.windowed and window or pats.overlap
+  local deadline = timeout and uv.hrtime() / 1e6 + timeout * 1000
+  -- First what is already there, all of it: new patterns may match old output.
+  -- tail: the end of the unmatched output a match may start in; at_start: tail is all of it.
+  local tail, at_start = "", true
+  if x.len > 0 then
+    local all = pending(x)
+    local i, s, e, caps = search(pats, all, 1, true)
+    if i then return matched(p, x, i, all, s, e, caps) end
+    tail = overlap > 0 and all:sub(-overlap) or ""
+    at_start = #all <= overlap
+  end
+  while true do
+    local data, dropped, gap_at = x.reader.read()
+    if dropped > 0 then
+      -- Bytes the session dropped from memory before we read them: nothing matches across
+      -- the gap. What came before it is searched first.
+      local before_gap = data:sub(1, gap_at)
+      data = data:sub(gap_at + 1)
+      if before_gap ~= "" then
+        append(x, before_gap)
+        local subject = tail .. before_gap
+        local i, s, e, caps = search(pats, subject, 1, at_start)
+        if i then
+          local r = table.pack(matched(p, x, i, subject, s, e, caps))
+          append(x, data) -- what follows the gap stays unmatched
+          trim(x, maxbuffer)
+          return table.unpack(r, 1, r.n)
+        end
+      end
+      set_pending(x, "")
+      tail, at_start = "", false
+    end
+    if data ~= "" then
+      append(x, data)
+      local subject = tail .. data
+      local i, s, e, caps = search(pats, subject, 1, at_start)
+      if i then return matched(p, x, i, subject, s, e, caps) end
+      trim(x, maxbuffer)
+      tail = overlap > 0 and subject:sub(-overlap) or ""
+      at_start = at_start and #subject <= overlap
+    elseif p:eof() then -- the output is closed (the program may still run)
+      return ended(p, x, pats, "eof")
+    else
+      local left = deadline and deadline - uv.hrtime() / 1e6
+      if left and left <= 0 then return ended(p, x, pats, "timeout", timeout) end
+      p:wait_output({ timeout = left and left / 1000 })
+    end
+  end
+end
+
+local Methods = {}
+
+--- Wait until the output matches one of `patterns` and consume it through the match.
+--- A pattern is a plain string, {lua = "Lua pattern"}, {re = "PCRE2 regex", flags = "i"},
+--- luxec.EOF (the session ended) or luxec.TIMEOUT (the wait ran out); one or a list. The
+--- earliest match in the output wins, ties going to the first listed. Returns the index of
+--- the pattern, the matched text and its captures, and sets p.before (the output before the
+--- match), p.after and p.match (the matched text, or luxec.EOF / luxec.TIMEOUT) and
+--- p.captures. Without a matching EOF or TIMEOUT pattern the end of the output or of the
+--- wait returns nil, "eof: ..." or "timeout: ...", and "eof" or "timeout".
+--- opts: timeout (seconds, or false for none; default p.timeout or 30), window (bytes before
+--- new output where a Lua pattern or regex match may start: 16384).
+---@return integer|nil index, string|table match_or_message, any ...
+function Methods:expect(patterns, opts)
+  local pats, timeout, window = prepare("expect", self, patterns, opts, false)
+  return run_expect(self, pats, timeout, window)
+end
+
+--- expect with plain strings only (and luxec.EOF / luxec.TIMEOUT).
+function Methods:expect_exact(patterns, opts)
+  local pats, timeout, window = prepare("expect_exact", self, patterns, opts, true)
+  return run_expect(self, pats, timeout, window)
+end
+
+--- Write `s` as it is; returns the bytes accepted (p:write).
+function Methods:send(s)
+  if type(s) ~= "string" then
+    error(("bad argument #1 to 'send' (string expected, got %s)"):format(type(s)), 2)
+  end
+  return self:write(s)
+end
+
+--- Write `s` and a line end ("\n", expect.defaults.linesep).
+function Methods:sendline(s)
+  s = s or ""
+  if type(s) ~= "string" then
+    error(("bad argument #1 to 'sendline' (string expected, got %s)"):format(type(s)), 2)
+  end
+  return self:write(s .. M.defaults.linesep)
+end
+
+local CONTROL_SIGNALS = { c = "INT", ["\\"] = "QUIT", z = "TSTP" }
+
+--- The control character for a key ("c" -> "\3", "^C" and "[" work too), or nil.
+function M.control(key)
+  if type(key) ~= "string" then return nil end
+  key = key:gsub("^%^", ""):lower()
+  if #key ~= 1 then return nil end
+  if key == "?" then return "\127" end
+  local b = key:upper():byte()
+  if b < 64 or b > 95 then return nil end
+  return string.char(b - 64)
+end
+
+--- Send a control key: sendcontrol("c") writes Ctrl-C (byte 3). On a terminal the line
+--- discipline turns it into a signal; a pipe session has none, so there "c", "\\" and "z"
+--- signal the process group (INT, QUIT, TSTP) and "d" closes stdin instead.
+function Methods:sendcontrol(key)
+  local ch = M.control(key)
+  if not ch then
+    error(("bad argument #1 to 'sendcontrol' (a key such as \"c\" or \"^]\" expected, got %s)")
+      :format(tostring(key)), 2)
+  end
+  if not self:status().tty then
+    local k = key:gsub("^%^", ""):lower()
+    if CONTROL_SIGNALS[k] then return self:signal(CONTROL_SIGNALS[k], "group") end
+    if k == "d" then return self:close_stdin() end
+  end
+  return self:write(ch)
+end
+
+M.defaults.input_poll_ms = 10 -- how often wait_input looks whether the program reads
+
+--- Wait until the program waits for input: blocked reading its terminal (or its stdin pipe),
+--- which no output pattern can tell. With echo_off = true only a prompt that does not echo
+--- counts (a password prompt: ssh and sudo flush what was typed before it, so a password
+--- sent at the sight of "password:" can be lost). Returns true, or nil, "timeout: ...",
+--- "timeout" / nil, "eof: ...", "eof". opts: timeout (seconds, default p.timeout or 30),
+--- echo_off.
+function Methods:wait_input(opts)
+  if not rawget(self, "_h") then error("attempt to call 'wait_input' on a closed process", 2) end
+  if opts ~= nil and type(opts) ~= "table" then
+    error(("bad argument #1 to 'wait_input' (options table expected, got %s)"):format(type(opts)),
+      2)
+  end
+  opts = opts or {}
+  local timeout = opts.timeout
+  if timeout == nil then timeout = rawget(self, "timeout") end
+  if timeout == nil then timeout = M.defaults.timeout end
+  if timeout ~= false and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
+    error(("bad option 'timeout' to 'wait_input' (non-negative number of seconds or false " ..
+      "expected, got %s)"):format(tostring(timeout)), 2)
+  end
+  local deadline = timeout and uv.hrtime() / 1e6 + timeout * 1000
+  while true do
+    if self:finished() then
+      return nil, "eof: the session ended before it waited for input", "eof"
+    end
+    local st = self:status()
+    if st.waiting_for_input and (not opts.echo_off or st.echo_off) then return true end
+    local left = deadline and deadline - uv.hrtime() / 1e6
+    if left and left <= 0 then
+      return nil, ("timeout: the session did not wait for input%s within %g s")
+        :format(opts.echo_off and " with echo off" or "", timeout), "timeout"
+    end
+    local step = left and math.min(left, M.defaults.input_poll_ms) or M.defaults.input_poll_ms
+    if self:eof() then
+      sched.sleep(step) -- no more output can wake the wait: poll at the step
+    else
+      self:wait_output({ timeout = step / 1000 })
+    end
+  end
+end
+
+--- pexpect's sendeof: the end of input (p:close_stdin()).
+function Methods:sendeof()
+  return self:close_stdin()
+end
+
+-- Suspend until the session reports an event (output, EOF, exit, close) or `arm`'s wake is
+-- called. luxec.process offers no public wait for "this session or something else", so this
+-- joins the waiter list its own waits use.
+local function wait_session_or(p, arm)
+  sched.suspend(function(wake)
+    table.insert(p._waiters, wake)
+    arm(wake)
+  end)
+end
+
+
+local INTERACT_OPTIONS = {
+  escape = { "string or false", string = true, boolean = true },
+  replay = { "boolean", boolean = true },
+  start = { "function", ["function"] = true },
+  output = { "function", ["function"] = true },
+  input = { "function", ["function"] = true },
+}
+
+--- Hand the session to the person at the terminal: their keys go to it raw (Ctrl-C
+--- included), its output comes to their screen, and a terminal session follows the size of
+--- theirs. Output not yet consumed by expect is shown first. Returns when they press the
+--- escape key ("escape"), when the session ends ("exit") or when the input ends ("eof");
+--- afterwards expect goes on after what they saw.
+--- opts: escape ("^]" by default; a key as "^X", any string, or false for none),
+--- replay (false: do not show what the session printed before; expect forgets it too),
+--- start (a function(term) called once the terminal is raw and the session resized, before
+--- any key is forwarded: a banner or a redraw; "\r\n" ends its lines),
+--- output (a function(data) that shows output instead of writing it to the terminal),
+--- input (a function(data) -> data|nil that filters each read of keys; nil drops it).
+---@return "escape"|"exit"|"eof"
+function Methods:interact(opts)
+  if not rawget(self, "_h") then error("attempt to call 'interact' on a closed process", 2) end
+  if opts ~= nil and type(opts) ~= "table" then
+    error(("bad argument #1 to 'interact' (options table expected, got %s)"):format(type(opts)), 2)
+  end
+  opts = opts or {}
+  for k, v in pairs(opts) do
+    local want = INTERACT_OPTIONS[k]
+    if not want then
+      error(("bad argument #1 to 'interact' (unknown option '%s')"):format(tostring(k)), 2)
+    end
+    if not want[type(v)] then
+      error(("bad option '%s' to 'interact' (%s expected, got %s)"):format(k, want[1], type(v)), 2)
+    end
+  end
+  local escape = opts.escape
+  if escape == nil then escape = M.defaults.escape end
+  if escape ~= false then
+    if type(escape) ~= "string" or escape == "" then
+      error("bad option 'escape' to 'interact' (a key such as \"^]\", a string or false)", 2)
+    end
+    escape = (#escape == 2 and escape:sub(1, 1) == "^" and M.control(escape)) or escape
+  end
+  local term = require("luxec.term") -- preloaded by the host
+  local x = state(self)
+  local t <close> = term.open()
+  local show = opts.output or function(data) t:write(data) end
+  local raw = term.isatty(0)
+  local tty = self:status().tty
+  if raw then assert(t:raw()) end
+  local done
+  local function stop(why, wake)
+    done = done or why
+    wake()
+  end
+  local waker = function() end
+  local ok, err = pcall(function()
+    if tty and raw then
+      local rows, cols = t:size()
+      if rows and rows > 0 and cols > 0 then self:resize(rows, cols) end
+    end
+    if opts.start then opts.start(t) end
+    if opts.replay == false then
+      x.reader.read() -- what the session printed before is not shown
+    elseif x.len > 0 then
+      show(pending(x))
+    end
+    set_pending(x, "")
+    assert(t:start(function(kind, a, b)
+      if kind == "input" then
+        local i = escape and a:find(escape, 1, true)
+        if i then a = a:sub(1, i - 1) end
+        if opts.input and a ~= "" then a = opts.input(a) end
+        if a and a ~= "" and rawget(self, "_h") then self:write(a) end
+        if i then stop("escape", waker) end
+      elseif kind == "resize" then
+        if tty and rawget(self, "_h") and a > 0 and b > 0 then self:resize(a, b) end
+      elseif kind == "eof" then
+        stop("eof", waker)
+      end
+    end))
+    while not done do
+      if not rawget(self, "_h") then
+        done = "exit"
+        break
+      end
+      local data = x.reader.read()
+      if data ~= "" then show(data) end
+      if self:finished() then
+        done = "exit"
+      else
+        wait_session_or(self, function(wake) waker = wake end)
+      end
+    end
+  end)
+  t:stop()
+  if raw then t:restore() end
+  if not ok then error(err, 0) end
+  return done
+end
+
+--- Install the methods on luxec.process's session class (done by luxec.process itself).
+function M.install(Process)
+  for name, fn in pairs(Methods) do
+    Process[name] = fn
+  end
+  --- p:screen() -> the rendered screen of a terminal session (see luxec.screen).
+  function Process.screen(p)
+    return require("luxec.screen").screen(p)
+  end
+  --- p:expect_screen(text | fn, opts) -> the screen once it shows text (see luxec.screen).
+  function Process.expect_screen(p, what, opts)
+    return require("luxec.screen").expect_screen(p, what, opts)
+  end
+end
+
+return M

@@ -1,0 +1,288 @@
+--- luxec.record: recordings of sessions and their replay.
+---
+--- `M.spawn` is luxec.spawn as the public API offers it: luxec.process's spawn plus the
+--- option `record = "file.cast"`, an asciicast v2 recording (https://docs.asciinema.org/
+--- manual/asciicast/v2/) of the session: output ("o") and input ("i") events with their
+--- timing and resizes ("r"). It also keeps the size of a terminal session, which p:screen()
+--- and the recording need. `M.play` is `luxec play file.cast`.
+local options = require("luxec.options")
+local process = require("luxec.process")
+local uv = require("luv")
+
+local M = {}
+
+--- Functions told about every session luxec.spawn starts: fn(p, argv, opts) (the prompt's
+--- list of sessions is one).
+M.on_spawn = {}
+
+-- ---- JSON, just what asciicast needs ----
+
+local ESCAPES = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t",
+  ["\b"] = "\\b", ["\f"] = "\\f" }
+
+-- Invalid UTF-8 becomes U+FFFD: JSON text is Unicode.
+local function valid_utf8(s)
+  if utf8.len(s) then return s end
+  local out, i = {}, 1
+  while i <= #s do
+    local ok, bad = utf8.len(s, i)
+    if ok then
+      out[#out + 1] = s:sub(i)
+      break
+    end
+    out[#out + 1] = s:sub(i, bad - 1)
+    out[#out + 1] = "\239\191\189"
+    i = bad + 1
+  end
+  return table.concat(out)
+end
+
+local function json_string(s)
+  return '"' .. valid_utf8(s):gsub('[%c"\\]', function(c)
+    return ESCAPES[c] or ("\\u%04x"):format(c:byte())
+  end) .. '"'
+end
+M.json_string = json_string
+
+-- A read may end inside a UTF-8 character: split off an incomplete last one.
+local function split_incomplete(s)
+  local n = #s
+  for k = 1, math.min(3, n) do
+    local b = s:byte(n - k + 1)
+    if b < 0x80 then return s, "" end
+    if b >= 0xC0 then
+      local need = b >= 0xF0 and 4 or b >= 0xE0 and 3 or 2
+      if need > k then return s:sub(1, n - k), s:sub(n - k + 1) end
+      return s, ""
+    end
+  end
+  return s, ""
+end
+
+-- ---- the recorder ----
+
+local Recorder = {}
+Recorder.__index = Recorder
+
+local function shell_quote(a)
+  if a:match("^[%w%-_./=:@,+]+$") then return a end
+  return "'" .. a:gsub("'", "'\\''") .. "'"
+end
+
+--- Start a recording into path (truncated). info: argv, rows, cols, term, tty. Returns the
+--- recorder (rec:event(kind, data), rec:close()), or nil, "ENOENT: ...: path", "ENOENT".
+function M.start(path, info)
+  local fd, err, code = uv.fs_open(path, "w", 420) -- 0644
+  if not fd then return nil, err, code end
+  local argv = {}
+  for i, a in ipairs(info.argv) do
+    argv[i] = shell_quote(a)
+  end
+  -- every event is written as it happens: a recording of a session that hangs is useful
+  uv.fs_write(fd, ('{"version": 2, "width": %d, "height": %d, "timestamp": %d, ' ..
+    '"command": %s, "env": {"TERM": %s, "SHELL": %s}}\n'):format(info.cols, info.rows,
+    os.time(), json_string(table.concat(argv, " ")), json_string(info.term or "dumb"),
+    json_string(os.getenv("SHELL") or "/bin/sh")), -1)
+  return setmetatable({ _fd = fd, _t0 = uv.hrtime(), _carry = { o = "", i = "" },
+    _tty = info.tty, path = path }, Recorder)
+end
+
+-- An event now; `final` writes an incomplete character kept from before as it is.
+function Recorder:event(kind, data, final)
+  local fd = self._fd
+  if not fd then return end
+  if kind ~= "r" then
+    data = self._carry[kind] .. data
+    if final then
+      self._carry[kind] = ""
+    else
+      data, self._carry[kind] = split_incomplete(data)
+    end
+    if data == "" then return end
+    if kind == "o" and not self._tty then
+      data = data:gsub("\r?\n", "\r\n") -- what a terminal would have shown
+    end
+  end
+  uv.fs_write(fd, ("[%.6f, %q, %s]\n"):format((uv.hrtime() - self._t0) / 1e9, kind,
+    json_string(data)), -1)
+end
+
+function Recorder:close()
+  if self._fd then
+    for kind, rest in pairs(self._carry) do
+      if rest ~= "" then self:event(kind, "", true) end
+    end
+    uv.fs_close(self._fd)
+    self._fd = nil
+  end
+end
+
+Recorder.__gc = Recorder.close -- a session closed before it finished
+
+-- A recording must not change how long a script runs: its listeners hold nothing.
+local function listen_unheld(p, event, fn)
+  p:on(event, fn, { hold = false })
+end
+
+-- ---- spawn ----
+
+local Process
+
+-- Methods set on a session itself (luxec.process's class stays as it is): resize keeps the
+-- size known, and feeds the screen the output drawn at the old size first; write records
+-- input.
+local function tracked_resize(self, rows, cols)
+  if rawget(self, "_screen") then require("luxec.screen").feed(self) end
+  local ok, err, code = Process.resize(self, rows, cols)
+  if ok then
+    self._tty_size = { rows, cols }
+    local rec = rawget(self, "_recorder")
+    if rec then rec:event("r", ("%dx%d"):format(cols, rows)) end
+  end
+  return ok, err, code
+end
+
+local function recorded_write(self, data)
+  local rec = rawget(self, "_recorder")
+  local kept = data
+  -- What is typed at a prompt that does not echo (a password) is not kept. Looked at before
+  -- the write: the program may turn echo back on as soon as it has read the line.
+  local h = rec and rawget(self, "_h")
+  if h and type(data) == "string" and h:status().tty and select(2, h:input_state()) then
+    kept = data:gsub("[^\r\n]", "*")
+  end
+  local n, err, code = Process.write(self, data)
+  if n and rec then rec:event("i", kept) end
+  return n, err, code
+end
+
+--- luxec.spawn: process.spawn(argv, opts) plus opts.record (a path: record the session as
+--- asciicast v2).
+function M.spawn(argv, opts)
+  local rec_path
+  if type(opts) == "table" and opts.record ~= nil then
+    if type(opts.record) ~= "string" then
+      error(("bad option 'record' to 'spawn' (string expected, got %s)"):format(type(opts.record)),
+        2)
+    end
+    rec_path = opts.record
+    local copy = {}
+    for k, v in pairs(opts) do
+      if k ~= "record" then copy[k] = v end
+    end
+    opts = copy
+  end
+  -- Raised at the caller's line, before anything starts.
+  local ok, err = pcall(options.check, "spawn", argv, opts)
+  if not ok then error(err, 2) end
+  local tty = opts and opts.tty
+  local rows = type(tty) == "table" and tty.rows or process.defaults.rows
+  local cols = type(tty) == "table" and tty.cols or process.defaults.cols
+  local rec
+  if rec_path then -- opened first: a path that cannot be written starts nothing
+    local env = opts and opts.env
+    local term = env and env.TERM or (env == nil or opts.inherit_env) and os.getenv("TERM")
+    local rerr, rcode
+    rec, rerr, rcode = M.start(rec_path, { argv = argv, rows = rows, cols = cols,
+      term = term or nil, tty = tty and true or false })
+    if not rec then return nil, ("%s (record)"):format(rerr), rcode end
+  end
+  local p, serr, code = process.spawn(argv, opts)
+  if not p then
+    if rec then
+      rec:close()
+      os.remove(rec_path)
+    end
+    return nil, serr, code
+  end
+  Process = Process or getmetatable(p)
+  if tty then
+    p._tty_size = { rows, cols }
+    p.resize = tracked_resize
+  end
+  if rec then
+    p._recorder = rec
+    p.write = recorded_write
+    listen_unheld(p, "output", function(data) rec:event("o", data) end)
+    listen_unheld(p, "exit", function() rec:close() end)
+  end
+  for _, fn in ipairs(M.on_spawn) do
+    fn(p, argv, opts)
+  end
+  return p
+end
+
+-- ---- luxec play ----
+
+local PLAY_USAGE = "usage: luxec play [--speed N] [--idle-limit SECONDS] FILE.cast\n"
+
+--- luxec play [--speed N] [--idle-limit S] FILE: write the recording's output to the
+--- terminal with its timing (N times faster; pauses cut to S seconds). Returns the status.
+function M.play(args)
+  local speed, idle, path = 1, nil, nil
+  local i = 1
+  while i <= #args do
+    local a = args[i]
+    if a == "--speed" or a == "-s" or a == "--idle-limit" or a == "-i" then
+      local v = tonumber(args[i + 1])
+      if not v or v <= 0 then
+        io.stderr:write(("luxec play: %s needs a positive number\n"):format(a), PLAY_USAGE)
+        return 2
+      end
+      if a == "--speed" or a == "-s" then speed = v else idle = v end
+      i = i + 2
+    elseif a:sub(1, 1) == "-" and a ~= "-" or path then
+      io.stderr:write(("luxec play: unexpected argument '%s'\n"):format(a), PLAY_USAGE)
+      return 2
+    else
+      path, i = a, i + 1
+    end
+  end
+  if not path then
+    io.stderr:write(PLAY_USAGE)
+    return 2
+  end
+  local f, err = io.stdin, nil
+  if path ~= "-" then f, err = io.open(path, "r") end
+  if not f then
+    io.stderr:write(("luxec play: %s\n"):format(err))
+    return 1
+  end
+  local cjson = require("cjson")
+  local function fail(n, what)
+    io.stderr:write(("luxec play: %s:%d: %s\n"):format(path, n, what))
+    if f ~= io.stdin then f:close() end
+    return 1
+  end
+  local ok, header = pcall(cjson.decode, f:read("l") or "")
+  if not ok or type(header) ~= "table" or header.version ~= 2 then
+    return fail(1, "not an asciicast v2 recording (its first line must be a header with " ..
+      "\"version\": 2)")
+  end
+  local sleep = require("luxec.sched").sleep
+  local start, skipped, prev = uv.hrtime(), 0, 0
+  local n = 1
+  for line in f:lines() do
+    n = n + 1
+    if line ~= "" then
+      local dok, ev = pcall(cjson.decode, line)
+      if not dok or type(ev) ~= "table" or type(ev[1]) ~= "number" or type(ev[3]) ~= "string" then
+        return fail(n, "not an event [time, type, data]")
+      end
+      if ev[2] == "o" then
+        local t = ev[1]
+        if idle and t - prev > idle then skipped = skipped + (t - prev - idle) end
+        prev = t
+        local due = (t - skipped) / speed * 1000
+        local now = (uv.hrtime() - start) / 1e6
+        if due > now + 1 then sleep(due - now) end
+        io.stdout:write(ev[3])
+        io.stdout:flush()
+      end
+    end
+  end
+  if f ~= io.stdin then f:close() end
+  return 0
+end
+
+return M

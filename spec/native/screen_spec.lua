@@ -1,0 +1,122 @@
+local H = require("helper")
+local luxec = require("luxec")
+local screen = require("luxec.screen")
+
+local TUI = H.fixture("tui")
+
+describe("luxec.screen (libvterm)", function()
+  after_each(H.assert_clean)
+
+  it("renders cursor movement, erasing and overwriting to the expected lines", function()
+    local s = screen.new(6, 20)
+    s:feed("hello world\r\n")                  -- row 1
+    s:feed("\27[3;5Hthird")                     -- CUP: row 3, column 5
+    s:feed("\27[2;1Habcdef\27[3D\27[K")         -- row 2: back 3 columns, erase to the end
+    s:feed("\27[1;1H\27[1CE")                   -- overwrite the 'e' of hello
+    s:feed("\27[5;1Hxy\bZ")                     -- backspace, then overwrite
+    s:feed("\27[6;1H✓ 日本")                    -- wide characters
+    assert.same({ "hEllo world", "abc", "    third", "", "xZ", "✓ 日本" }, s:lines())
+    assert.same({ 6, 7, true }, { s:cursor() }) -- ✓ is one column wide, 日 and 本 two
+    s:feed("\27[?25l")
+    assert.is_false(select(3, s:cursor()))
+    s:feed("\27[2J\27[H") -- clear
+    assert.same({ "", "", "", "", "", "" }, s:lines())
+    s:close()
+    s:close()
+    assert.matches("closed screen", select(2, pcall(s.lines, s)))
+  end)
+
+  it("wraps at the right margin and scrolls at the bottom", function()
+    local s = screen.new(3, 5)
+    s:feed("abcdefgh\r\n1\r\n2\r\n3")
+    assert.same({ "1", "2", "3" }, s:lines())
+    s:feed("\27[2J\27[Habcdefgh")
+    assert.same({ "abcde", "fgh", "" }, s:lines())
+    s:resize(3, 8)
+    assert.same({ 3, 8 }, { s:size() })
+    s:close()
+  end)
+
+  it("keeps the title and answers a cursor position report", function()
+    local s = screen.new(5, 10)
+    assert.is_nil(s:title())
+    assert.equals("", s:feed("\27]0;my title\7"))
+    assert.equals("my title", s:title())
+    assert.equals("\27[1;1R", s:feed("\27[6n"))
+    assert.matches("^luxec.screen %(5x10%)$", tostring(s))
+    s:close()
+  end)
+end)
+
+describe("p:screen()", function()
+  after_each(H.assert_clean)
+
+  it("renders a terminal session beside its raw output", function()
+    local p = assert(luxec.spawn({ "sh", "-c",
+      "printf 'line one\\r\\nline two\\r\\n\\033[1;6HONE\\033]2;sh title\\007\\033[3;3H'; " ..
+      "printf ready; sleep 30" }, { tty = { rows = 5, cols = 30 } }))
+    assert(p:expect("ready"))
+    local s = p:screen()
+    assert.same({ "line ONE", "line two", "  ready", "", "" }, s.lines)
+    assert.same({ row = 3, col = 8, visible = true }, s.cursor)
+    assert.equals("sh title", s.title)
+    assert.is_false(s.altscreen)
+    assert.same({ 5, 30 }, { s.rows, s.cols })
+    assert.equals("line ONE\nline two\n  ready", tostring(s))
+    assert.same({ 3, 3 }, { s:find("ready") })
+    assert.matches("\27[1;6HONE", p:snapshot().head, 1, true) -- the raw output is untouched
+    p:close()
+  end)
+
+  it("renders a full-screen program, follows a resize and sees it leave", function()
+    local p = assert(luxec.spawn({ TUI, "tui demo" }, { tty = { rows = 10, cols = 40 } }))
+    assert(p:expect("> "))
+    local s = p:screen()
+    assert.is_true(s.altscreen)
+    assert.equals("tui demo", s.title)
+    assert.equals(("-"):rep(40), s.lines[1])
+    assert.equals("| size 10x40" .. (" "):rep(27) .. "|", s.lines[3])
+    assert.equals("| key: none", s.lines[4]:sub(1, 11))
+    assert.same({ row = 10, col = 3, visible = true }, s.cursor)
+    p:send("k")
+    assert(p:expect("key: k"))
+    assert(p:expect("> "))
+    assert.equals("| key: k", p:screen().lines[4]:sub(1, 8))
+    p:resize(12, 50)
+    assert(p:expect("size 12x50"))
+    assert(p:expect("> "))
+    s = p:screen()
+    assert.same({ 12, 50 }, { s.rows, s.cols })
+    assert.equals(("-"):rep(50), s.lines[11])
+    assert.same({ row = 12, col = 3, visible = true }, s.cursor)
+    p:send("q")
+    assert(p:expect(luxec.EOF))
+    s = p:screen()
+    assert.is_false(s.altscreen)
+    assert.equals("bye", s.lines[1])
+    p:close()
+  end)
+
+  it("expect_screen waits until the screen shows a text or satisfies a function", function()
+    local p = assert(luxec.spawn({ "sh", "-c", "printf 'abc'; sleep 0.1; printf '\\rxyz'; " ..
+      "sleep 30" }, { tty = { rows = 4, cols = 20 } }))
+    local s = assert(p:expect_screen("xyz"))
+    assert.equals("xyz", s.lines[1]) -- "abc" was overwritten: the raw output has both
+    assert(p:expect_screen(function(sc) return sc.cursor.col == 4 end))
+    local none, msg, code = p:expect_screen("abc", { timeout = 0.1 })
+    assert.is_nil(none)
+    assert.equals("timeout", code)
+    assert.matches('the screen does not show "abc" within 0.1 s:\nxyz', msg, 1, true)
+    p:close()
+    p = assert(luxec.spawn({ "sh", "-c", "echo gone" }, { tty = true }))
+    assert.equals("eof", select(3, p:expect_screen("never")))
+    p:close()
+  end)
+
+  it("is refused on a session without a terminal, and on a closed one", function()
+    local p = assert(luxec.spawn({ "sleep", "30" }))
+    assert.matches("this session has no terminal", select(2, pcall(p.screen, p)))
+    p:close()
+    assert.matches("closed process", select(2, pcall(p.screen, p)))
+  end)
+end)
