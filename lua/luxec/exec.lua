@@ -167,7 +167,7 @@ function Engine:_wait(s, deadline, input_from)
       return "deadline"
     else
       local left = math.min(deadline, s.hard_deadline or math.huge) - now
-      if not watch then
+      if not watch or p:eof() then -- with the output closed, only the exit can end the wait
         p:wait({ timeout = left / 1000 })
       elseif now < input_from then
         p:wait_output({ timeout = math.min(left, input_from - now) / 1000 })

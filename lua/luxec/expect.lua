@@ -498,122 +498,17 @@ function Methods:sendeof()
   return self:close_stdin()
 end
 
--- Suspend until the session reports an event (output, EOF, exit, close) or `arm`'s wake is
--- called. luxec.process offers no public wait for "this session or something else", so this
--- joins the waiter list its own waits use.
-local function wait_session_or(p, arm)
-  sched.suspend(function(wake)
-    table.insert(p._waiters, wake)
-    arm(wake)
-  end)
-end
-
-
-local INTERACT_OPTIONS = {
-  escape = { "string or false", string = true, boolean = true },
-  replay = { "boolean", boolean = true },
-  start = { "function", ["function"] = true },
-  output = { "function", ["function"] = true },
-  input = { "function", ["function"] = true },
-}
-
---- Hand the session to the person at the terminal: their keys go to it raw (Ctrl-C
---- included), its output comes to their screen, and a terminal session follows the size of
---- theirs. Output not yet consumed by expect is shown first. Returns when they press the
---- escape key ("escape"), when the session ends ("exit") or when the input ends ("eof");
---- afterwards expect goes on after what they saw.
---- opts: escape ("^]" by default; a key as "^X", any string, or false for none),
---- replay (false: do not show what the session printed before; expect forgets it too),
---- start (a function(term) called once the terminal is raw and the session resized, before
---- any key is forwarded: a banner or a redraw; "\r\n" ends its lines),
---- output (a function(data) that shows output instead of writing it to the terminal),
---- input (a function(data) -> data|nil that filters each read of keys; nil drops it).
----@return "escape"|"exit"|"eof"
-function Methods:interact(opts)
-  if not rawget(self, "_h") then error("attempt to call 'interact' on a closed process", 2) end
-  if opts ~= nil and type(opts) ~= "table" then
-    error(("bad argument #1 to 'interact' (options table expected, got %s)"):format(type(opts)), 2)
-  end
-  opts = opts or {}
-  for k, v in pairs(opts) do
-    local want = INTERACT_OPTIONS[k]
-    if not want then
-      error(("bad argument #1 to 'interact' (unknown option '%s')"):format(tostring(k)), 2)
-    end
-    if not want[type(v)] then
-      error(("bad option '%s' to 'interact' (%s expected, got %s)"):format(k, want[1], type(v)), 2)
-    end
-  end
-  local escape = opts.escape
-  if escape == nil then escape = M.defaults.escape end
-  if escape ~= false then
-    if type(escape) ~= "string" or escape == "" then
-      error("bad option 'escape' to 'interact' (a key such as \"^]\", a string or false)", 2)
-    end
-    escape = (#escape == 2 and escape:sub(1, 1) == "^" and M.control(escape)) or escape
-  end
-  local term = require("luxec.term") -- preloaded by the host
-  local x = state(self)
-  local t <close> = term.open()
-  local show = opts.output or function(data) t:write(data) end
-  local raw = term.isatty(0)
-  local tty = self:status().tty
-  if raw then assert(t:raw()) end
-  local done
-  local function stop(why, wake)
-    done = done or why
-    wake()
-  end
-  local waker = function() end
-  local ok, err = pcall(function()
-    if tty and raw then
-      local rows, cols = t:size()
-      if rows and rows > 0 and cols > 0 then self:resize(rows, cols) end
-    end
-    if opts.start then opts.start(t) end
-    if opts.replay == false then
-      x.reader.read() -- what the session printed before is not shown
-    elseif x.len > 0 then
-      show(pending(x))
-    end
-    set_pending(x, "")
-    assert(t:start(function(kind, a, b)
-      if kind == "input" then
-        local i = escape and a:find(escape, 1, true)
-        if i then a = a:sub(1, i - 1) end
-        if opts.input and a ~= "" then a = opts.input(a) end
-        if a and a ~= "" and rawget(self, "_h") then self:write(a) end
-        if i then stop("escape", waker) end
-      elseif kind == "resize" then
-        if tty and rawget(self, "_h") and a > 0 and b > 0 then self:resize(a, b) end
-      elseif kind == "eof" then
-        stop("eof", waker)
-      end
-    end))
-    while not done do
-      if not rawget(self, "_h") then
-        done = "exit"
-        break
-      end
-      local data = x.reader.read()
-      if data ~= "" then show(data) end
-      if self:finished() then
-        done = "exit"
-      else
-        wait_session_or(self, function(wake) waker = wake end)
-      end
-    end
-  end)
-  t:stop()
-  if raw then t:restore() end
-  if not ok then error(err, 0) end
-  return done
-end
+-- For luxec.interact, which shares the unconsumed output with expect.
+M._state, M._pending, M._set_pending = state, pending, set_pending
 
 --- Install the methods on luxec.process's session class (done by luxec.process itself).
 function M.install(Process)
   for name, fn in pairs(Methods) do
     Process[name] = fn
+  end
+  --- p:interact(opts): hand the session to the person at the terminal (luxec.interact).
+  function Process.interact(p, opts)
+    return require("luxec.interact").interact(p, opts)
   end
   --- p:screen() -> the rendered screen of a terminal session (see luxec.screen).
   function Process.screen(p)

@@ -107,7 +107,7 @@ function M.expect_screen(p, what, opts)
     if type(what) == "string" and sc:find(what) or type(what) == "function" and what(sc) then
       return sc
     end
-    if p:finished() then
+    if p:eof() then -- the output is closed: the screen cannot change any more
       return nil, ("eof: the session ended and its screen does not show %s:\n%s")
         :format(type(what) == "string" and ("%q"):format(what) or "what was expected",
           tostring(sc)), "eof"
