@@ -34,6 +34,15 @@ end
 describe("luxec command line", function()
   after_each(H.assert_clean)
 
+  it("runs the quickstart example", function()
+    local r = H.run({ H.root .. "/examples/quickstart.lua" }, { timeout = 30000 })
+    assert.equals(0, r.code, r.stderr)
+    assert.matches("run: exit 3", r.stdout)
+    assert.matches("expect: the program greeted us", r.stdout)
+    assert.matches("sandbox", r.stdout)
+    assert.matches("tasks: two commands of 300 and 100 ms took %d+ ms together", r.stdout)
+  end)
+
   it("-e runs a statement", function()
     local r = H.run({ "-e", "io.write(6 * 7)" })
     assert.same({ 0, "42", "" }, { r.code, r.stdout, r.stderr })
