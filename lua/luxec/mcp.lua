@@ -15,7 +15,7 @@ local sched = require("luxec.sched")
 local process = require("luxec.process")
 local exec = require("luxec.exec")
 local config = require("luxec.config")
-local json = require("luxec.mcp_json")
+local json = require("luxec.json")
 local tools = require("luxec.mcp_tools")
 local stdio = require("luxec.mcp_stdio")
 

@@ -1,7 +1,7 @@
 --- luxec.mcp_schemas: the tools `luxec mcp` declares — names, descriptions, the JSON Schemas
 --- of their arguments (inputSchema) and of their structured results (outputSchema), and their
 --- annotations. Plain data: luxec.mcp_tools runs them.
-local json = require("luxec.mcp_json")
+local json = require("luxec.json")
 
 local M = {}
 

@@ -7,7 +7,7 @@ local uv = require("luv")
 local exec = require("luxec.exec")
 local policy = require("luxec.exec_policy")
 local sandbox = require("luxec.sandbox")
-local json = require("luxec.mcp_json")
+local json = require("luxec.json")
 local schemas = require("luxec.mcp_schemas")
 
 local M = {}

@@ -5,6 +5,7 @@
 --- manual/asciicast/v2/) of the session: output ("o") and input ("i") events with their
 --- timing and resizes ("r"). It also keeps the size of a terminal session, which p:screen()
 --- and the recording need. `M.play` is `luxec play file.cast`.
+local json = require("luxec.json")
 local options = require("luxec.options")
 local process = require("luxec.process")
 local uv = require("luv")
@@ -15,34 +16,12 @@ local M = {}
 --- list of sessions is one).
 M.on_spawn = {}
 
--- ---- JSON, just what asciicast needs ----
+-- ---- JSON strings, through luxec.json ----
 
-local ESCAPES = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t",
-  ["\b"] = "\\b", ["\f"] = "\\f" }
-
--- Invalid UTF-8 becomes U+FFFD: JSON text is Unicode.
-local function valid_utf8(s)
-  if utf8.len(s) then return s end
-  local out, i = {}, 1
-  while i <= #s do
-    local ok, bad = utf8.len(s, i)
-    if ok then
-      out[#out + 1] = s:sub(i)
-      break
-    end
-    out[#out + 1] = s:sub(i, bad - 1)
-    out[#out + 1] = "\239\191\189"
-    i = bad + 1
-  end
-  return table.concat(out)
-end
-
+-- A JSON string (invalid UTF-8 becomes U+FFFD: JSON text is Unicode).
 local function json_string(s)
-  return '"' .. valid_utf8(s):gsub('[%c"\\]', function(c)
-    return ESCAPES[c] or ("\\u%04x"):format(c:byte())
-  end) .. '"'
+  return json.encode(s)
 end
-M.json_string = json_string
 
 -- A read may end inside a UTF-8 character: split off an incomplete last one.
 local function split_incomplete(s)

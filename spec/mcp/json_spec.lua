@@ -1,10 +1,10 @@
--- The MCP server's JSON (luxec.mcp_json) and line splitting (luxec.mcp_stdio), as plain
+-- The MCP server's JSON (luxec.json) and line splitting (luxec.mcp_stdio), as plain
 -- functions: no process, no loop.
 local H = require("helper")
-local json = require("luxec.mcp_json")
+local json = require("luxec.json")
 local stdio = require("luxec.mcp_stdio")
 
-describe("luxec.mcp_json", function()
+describe("luxec.json", function()
   after_each(H.assert_clean)
 
   it("tells an empty list from an empty object, and sorts keys", function()

@@ -1,4 +1,4 @@
---- luxec.mcp_json: JSON for the MCP server. Decoding is lua-cjson's; encoding walks the
+--- luxec.json: JSON for the MCP server and recordings. Decoding is lua-cjson's; encoding walks the
 --- structure in Lua (so an empty list can be told from an empty object: mark lists with
 --- `M.array`) and hands every string to cjson, which escapes in C. Strings that are not valid
 --- UTF-8 (a byte range cut mid-character, a program's binary output) get U+FFFD for each bad
