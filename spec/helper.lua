@@ -76,13 +76,19 @@ function H.assert_clean()
   assert(#kids == 0, "test left child processes: " .. table.concat(described, ", "))
 end
 
---- Whether a process with this pid exists (zombies count as gone).
+--- Whether a process with this pid exists and can still run: a zombie, or a process the
+--- kernel is tearing down (PF_EXITING: it never returns to user space; a cgroup reports
+--- "populated 0" at that point already) counts as gone.
 function H.alive(pid)
   local f = io.open(("/proc/%d/stat"):format(pid))
   if not f then return false end
   local stat = f:read("a")
   f:close()
-  return stat:match("^%d+ %(.*%) (%a)") ~= "Z"
+  local state, rest = stat:match("^%d+ %(.*%) (%a) (.*)$")
+  if state == nil or state == "Z" or state == "X" then return false end
+  local flags = tonumber(rest:match("^%S+ %S+ %S+ %S+ %S+ (%d+)"))
+  local PF_EXITING = 0x4
+  return not (flags and flags & PF_EXITING ~= 0)
 end
 
 --- A fresh temporary directory; H.rmtree removes it.
