@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,10 +137,24 @@ static void wake_cb(uv_async_t *handle) {
   (void)handle; /* returning from the poll is all a wake-up is for */
 }
 
+/* Every session costs the host a few descriptors: raise the soft limit on open files to the
+ * hard one (children get the original back before exec, see launch.c). */
+struct rlimit luxec_nofile_original;
+int luxec_nofile_raised = 0;
+
+static void raise_nofile(void) {
+  if (getrlimit(RLIMIT_NOFILE, &luxec_nofile_original) != 0) return;
+  struct rlimit more = luxec_nofile_original;
+  if (more.rlim_cur >= more.rlim_max) return;
+  more.rlim_cur = more.rlim_max;
+  luxec_nofile_raised = setrlimit(RLIMIT_NOFILE, &more) == 0;
+}
+
 int luxec_host_init(luxec_host *h, int ignore_env) {
   memset(h, 0, sizeof *h);
   h->ignore_env = ignore_env;
   signal(SIGPIPE, SIG_IGN); /* a write to a closed pipe is an EPIPE result, not a death */
+  raise_nofile();
   luxec_host_signals();
   atexit(kill_sessions_at_exit);
   int rc = uv_loop_init(&h->loop);

@@ -3,6 +3,7 @@
  * system calls on its own stack, and reports a failure through memory it shares with the
  * suspended parent, which is exact (an errno and the stage) and needs no pipe. */
 #include "launch.h"
+#include "luxec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -69,6 +70,7 @@ static int child_main(void *arg) {
   }
   /* after the sandbox: a new mount namespace needs the working directory looked up again */
   if (req->cwd != NULL && chdir(req->cwd) < 0) child_fail(c, "cwd");
+  if (luxec_nofile_raised) setrlimit(RLIMIT_NOFILE, &luxec_nofile_original);
   /* Nothing the host holds (or inherited from its own parent) may reach the program. */
   if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
     for (int fd = 3; fd < 65536; fd++) fcntl(fd, F_SETFD, FD_CLOEXEC);

@@ -24,6 +24,9 @@ typedef struct luxec_host {
 } luxec_host;
 
 /* host.c */
+#include <sys/resource.h>
+extern struct rlimit luxec_nofile_original; /* what children get back before exec */
+extern int luxec_nofile_raised;
 int luxec_host_init(luxec_host *h, int ignore_env);
 void luxec_host_signals(void);
 void luxec_host_close(luxec_host *h);

@@ -43,6 +43,20 @@ describe("luxec command line", function()
     assert.matches("tasks: two commands of 300 and 100 ms took %d+ ms together", r.stdout)
   end)
 
+  it("raises its own limit on open files, and gives children the original", function()
+    local hard = H.run({ cmd = "/bin/sh", "-c", "ulimit -Hn" }).stdout:match("%d+")
+    if hard == nil or tonumber(hard) <= 64 then
+      pending("the hard limit on open files is too low to tell: " .. tostring(hard))
+      return
+    end
+    local script = "local f = io.open('/proc/self/limits') " ..
+      "io.write(f:read('a'):match('Max open files%s+(%d+)'), ' ') " ..
+      "io.write(require('luxec').run({'sh', '-c', 'ulimit -Sn'}).output)"
+    local r = H.run({ cmd = "/bin/sh", "-c", 'ulimit -Sn 64; exec "$0" -e "$1"', H.luxec, script })
+    assert.equals(0, r.code, r.stderr)
+    assert.equals(hard .. " 64\n", r.stdout)
+  end)
+
   it("-e runs a statement", function()
     local r = H.run({ "-e", "io.write(6 * 7)" })
     assert.same({ 0, "42", "" }, { r.code, r.stdout, r.stderr })
