@@ -157,6 +157,10 @@ function Engine:_wait(s, deadline, input_from)
   local watch = cfg.early_return and s.input_possible
   while true do
     if p:finished() then return "exited" end
+    if s.interrupted then -- Engine:interrupt: the caller gave up on this call
+      s.interrupted = nil
+      return "deadline"
+    end
     local now = now_ms()
     if s.hard_deadline and now >= s.hard_deadline then time_out(self, s) end
     if s.terminating then -- a timeout or terminate is ending it: wait for that, bounded
@@ -479,6 +483,25 @@ end
 ---@return luxec.ExecResult|nil, string|nil
 function Engine:write_stdin(args)
   return guard(self, self._write, args)
+end
+
+--- End the wait of the call now waiting on a session — `target` is its session id, or the
+--- process a first exec_command started (before it has an id) — so that it returns at once
+--- with what it has read; a cancelled request does not keep the session locked until its
+--- yield ends. Returns whether a call was waiting.
+---@param target integer|luxec.Process
+---@return boolean
+function Engine:interrupt(target)
+  local s = type(target) == "number" and self._store:get(target) or nil
+  if not s then
+    for ps in pairs(self._pending) do
+      if ps.p == target then s = ps end
+    end
+  end
+  if not s or s.closed or not s._locked then return false end
+  s.interrupted = true
+  s.p:_interrupt_waits()
+  return true
 end
 
 --- The open sessions, most recently used first.

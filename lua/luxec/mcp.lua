@@ -228,7 +228,16 @@ notifications["notifications/cancelled"] = function(self, params)
   tools.stop_progress(call)
   self:log("info", ("call %s (%s) cancelled%s"):format(key, call.tool,
     type(params.reason) == "string" and ": " .. params.reason or ""))
-  if self.cfg.server.cancel == "kill" then self:_kill_call(call) end
+  if self.cfg.server.cancel == "kill" then
+    self:_kill_call(call)
+  else -- the session keeps running, and the next call on it need not wait out this one
+    if call.tool == "write_stdin" and call.session_id then
+      self.engine:interrupt(call.session_id)
+    end
+    for _, s in ipairs(call.spawned or {}) do
+      self.engine:interrupt(s.p)
+    end
+  end
 end
 
 -- cancel = "kill": end what the cancelled call was waiting on.

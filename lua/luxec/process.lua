@@ -203,12 +203,14 @@ end
 function Process:_wait_until(pred, timeout_ms, ends_only)
   if pred() then return true end
   local list = ends_only and "_end_waiters" or "_waiters"
+  local gen = self._interrupts or 0
   self:_hold(1)
   local deadline = timeout_ms and (uv.hrtime() / 1e6 + timeout_ms)
   local timer = timeout_ms and uv.new_timer()
   local ok, err = pcall(function()
     while not pred() do
       if deadline and uv.hrtime() / 1e6 >= deadline then break end
+      if (self._interrupts or 0) ~= gen then break end -- see Process:_interrupt_waits
       sched.suspend(function(wake)
         table.insert(self[list], wake)
         if timer then
@@ -242,6 +244,13 @@ local function check_timeout(fname, opts)
       :format(fname, tostring(t)), 3)
   end
   return t and t * 1000
+end
+
+--- End every wait on this session now (each returns as if its timeout had passed); for a
+--- caller that must give up waiting without waiting for the session (a cancelled request).
+function Process:_interrupt_waits()
+  self._interrupts = (self._interrupts or 0) + 1
+  wake_all(self)
 end
 
 --- Whether the process exited and every output stream reached EOF (or the grace after exit

@@ -408,6 +408,27 @@ describe("exec engine improvements", function()
     assert.equals(0, r.exit_code)
   end)
 
+  it("interrupt ends a waiting call at once, and the next call does not wait behind it",
+    function()
+      local e = engine()
+      local r = assert(e:exec_command({ cmd = "sleep 30", yield_time_ms = 250 }))
+      local id = assert(r.session_id)
+      local t0 = H.now_ms()
+      local poll = luxec.go(function()
+        return e:write_stdin({ session_id = id, yield_time_ms = 20000 }) -- a long poll
+      end)
+      luxec.sleep(100)
+      assert.is_true(e:interrupt(id))
+      local ok, res = poll:wait()
+      assert.is_true(ok)
+      assert.equals("running", res.state)
+      assert.is_true(H.now_ms() - t0 < 3000, "the poll ran " .. (H.now_ms() - t0) .. " ms")
+      assert.is_false(e:interrupt(id)) -- nothing waits now
+      r = assert(e:write_stdin({ session_id = id, yield_time_ms = 250 }))
+      assert.equals("running", r.state)
+      e:shutdown()
+    end)
+
   it("waits without spinning when a program closed its output and runs on", function()
     local e = engine()
     local cpu = os.clock()
