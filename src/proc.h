@@ -65,6 +65,7 @@ typedef struct proc {
   int pending_closes;    /* handles whose close callback has not run yet */
   int closed;            /* closed from Lua or by the host: no more methods */
   int referenced;        /* keeps the loop alive (uv_ref) */
+  int want_output;       /* Lua wants an "output" event per read (someone waits or listens) */
   struct sbx_monitor *sbx; /* the seccomp listener's host end, or NULL */
   proc_sandbox_info sbx_info;
 } proc;

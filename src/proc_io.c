@@ -34,7 +34,7 @@ static void out_cb(uv_poll_t *h, int status, int events) {
     if (n > 0) {
       outbuf_push(&s->buf, read_buf, (size_t)n);
       got += (size_t)n;
-      if ((size_t)n < READ_CHUNK && !p->tty) break; /* a pipe read short is drained for now */
+      if ((size_t)n < READ_CHUNK) break; /* a short read: drained for now */
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -42,7 +42,7 @@ static void out_cb(uv_poll_t *h, int status, int events) {
     eof = 1; /* 0 from a pipe, EIO from a PTY master once no slave is open */
   }
   if (eof) stream_eof(p, s);
-  if (got > 0) proc_emit(p, "output", idx, (lua_Integer)got);
+  if (got > 0 && p->want_output) proc_emit(p, "output", idx, (lua_Integer)got);
   if (eof && !p->closed) {
     proc_emit(p, "eof", idx, 0);
     if (!p->closed) proc_maybe_release(p);
@@ -279,6 +279,14 @@ static int proc_read_range(lua_State *L) {
   return 1;
 }
 
+/* p:want_output(on): whether each read is told to Lua as an "output" event. Off while
+ * nobody waits for output or listens to it, so bulk output costs no call into Lua. */
+static int proc_want_output(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  p->want_output = lua_toboolean(L, 2);
+  return 0;
+}
+
 /* p:log_error() -> nil, or the error that stopped appending to the log */
 static int proc_log_error(lua_State *L) {
   proc *p = proc_check(L, 1);
@@ -295,6 +303,7 @@ const luaL_Reg proc_io_methods[] = {
   {"read", proc_read},
   {"read_range", proc_read_range},
   {"snapshot", proc_snapshot},
+  {"want_output", proc_want_output},
   {"write", proc_write},
   {NULL, NULL}
 };

@@ -12,12 +12,14 @@ local state, pending, set_pending = expect._state, expect._pending, expect._set_
 -- called. luxec.process offers no public wait for "this session or something else", so this
 -- joins the waiter list its own waits use.
 local function wait_session_or(p, arm)
-  sched.suspend(function(wake)
+  p:_watch(1) -- output events, not only the end
+  local ok, err = pcall(sched.suspend, function(wake)
     table.insert(p._waiters, wake)
     arm(wake)
   end)
+  if rawget(p, "_h") then p:_watch(-1) end
+  if not ok then error(err, 0) end
 end
-
 
 local INTERACT_OPTIONS = {
   escape = { "string or false", string = true, boolean = true },

@@ -198,6 +198,15 @@ function Process:_hold(delta)
   end
 end
 
+-- The native side tells every read as an "output" event only while something waits for
+-- output or listens to it (a count, like _hold).
+function Process:_watch(delta)
+  self._watching = (self._watching or 0) + delta
+  if self._h then
+    self._h:want_output(self._watching > 0)
+  end
+end
+
 --- Wait until pred() holds or timeout_ms passes; true if it holds. pred is checked after
 --- every event, or with ends_only after exit, EOF and the end of the grace only.
 function Process:_wait_until(pred, timeout_ms, ends_only)
@@ -205,6 +214,7 @@ function Process:_wait_until(pred, timeout_ms, ends_only)
   local list = ends_only and "_end_waiters" or "_waiters"
   local gen = self._interrupts or 0
   self:_hold(1)
+  if not ends_only then self:_watch(1) end
   local deadline = timeout_ms and (uv.hrtime() / 1e6 + timeout_ms)
   local timer = timeout_ms and uv.new_timer()
   local ok, err = pcall(function()
@@ -223,6 +233,7 @@ function Process:_wait_until(pred, timeout_ms, ends_only)
   end)
   if timer then timer:close() end
   self:_hold(-1)
+  if not ends_only then self:_watch(-1) end
   if not ok then error(err, 0) end
   return pred()
 end
@@ -370,6 +381,7 @@ function Process:on(event, fn, opts)
     self:_hold(1) -- a listener keeps the host running until the session finishes
     self._listener_holds = (self._listener_holds or 0) + 1
   end
+  if event == "output" then self:_watch(1) end
   if event == "output" and #self._listeners.output == 1 then
     for s = 1, self._streams do -- start from now, not from the beginning
       self._evcursor[s] = select(2, self._h:read(s, 1 << 62))
