@@ -1,7 +1,8 @@
 /* launch.c: the direct launch path. The child is made with clone(CLONE_VM | CLONE_VFORK),
  * as posix_spawn does, so starting costs no page-table copy; it runs only async-signal-safe
  * system calls on its own stack, and reports a failure through memory it shares with the
- * suspended parent, which is exact (an errno and the stage) and needs no pipe. */
+ * suspended parent, which is exact (an errno and the stage) and needs no pipe. Under valgrind,
+ * which runs such a clone as a plain fork, the report goes through a close-on-exec pipe. */
 #include "launch.h"
 #include "luxec.h"
 
@@ -20,6 +21,14 @@
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
 
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
@@ -40,12 +49,39 @@ typedef struct child_ctx {
   int ctty;           /* the PTY slave to make the controlling terminal, or -1 */
   volatile int err;   /* written by the child before _exit, read by the parent */
   volatile const char *stage;
+  int report_fd;      /* -1, or the write end of the failure pipe when memory is not shared */
 } child_ctx;
+
+typedef struct child_report {
+  int err;
+  const char *stage; /* a string literal: the same address in a forked copy */
+} child_report;
 
 static int child_fail(child_ctx *c, const char *stage) {
   c->err = errno;
   c->stage = stage;
+  if (c->report_fd >= 0) {
+    child_report r;
+    memset(&r, 0, sizeof r); /* no uninitialised padding goes through the pipe */
+    r.err = errno;
+    r.stage = stage;
+    ssize_t n = write(c->report_fd, &r, sizeof r);
+    (void)n;
+  }
   _exit(127);
+}
+
+/* After a clone that did not share memory: the child's failure, or nothing once exec closed
+ * the pipe. */
+static void read_report(child_ctx *c, int fd) {
+  child_report r;
+  ssize_t n;
+  while ((n = read(fd, &r, sizeof r)) < 0 && errno == EINTR) {
+  }
+  if (n == (ssize_t)sizeof r) {
+    c->err = r.err ? r.err : EIO;
+    c->stage = r.stage;
+  }
 }
 
 static int child_main(void *arg) {
@@ -154,11 +190,11 @@ int launch(const launch_req *req, launch_res *res) {
   static char *stack = NULL; /* one stack: CLONE_VFORK keeps launches one at a time */
   int fds[7] = {-1, -1, -1, -1, -1, -1, -1};
   enum { MASTER, SLAVE, IN_R, IN_W, OUT_R, OUT_W, ERR_R };
-  int err_w = -1, devnull = -1;
+  int err_w = -1, devnull = -1, report[2] = {-1, -1};
   memset(res, 0, sizeof *res);
   res->pid = -1;
   res->pidfd = res->in_fd = res->out_fd = res->err_fd = res->listener_fd = -1;
-  child_ctx c = {.req = req, .parent = getpid(), .ctty = -1};
+  child_ctx c = {.req = req, .parent = getpid(), .ctty = -1, .report_fd = -1};
 
 #define FAIL(what)        \
   do {                    \
@@ -210,6 +246,11 @@ int launch(const launch_req *req, launch_res *res) {
     }
   }
 
+  if (RUNNING_ON_VALGRIND) {
+    if (pipe2(report, O_CLOEXEC) < 0) FAIL("pipe");
+    c.report_fd = report[1];
+  }
+
   /* No signal handler may run in the child while it shares the host's memory. */
   sigset_t all, old;
   sigfillset(&all);
@@ -219,6 +260,11 @@ int launch(const launch_req *req, launch_res *res) {
                     &c, &pidfd);
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (report[1] >= 0) {
+    close(report[1]);
+    report[1] = -1;
+    if (pid >= 0) read_report(&c, report[0]);
+  }
   if (pid < 0) {
     errno = clone_errno;
     FAIL("clone");
@@ -245,12 +291,14 @@ int launch(const launch_req *req, launch_res *res) {
     fds[MASTER] = -1; /* kept as out_fd */
   }
   close_all(fds, 7);
+  close_all(report, 2);
   if (err_w >= 0) close(err_w);
   if (devnull >= 0) close(devnull);
   return 0;
 
 fail:
   close_all(fds, 7);
+  close_all(report, 2);
   if (err_w >= 0) close(err_w);
   if (devnull >= 0) close(devnull);
   if (res->in_fd >= 0 && req->tty) close(res->in_fd);

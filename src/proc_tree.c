@@ -111,6 +111,9 @@ static int proc_signal(lua_State *L) {
   } else if (strcmp(target, "process") == 0) {
     if (p->reaped || p->pidfd < 0) return luxec_push_error(L, ESRCH);
     rc = (int)syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0);
+    /* A kernel (or valgrind) without pidfd_send_signal: the pid is still ours, since an
+     * unreaped child's pid cannot be reused, so kill() is exact too. */
+    if (rc < 0 && errno == ENOSYS) rc = kill(p->pid, sig);
   } else {
     return luaL_argerror(L, 3, "expected \"process\" or \"group\"");
   }

@@ -49,6 +49,13 @@ function M.check_argv(fname, argv)
       argerror(fname, 1, ("argv[%d] must be a string, got %s"):format(i, type(argv[i])))
     end
   end
+  -- spawn{"cmd", cwd = "/x"} would otherwise run "cmd" with the option silently ignored
+  for k in pairs(argv) do
+    if math.type(k) ~= "integer" or k < 1 or k > #argv then
+      argerror(fname, 1, ("argv has the key %s; options go in the second argument")
+        :format(type(k) == "string" and ("'" .. k .. "'") or tostring(k)))
+    end
+  end
 end
 
 -- The environment as a list of "K=V": exact when env is given (unless inherit_env), else

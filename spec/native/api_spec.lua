@@ -19,6 +19,10 @@ describe("spawn argument checking", function()
       err_of(function() luxec.spawn({}) end))
     assert.matches("argv%[2%] must be a string, got number",
       err_of(function() luxec.spawn({ "echo", 42 }) end))
+    assert.matches("bad argument #1 to 'spawn' %(argv has the key 'cwd'; options go in the "
+      .. "second argument%)", err_of(function() luxec.spawn({ "true", cwd = "/" }) end))
+    assert.matches("bad argument #1 to 'run' %(argv has the key 3; options go in the second",
+      err_of(function() luxec.run({ "true", [3] = "x" }) end))
     assert.matches("bad argument #2 to 'spawn' %(unknown option 'tyy'%)",
       err_of(function() luxec.spawn({ "true" }, { tyy = true }) end))
     assert.matches("bad argument #2 to 'spawn' %(options must be a table, got string%)",
