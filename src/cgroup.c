@@ -90,8 +90,23 @@ static int write_file(int dir_fd, const char *name, const char *text) {
  * removes whatever cgroups are left. */
 static void watchdog_main(int rd, int dir_fd, int parent_fd, const char *name) {
   /* Keep only what it needs, as 3, 4 and 5: anything else it held (a session's pipe, say)
-   * would keep that open as long as the host lives. */
-  int keep[3] = {fcntl(rd, F_DUPFD, 100), fcntl(dir_fd, F_DUPFD, 100), fcntl(parent_fd, F_DUPFD, 100)};
+   * would keep that open as long as the host lives. Everything else is closed first, so the
+   * moves need no free descriptor above a low RLIMIT_NOFILE (F_DUPFD 100 failed under 64). */
+  int keep[3] = {rd, dir_fd, parent_fd}, sorted[3] = {rd, dir_fd, parent_fd};
+  for (int i = 1; i < 3; i++)
+    for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+      int t = sorted[j];
+      sorted[j] = sorted[j - 1];
+      sorted[j - 1] = t;
+    }
+  int lo = 3;
+  for (int i = 0; i < 3; i++) {
+    if (sorted[i] < lo) continue;
+    if (sorted[i] > lo) syscall(SYS_close_range, (unsigned)lo, (unsigned)sorted[i] - 1, 0U);
+    lo = sorted[i] + 1;
+  }
+  syscall(SYS_close_range, (unsigned)lo, ~0U, 0U);
+  for (int i = 0; i < 3; i++) keep[i] = fcntl(keep[i], F_DUPFD, 6);
   for (int i = 0; i < 3; i++) dup2(keep[i], 3 + i);
   rd = 3;
   dir_fd = 4;
@@ -195,9 +210,10 @@ int cg_session_create(cg_session *s) {
   s->dir_fd = openat(host_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (s->dir_fd >= 0) s->procs_fd = openat(s->dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
   if (s->procs_fd >= 0) s->events_fd = openat(s->dir_fd, "cgroup.events", O_RDONLY | O_CLOEXEC);
-  if (s->events_fd < 0) {
-    int e = errno;
-    cg_session_remove(s);
+  if (s->events_fd < 0) { /* never pooled half open, and removed even if the dir did not open */
+    int e = errno, opened = s->dir_fd >= 0;
+    cg_session_destroy(s);
+    if (!opened) unlinkat(host_fd, name, AT_REMOVEDIR);
     return -e;
   }
   return 0;

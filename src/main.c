@@ -230,6 +230,8 @@ static int pmain(lua_State *L) {
     print_usage(argv[script]);
     return 0;
   }
+  lua_gc(L, LUA_GCRESTART); /* subcommands too: `luxec mcp` runs for days */
+  lua_gc(L, LUA_GCGEN, 0, 0);
   if (script == 1 && argc > 1 && is_subcommand(argv[1])) {
     int code = run_subcommand(L, argv, argc);
     luxec_host_run(&host, UV_RUN_DEFAULT);
@@ -238,8 +240,6 @@ static int pmain(lua_State *L) {
   }
   if (args & has_v) print_version();
   createargtable(L, argv, argc, script);
-  lua_gc(L, LUA_GCRESTART);
-  lua_gc(L, LUA_GCGEN, 0, 0);
   if (!(args & has_E) && handle_luainit(L) != LUA_OK) return 0;
   if (!runargs(L, argv, optlim)) return 0;
   if (script > 0 && script < argc) {

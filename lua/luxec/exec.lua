@@ -304,7 +304,10 @@ function Engine:_exec(args, no_sandbox)
   if not id then return nil, err end
   local log
   log, err = self:_log_path(id)
-  if err then return nil, err end
+  if err then
+    self._store:release(id)
+    return nil, err
+  end
   local tty = a.tty == true
   local sandbox = not no_sandbox and cfg.sandbox or nil
   if sandbox and sandbox.workspace == nil then
@@ -322,6 +325,7 @@ function Engine:_exec(args, no_sandbox)
   local ok, p, serr = pcall(cfg.spawn, argv, opts)
   if not ok or not p then
     if log then os.remove(log) end
+    self._store:release(id)
     return nil, ("failed to start `%s`: %s"):format(a.cmd, tostring(ok and serr or p))
   end
   local start = now_ms()
@@ -370,6 +374,7 @@ function Engine:_first_call(s, a, start)
   local res
   if s.p:finished() or self._closed or s.removed then
     res = self:_result(s, reason, start, tokens)
+    if res.session_id == nil then self._store:release(s.id) end -- ended unseen: not kept
   else
     self._pending[s] = nil
     local pruned_id, pruned, warning = self._store:add(s.id, s)

@@ -48,7 +48,7 @@ function M.new(opts)
     _exited = opts.exited or function(entry) return entry.exited == true end,
     _random = opts.random or math.random,
     _next = M.defaults.id_min,
-    _used = {}, -- id -> true: every id handed out (reserved, live or gone)
+    _used = {}, -- id -> true: every id handed out (live or gone); "reserved": not yet
     _entries = {}, -- id -> entry
     _last = {}, -- id -> use tick
     _count = 0,
@@ -85,8 +85,16 @@ function Store:reserve()
     end
     if not id then return nil, "no process id left" end
   end
-  self._used[id] = true
+  self._used[id] = "reserved" -- true once stored (handed out)
   return id
+end
+
+--- Give back a reserved id that was never stored (its command ended within the call that
+--- started it, or did not start): nobody saw it, so it may be handed out later. Without this
+--- a server running short commands kept one entry per command and ran out of ids after 99,000.
+---@param id integer
+function Store:release(id)
+  if self._used[id] == "reserved" then self._used[id] = nil end
 end
 
 -- The id pruning takes: outside the `protect` most recently used, the least recently used
