@@ -98,7 +98,7 @@ static void proc_free_if_done(proc *p) {
 }
 
 /* Each embedded handle has its own close callback, which finds the proc by container_of,
- * releases the descriptor the handle watched, and counts down. */
+ * releases the descriptor the handle watched if that is still open, and counts down. */
 static void close_done(proc *p) {
   p->pending_closes--;
   proc_free_if_done(p);
@@ -132,6 +132,20 @@ void proc_close_handle(proc *p, uv_handle_t *h) {
                                                      : stream_poll_closed;
   p->pending_closes++;
   uv_close(h, cb);
+  /* libuv lets the watched descriptor go right after uv_close: released now, a spawn just
+   * after a close finds it free (at a low RLIMIT_NOFILE that decides whether it succeeds).
+   * The pidfd only once reaped: until then it is how the child is waited for. */
+  if (cb == in_poll_closed) {
+    if (p->in_fd >= 0) close(p->in_fd);
+    p->in_fd = -1;
+  } else if (cb == stream_poll_closed) {
+    pstream *s = container_of((uv_poll_t *)h, pstream, poll);
+    if (s->fd >= 0) close(s->fd);
+    s->fd = -1;
+  } else if (p->reaped && p->pidfd >= 0) {
+    close(p->pidfd);
+    p->pidfd = -1;
+  }
 }
 
 /* Tell the Lua side; the callback may close p, which stays allocated until the handles'

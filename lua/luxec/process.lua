@@ -314,8 +314,11 @@ function Process:wait_output(opts)
   local ms = check_timeout("wait_output", opts)
   local stream = (opts and opts.stream) or 1
   local start = select(2, self._h:read(stream, 1 << 62)) -- the current total
+  -- Past EOF nothing can arrive: wait for the exit, so `repeat wait_output until finished`
+  -- turns the loop instead of spinning.
+  local ended = self._eof ~= nil and self._eof[stream]
   return self:_wait_until(function()
-    return self._finished or (self._eof and self._eof[stream])
+    return self._finished or (not ended and self._eof and self._eof[stream])
       or select(2, self._h:read(stream, 1 << 62)) > start
   end, ms)
 end

@@ -151,6 +151,22 @@ describe("reading output", function()
     p:close()
   end)
 
+  it("wait_output past EOF waits for the exit, so a loop on it cannot spin", function()
+    local p = assert(luxec.spawn({ "sh", "-c", "exec >&- 2>&-; sleep 0.3; exit 3" }))
+    assert.is_true(p:wait_output({ timeout = 5 }))
+    assert.is_true(p:eof())
+    assert.is_false(p:finished())
+    assert.is_false(p:wait_output({ timeout = 0.05 })) -- running, nothing can arrive
+    local turns = 0
+    while not p:finished() do
+      turns = turns + 1
+      p:wait_output({ timeout = 5 })
+    end
+    assert.equals(1, turns)
+    assert.equals(3, p:wait().code)
+    p:close()
+  end)
+
   it("gives each reader its own cursor", function()
     local p = assert(luxec.spawn({ "cat" }))
     local r2 = p:reader()

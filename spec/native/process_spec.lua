@@ -16,6 +16,25 @@ end
 describe("luxec.spawn with pipes", function()
   after_each(H.assert_clean)
 
+  it("close releases the session's descriptors at once, without a loop turn", function()
+    local function open_fds()
+      local f = assert(io.popen(("ls /proc/%d/fd"):format(require("luv").os_getpid())))
+      local _, n = f:read("a"):gsub("\n", "")
+      f:close()
+      return n
+    end
+    for _, opts in ipairs({ {}, { tty = true }, { stderr = "pipe" } }) do
+      local warm = assert(luxec.spawn({ "sleep", "10" }, opts)) -- a pooled cgroup, if any
+      warm:close()
+      luxec.sleep(20)
+      local before = open_fds()
+      local p = assert(luxec.spawn({ "sleep", "10" }, opts))
+      assert.is_true(open_fds() > before)
+      p:close()
+      assert.equals(before, open_fds())
+    end
+  end)
+
   it("a child that prints and exits at once, 1,000 times: every byte and every exit code",
     function()
       local want = pattern(100)
