@@ -162,13 +162,12 @@ int64_t outbuf_read_range(const outbuf *ob, uint64_t offset, size_t len, char *d
     }
     if (done == len) return (int64_t)done;
   }
-  /* From what is held: the range must not touch the dropped middle. */
+  /* From what is held: the range must not touch the dropped middle [head_len, tail_start).
+   * One that runs from the head into the tail is whole when nothing was dropped. */
   uint64_t tail_start = ob->total - ob->tail_len;
-  if (offset + len <= ob->head_len) {
-    memcpy(dst, ob->head + offset, len);
-    return (int64_t)len;
-  }
-  if (offset < tail_start) return -ERANGE;
+  uint64_t gap_lo = offset > ob->head_len ? offset : ob->head_len;
+  uint64_t gap_hi = offset + len < tail_start ? offset + len : tail_start;
+  if (gap_lo < gap_hi) return -ERANGE;
   outbuf_view v;
   outbuf_view_from(ob, offset, &v);
   size_t done = 0;

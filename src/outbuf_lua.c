@@ -3,6 +3,9 @@
 #include "luxec.h"
 #include "outbuf.h"
 
+#include <errno.h>
+#include <string.h>
+
 #define OUTBUF_MT "luxec.outbuf"
 
 static outbuf *check(lua_State *L) {
@@ -48,6 +51,24 @@ static int ob_snapshot(lua_State *L) {
   return 4;
 }
 
+/* ob:read_range(offset, length) -> bytes | nil, "ERANGE" (p:read_range without a log) */
+static int ob_read_range(lua_State *L) {
+  outbuf *ob = check(L);
+  lua_Integer off = luaL_checkinteger(L, 2), len = luaL_checkinteger(L, 3);
+  luaL_argcheck(L, off >= 0, 2, "offset must be >= 0");
+  luaL_argcheck(L, len >= 0 && len <= (1 << 30), 3, "length must be 0..1 GiB");
+  luaL_Buffer b;
+  char *dst = luaL_buffinitsize(L, &b, (size_t)len);
+  int64_t n = outbuf_read_range(ob, (uint64_t)off, (size_t)len, dst);
+  if (n < 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, n == -ERANGE ? "ERANGE" : strerror((int)-n));
+    return 2;
+  }
+  luaL_pushresultsize(&b, (size_t)n);
+  return 1;
+}
+
 static int ob_gc(lua_State *L) {
   outbuf_free(check(L));
   return 0;
@@ -66,6 +87,7 @@ static int core_outbuf(lua_State *L) {
 static const luaL_Reg ob_methods[] = {
   {"push", ob_push},
   {"read", ob_read},
+  {"read_range", ob_read_range},
   {"snapshot", ob_snapshot},
   {NULL, NULL}
 };

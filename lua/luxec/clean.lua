@@ -136,9 +136,10 @@ function Cleaner:pending()
   return #self._carry
 end
 
--- Where the escape sequence starting at i (an ESC) ends: e, kind ("csi", "string", "esc")
--- and for CSI its parameters and final byte. nil, "incomplete" when body ends inside it; nil,
--- "malformed" when it is not a sequence (only the ESC goes).
+-- Where the escape sequence starting at i (an ESC) ends: e, kind ("csi", "string", "cut" for a
+-- string that another ESC cuts short, "esc") and for CSI its parameters and final byte. nil,
+-- "incomplete" when body ends inside it; nil, "malformed" when it is not a sequence (only the
+-- ESC goes).
 local function parse_escape(body, i)
   local c = body:byte(i + 1)
   if not c then return nil, "incomplete" end
@@ -154,7 +155,7 @@ local function parse_escape(body, i)
     local n = body:byte(t + 1)
     if n == 92 then return t + 1, "string" end -- ST (ESC \)
     if n == nil then return nil, "incomplete" end
-    return t - 1, "string" -- another ESC cancels the string
+    return t - 1, "cut" -- another ESC cancels the string
   end
   local s, e = body:find("^[\32-\47]*[\48-\126]", i + 1)
   if s then return e, "esc" end
@@ -167,13 +168,16 @@ end
 local function hold_back_point(body, collapse)
   local len = #body
   local i = body:find("\27", math.max(1, len - MAX_PENDING_ESCAPE), true)
+  local cut -- where the strings that the ESC at i cuts short begin
   while i do
     local e, kind = parse_escape(body, i)
     if e then
+      cut = kind == "cut" and (cut or i) or nil
       i = body:find("\27", e + 1, true)
     elseif kind == "incomplete" then
-      return i
+      return cut or i -- (without that ESC, a string cut short by it would have no end)
     else
+      cut = nil
       i = body:find("\27", i + 1, true)
     end
   end
@@ -181,24 +185,31 @@ local function hold_back_point(body, collapse)
   return len + 1
 end
 
--- Strip a block in bulk (C-speed gsubs): escape sequences first, then stray controls (\r and
--- backspace stay when they are text to keep). Returns the text and the escapes removed.
-local STRIP_PATTERNS = {
-  "\27%[[\48-\63]*[\32-\47]*[\64-\126]", -- CSI
-  "\27[%]PX%^_][^\7\27]*\7", -- OSC, DCS, SOS, PM, APC ended by BEL
-  "\27[%]PX%^_][^\7\27]*\27\\", -- … or by ST
-  "\27[\32-\47]*[\48-\126]", -- two-byte (and intermediate) sequences
-}
-
+-- Strip a block in bulk: one gsub over each ESC and the text up to the next one, which reads
+-- the sequence at its start as scan's parse_escape does (a string runs to BEL, ST or the ESC
+-- that cuts it short; a malformed or unfinished one loses its ESC alone), then stray controls
+-- go (\r and backspace stay when they are text to keep). Returns the text and the escapes
+-- removed. (Patterns applied one after the other would not do: taking one sequence out can
+-- make a new one of the bytes around it, as "\27" .. "\27[0m" .. "m" makes "\27m".)
 local function strip_block(block, keep_cr)
-  local n = 0
-  for _, pattern in ipairs(STRIP_PATTERNS) do
-    local k
-    block, k = block:gsub(pattern, "")
-    n = n + k
-  end
-  block = block:gsub(keep_cr and "[\0-\7\11\12\14-\31\127]" or "[\0-\8\11-\31\127]", "")
-  return block, n
+  local n, last = 0, #block
+  local text = block:gsub("(\27[^\27]*)()", function(seg, after)
+    local c = seg:byte(2)
+    local _, e
+    if c == 91 then -- CSI
+      _, e = seg:find("^\27%[[\48-\63]*[\32-\47]*[\64-\126]")
+    elseif c == 93 or c == 80 or c == 88 or c == 94 or c == 95 then -- OSC, DCS, SOS, PM, APC:
+      -- to BEL, or to the next ESC (ST, or one that cuts it short) unless that one ends the block
+      e = seg:find("\7", 3, true) or (after < last and #seg) or nil
+    elseif c then -- two-byte (and intermediate) sequences
+      _, e = seg:find("^\27[\32-\47]*[\48-\126]")
+    end
+    if not e then return seg:sub(2) end
+    n = n + 1
+    return seg:sub(e + 1)
+  end)
+  text = text:gsub(keep_cr and "[\0-\7\11\12\14-\31\127]" or "[\0-\8\11-\31\127]", "")
+  return text, n
 end
 
 -- Whether a block needs the line-by-line scanner: it rewrites a line in place.
@@ -332,6 +343,25 @@ end
 local BLOCK = 4096 -- bytes cleaned in bulk as one span (the map's precision there)
 local MAX_BLOCK = 65536 -- a block ends at a newline unless there is none this far
 
+-- Where a block that more of the body follows may end, at or before e: not inside an escape
+-- sequence (a string may hold a newline) or a character — each block is cleaned on its own, so
+-- either would be cut in two: the sequence's tail left as text, a character's halves as two
+-- U+FFFD.
+local function block_end(body, pos, e, collapse)
+  local block = body:sub(pos, e)
+  local last = block:match("^.*()\27") -- (most blocks end after a whole sequence, if any)
+  if (last and not parse_escape(block, last)) or (collapse and block:byte(#block) == 13) then
+    local held = hold_back_point(block, collapse)
+    if held > 1 then e = pos + held - 2 end
+  end
+  for _ = 1, 3 do -- a character is at most 4 bytes: back off to its lead byte
+    local b = body:byte(e + 1)
+    if e <= pos or not b or b < 0x80 or b > 0xBF then break end
+    e = e - 1
+  end
+  return e
+end
+
 --- Clean `data` (raw bytes starting at raw offset raw_at) into `out`. Unless `final`, what
 --- the next feed may complete is held back. Returns the raw offset where processing stopped
 --- (the start of what is held back).
@@ -365,6 +395,7 @@ function Cleaner:feed(out, data, raw_at, final)
         local nl = body:find("\n", e, true)
         e = (nl and nl < stop and nl - pos < MAX_BLOCK) and nl or math.min(stop - 1, pos
           + MAX_BLOCK - 1)
+        if e < stop - 1 then e = block_end(body, pos, e, collapse) end
       end
       local block = body:sub(pos, e)
       local r = base + pos - 1

@@ -76,6 +76,12 @@ function M.resolve(policy, cwd)
   if policy.roots ~= nil and type(policy.roots) ~= "table" then
     fail("'roots' must be a list of absolute paths, got %s", type(policy.roots))
   end
+  for k in pairs(policy.roots or {}) do -- (a key that is no index would be ignored)
+    if math.type(k) ~= "integer" or k < 1 or k > #policy.roots then
+      fail("'roots' must be a list of absolute paths, got the key %s", type(k) == "string"
+        and ("%q"):format(k) or type(k) == "number" and tostring(k) or "(a " .. type(k) .. ")")
+    end
+  end
   local wanted = {}
   for i, root in ipairs(policy.roots or {}) do
     if type(root) ~= "string" then

@@ -40,6 +40,11 @@ describe("luxec mcp config", function()
         { { sandbox = { mode = "workspace-write", roots = { "/no/such/dir" } } },
           "sandbox: roots[1] does not exist" },
         { { sandbox = 5 }, "sandbox: expected a sandbox policy table" },
+        -- (fuzz_config: a key that is no index got through, and --check-config then raised)
+        { { sandbox = { mode = "read-only", roots = { [{}] = 1 } } },
+          "sandbox: 'roots' must be a list of absolute paths, got the key (a table)" },
+        { { sandbox = { mode = "workspace-write", roots = { "/tmp", x = "/" } } },
+          "sandbox: 'roots' must be a list of absolute paths, got the key \"x\"" },
         { { on_command = "allow" }, 'on_command: expected a function, got "allow"' },
         { { cwd = "/no/such/dir" }, 'cwd: "/no/such/dir" is not a directory' },
         { { shell = "/no/such/shell" }, 'shell: "/no/such/shell" is not an executable file' },

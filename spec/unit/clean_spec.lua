@@ -24,6 +24,21 @@ describe("clean: escape sequences", function()
     assert.equals("x\n", cleaned("\27[2J\27[Hx\n"))
   end)
 
+  it("reads a sequence the same in bulk as line by line (fuzz_truncate)", function()
+    -- a string cut short by the next ESC goes whole; an ESC that starts nothing goes alone,
+    -- and taking out what follows it makes no new sequence of it
+    for raw, text in pairs({
+      ["\27Xsos\27[0m plain"] = " plain",
+      ["\27]0;title\27[0m plain"] = " plain",
+      ["\27]x\27]y\7z"] = "z",
+      ["\27\27[31mm X"] = "m X",
+      ["a\27[\1b"] = "a[b",
+    }) do
+      assert.equals(text, cleaned(raw, { collapse = false })) -- in bulk
+      assert.equals(text .. "\n", cleaned(raw .. "\r\n")) -- \r: line by line
+    end
+  end)
+
   it("drops other control characters but keeps tabs and newlines", function()
     assert.equals("a\tb\n", cleaned("a\7\0\tb\1\127\n"))
   end)
@@ -117,6 +132,36 @@ describe("clean: across reads", function()
     assert.equals("x\u{FFFD}", C.text(out))
     assert.equals(0, cl:pending())
   end)
+
+  it("cuts a line longer than 64 KiB between characters and sequences (fuzz_truncate)",
+    function()
+      -- a read cleaned in blocks: a block that ends inside the line must not end inside a
+      -- character (two U+FFFD for one €) or an escape sequence ("31m" left as text)
+      local text = cleaned("\27[1m" .. ("€"):rep(30000))
+      assert.is_nil(text:find("\u{FFFD}"))
+      assert.is_true(text == ("€"):rep(30000)) -- (not assert.equals: 90 KB in a message)
+      local sgr = "\27[1m" .. ("a"):rep(65530) .. "\27[31mXYZ" .. ("b"):rep(100)
+      for _, collapse in ipairs({ true, false }) do
+        text = cleaned(sgr, { collapse = collapse })
+        assert.equals("aXYZb", text:sub(65530, 65534))
+        assert.is_true(text == ("a"):rep(65530) .. "XYZ" .. ("b"):rep(100))
+      end
+      local t0 = os.clock() -- where a block may end is found in linear time
+      assert.equals(100000, #cleaned(("B\0\0f"):rep(50000)))
+      assert.is_true(os.clock() - t0 < 1, "took " .. (os.clock() - t0) .. " s")
+    end)
+
+  it("holds back a string with the sequence a read cut that cuts it short (fuzz_truncate)",
+    function()
+      local cl, out = C.new({ collapse = false }), C.output()
+      assert.equals(1, cl:feed(out, "a\27Xsos\27[0", 0, false)) -- the SOS waits with the CSI
+      assert.equals("a", C.text(out))
+      cl:feed(out, "m plain", 9, true)
+      assert.equals("a plain", C.text(out))
+      -- nor does a block of a long output end inside a string (which may hold a newline)
+      local long = ("x"):rep(4090) .. "\27]title\nmore\27[0m end\n"
+      assert.is_true(cleaned(long, { collapse = false }) == ("x"):rep(4090) .. " end\n")
+    end)
 
   it("returns the raw offset where it stopped", function()
     local cl, out = C.new(), C.output()

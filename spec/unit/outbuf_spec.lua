@@ -95,6 +95,25 @@ describe("the output buffer", function()
     end
   end)
 
+  it("reads a range from the head on into the tail when nothing was dropped (fuzz_outbuf)",
+    function()
+      local ob = core.outbuf(4, 4)
+      ob:push("abcdef") -- held: "abcd" and "ef", nothing dropped
+      assert.equals("cde", ob:read_range(2, 3))
+      assert.equals("abcdef", ob:read_range(0, 100))
+      assert.equals("", ob:read_range(6, 1))
+      ob:push("ghij") -- held: "abcd" and "ghij"; "ef" dropped
+      assert.same({ nil, "ERANGE" }, { ob:read_range(2, 3) })
+      assert.same({ nil, "ERANGE" }, { ob:read_range(4, 1) })
+      assert.equals("", ob:read_range(5, 0)) -- an empty range touches nothing
+      assert.equals("abcd", ob:read_range(0, 4))
+      assert.equals("ij", ob:read_range(8, 10))
+      local empty = core.outbuf(0, 4)
+      empty:push("xyz")
+      assert.equals("", empty:read_range(0, 0)) -- no head at all: nothing to copy from
+      assert.equals("yz", empty:read_range(1, 5))
+    end)
+
   it("rejects negative sizes and cursors", function()
     assert.has_error(function() core.outbuf(-1, 0) end)
     assert.has_error(function() core.outbuf(0, -1) end)
