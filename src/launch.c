@@ -29,6 +29,16 @@
 #ifndef RUNNING_ON_VALGRIND
 #define RUNNING_ON_VALGRIND 0
 #endif
+#if defined(__SANITIZE_ADDRESS__)
+#define LUXEC_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LUXEC_ASAN 1
+#endif
+#endif
+#ifdef LUXEC_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
 
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
@@ -251,6 +261,11 @@ int launch(const launch_req *req, launch_res *res) {
     c.report_fd = report[1];
   }
 
+#ifdef LUXEC_ASAN
+  /* The child's frames poison the shared shadow of this stack and it never returns to clear
+   * it: a later child with other frames at those addresses would trip over stale redzones. */
+  ASAN_UNPOISON_MEMORY_REGION(stack, CHILD_STACK);
+#endif
   /* No signal handler may run in the child while it shares the host's memory. */
   sigset_t all, old;
   sigfillset(&all);
