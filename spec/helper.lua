@@ -18,6 +18,24 @@ local function now_ms()
 end
 H.now_ms = now_ms
 
+--- How the CPU time of run(make(n)) grows from n to 4n: about 4 when linear, 16 when
+--- quadratic. A complexity check that holds on a slow machine or under valgrind, where an
+--- absolute time limit does not. Each size is timed best of two; inputs are made untimed.
+function H.growth(make, run, n)
+  local function best(m)
+    local input, b = make(m), math.huge
+    for _ = 1, 2 do
+      local t0 = os.clock()
+      run(input)
+      b = math.min(b, os.clock() - t0)
+    end
+    return b
+  end
+  local t1 = best(n)
+  local t4 = best(4 * n)
+  return t4 / math.max(t1, 1e-3), ("%.3f s for n=%d, %.3f s for 4n"):format(t1, n, t4)
+end
+
 --- Pump the shared loop until cond() is true; fails after timeout_ms naming `what`.
 function H.wait_for(cond, timeout_ms, what)
   timeout_ms = timeout_ms or 5000
