@@ -174,10 +174,14 @@ end
 
 -- Checking a result --------------------------------------------------------------------------
 
+-- An error from inside luxec rather than a message about the input. What the input itself
+-- put into the message (quoted values and keys: a path may well read "/lua/luxec/...") is
+-- left out before looking.
 local function internal(err)
-  return err:find("/lua/luxec/", 1, true) or err:find("attempt to ", 1, true)
-    or err:find("bad argument", 1, true) or err:find("stack traceback", 1, true)
-    or err:find("config schema", 1, true)
+  local own = err:gsub('"[^"\n]*"', '""'):gsub("'[^'\n]*'", "''")
+  return own:find("/lua/luxec/", 1, true) or own:find("attempt to ", 1, true)
+    or own:find("bad argument", 1, true) or own:find("stack traceback", 1, true)
+    or own:find("config schema", 1, true)
 end
 
 local function check_value(key, kind, v)
