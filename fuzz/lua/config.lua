@@ -166,22 +166,47 @@ local function safe_globals()
   return {
     string = read_only(string), table = read_only(table), math = read_only(math),
     utf8 = read_only(utf8), assert = assert, error = error, ipairs = ipairs, next = next,
-    pairs = pairs, pcall = pcall, select = select, tonumber = tonumber, tostring = tostring,
+    pairs = pairs, select = select, tonumber = tonumber, tostring = tostring,
     type = type, rawequal = rawequal, rawlen = rawlen, print = function() end,
+    -- a pcall that does not catch the budget's error: a file that loops in a loop of pcalls
+    -- would catch it every time and run forever (a timeout)
+    pcall = function(...)
+      local r = table.pack(pcall(...))
+      if not r[1] and native.exceeded() then error(r[2], 0) end
+      return table.unpack(r, 1, r.n)
+    end,
     os = read_only({ getenv = os.getenv, time = os.time, clock = os.clock, date = os.date }),
   }
 end
 
 -- Checking a result --------------------------------------------------------------------------
 
--- An error from inside luxec rather than a message about the input. What the input itself
--- put into the message (quoted values and keys: a path may well read "/lua/luxec/...") is
--- left out before looking.
+-- An error from inside luxec rather than a message about the input. A Lua error raised in
+-- luxec's code ("attempt to …", "bad argument …", an error() call) carries its position: the
+-- short source of a file of lua/luxec/, as Lua prints it, then ":<line>:". Anything else in
+-- the message may be the input's own text (a key, a path, a value, quoted or not), so only
+-- that exact prefix counts, and a non-string error object (its tostring).
+local LUXEC_SOURCES = {}
+for name, mod in pairs(package.loaded) do
+  if type(name) == "string" and name:find("^luxec%.") and type(mod) == "table" then
+    for _, fn in pairs(mod) do
+      if type(fn) == "function" then
+        local info = debug.getinfo(fn, "S")
+        if info.what == "Lua" then LUXEC_SOURCES[info.short_src] = true end
+      end
+    end
+  end
+end
+assert(next(LUXEC_SOURCES), "no source file of luxec found")
+
 local function internal(err)
-  local own = err:gsub('"[^"\n]*"', '""'):gsub("'[^'\n]*'", "''")
-  return own:find("/lua/luxec/", 1, true) or own:find("attempt to ", 1, true)
-    or own:find("bad argument", 1, true) or own:find("stack traceback", 1, true)
-    or own:find("config schema", 1, true)
+  for src in pairs(LUXEC_SOURCES) do
+    local at = err:find(src .. ":", 1, true)
+    if at and err:find("^%d+:", at + #src + 1) then return true end
+  end
+  local own = err:gsub("^config: ", "", 1):gsub("^config " .. PATH:gsub("%p", "%%%0") .. ": ", "",
+    1)
+  return own == "nil" or own:find("^%a+: 0x%x+$") ~= nil
 end
 
 local function check_value(key, kind, v)
@@ -307,10 +332,14 @@ local function check_outcome(cfg, err, how)
     return
   end
   check(type(cfg) == "table", "%s returned a %s", how, type(cfg))
+  -- (a file may spend most of the budget or the heap and still return a configuration: what
+  -- is left may not be enough to check it)
   local ok, text = pcall(check_config, cfg)
-  if not ok and text:find("not enough memory", 1, true) then return end
+  if not ok and (native.exceeded() or text:find("not enough memory", 1, true)) then return end
   check(ok, "%s", text)
-  check_describe(cfg, text)
+  local dok, derr = pcall(check_describe, cfg, text)
+  if not dok and (native.exceeded() or derr:find("not enough memory", 1, true)) then return end
+  if not dok then error(derr, 0) end
 end
 
 return function(data)

@@ -208,7 +208,12 @@ local function check_string_list(key, v)
     end
   end
   local copy = {}
-  for i = 1, n do copy[i] = v[i] end
+  for i = 1, n do
+    if v[i] == nil then -- {"a", os.getenv("UNSET"), "c"}: ipairs would stop at the hole
+      fail(("%s[%d]"):format(key, i), "expected a string, got nil (a list cannot have holes)")
+    end
+    copy[i] = v[i]
+  end
   return copy
 end
 
@@ -404,8 +409,14 @@ end
 
 -- Printing ---------------------------------------------------------------------------------
 
+local KEYWORDS = {}
+for w in ("and break do else elseif end false for function goto if in local nil not or repeat "
+  .. "return then true until while"):gmatch("%a+") do
+  KEYWORDS[w] = true
+end
+
 local function is_ident(k)
-  return type(k) == "string" and k:find("^[%a_][%w_]*$") ~= nil
+  return type(k) == "string" and k:find("^[%a_][%w_]*$") ~= nil and not KEYWORDS[k]
 end
 
 local function order_keys(t, top)

@@ -83,7 +83,8 @@ function M.resolve(policy, cwd)
     end
   end
   local wanted = {}
-  for i, root in ipairs(policy.roots or {}) do
+  for i = 1, policy.roots and #policy.roots or 0 do -- (ipairs would stop at a hole)
+    local root = policy.roots[i]
     if type(root) ~= "string" then
       fail("roots[%d] must be a string, got %s", i, type(root))
     end

@@ -45,6 +45,11 @@ describe("luxec mcp config", function()
           "sandbox: 'roots' must be a list of absolute paths, got the key (a table)" },
         { { sandbox = { mode = "workspace-write", roots = { "/tmp", x = "/" } } },
           "sandbox: 'roots' must be a list of absolute paths, got the key \"x\"" },
+        -- (fuzz_config: a list with a hole passed, and what came after the hole was ignored)
+        { { env = { exclude = { "AWS_*", nil, "SECRET*" } } },
+          "env.exclude[2]: expected a string, got nil (a list cannot have holes)" },
+        { { sandbox = { mode = "workspace-write", roots = { "/tmp", nil, "/tmp" } } },
+          "sandbox: roots[2] must be a string, got nil" },
         { { on_command = "allow" }, 'on_command: expected a function, got "allow"' },
         { { cwd = "/no/such/dir" }, 'cwd: "/no/such/dir" is not a directory' },
         { { shell = "/no/such/shell" }, 'shell: "/no/such/shell" is not an executable file' },
@@ -78,6 +83,16 @@ describe("luxec mcp config", function()
       assert.matches("must return a table, got 42", err, 1, true)
       _, err = config.load(dir .. "/missing.lua")
       assert.matches("cannot read the file", err, 1, true)
+    end)
+
+    it("describes a configuration as Lua that loads back, keywords as keys too", function()
+      -- (fuzz_config: a variable named like a Lua keyword made the description unloadable)
+      local cfg = assert(config.check({ env = { set = { ["end"] = "x", ["for"] = "y", ok = "z" } },
+        login = false }))
+      local text = config.describe(cfg)
+      local chunk = assert(load(text, "=describe", "t", {}))
+      local again = assert(config.check(chunk()))
+      assert.same({ ["end"] = "x", ["for"] = "y", ok = "z" }, again.env.set)
     end)
 
     it("--check-config prints the effective configuration; a bad file exits 1", function()
