@@ -7,6 +7,16 @@ local C = {}
 
 C.KiB, C.MiB, C.GiB = 1024, 1024 * 1024, 1024 * 1024 * 1024
 
+--- What a scenario that starts its own host needs: the luxec executable, the soak folder, a
+--- marker unique to this run (MARK: `sleep MARK` and SOAK_MARK=MARK find its processes) and
+--- a new temporary directory.
+function C.host_setup()
+  local bin = assert(os.getenv("LUXEC_BIN"), "LUXEC_BIN (the luxec executable) is not set")
+  math.randomseed(uv.hrtime())
+  local mark = ("1000.%d%06d"):format(uv.os_getpid(), math.random(0, 999999))
+  return bin, arg[0]:match("^(.*)/") or ".", mark, assert(uv.fs_mkdtemp("/tmp/luxec-soak-XXXXXX"))
+end
+
 function C.now()
   return uv.hrtime() / 1e9
 end

@@ -12,12 +12,7 @@ local C = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 local N = math.tointeger(tonumber(arg[1] or "50"))
 local WINDOW = 5 -- seconds
 local S = C.scenario("sigkill")
-local luxec_bin = assert(os.getenv("LUXEC_BIN"), "LUXEC_BIN (the luxec executable) is not set")
-local here = arg[0]:match("^(.*)/") or "."
-
-math.randomseed(uv.hrtime())
-local MARK = ("1000.%d%06d"):format(uv.os_getpid(), math.random(0, 999999))
-local tmp = assert(uv.fs_mkdtemp("/tmp/luxec-soak-XXXXXX"))
+local luxec_bin, here, MARK, tmp = C.host_setup()
 local list, ready = tmp .. "/list", tmp .. "/ready"
 local env = {}
 for k, v in pairs(uv.os_environ()) do env[#env + 1] = k .. "=" .. v end

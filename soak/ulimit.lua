@@ -9,12 +9,7 @@ local uv = require("luv")
 local C = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 
 local S = C.scenario("ulimit")
-local luxec_bin = assert(os.getenv("LUXEC_BIN"), "LUXEC_BIN (the luxec executable) is not set")
-local here = arg[0]:match("^(.*)/") or "."
-
-math.randomseed(uv.hrtime())
-local MARK = ("1000.%d%06d"):format(uv.os_getpid(), math.random(0, 999999))
-local tmp = assert(uv.fs_mkdtemp("/tmp/luxec-soak-XXXXXX"))
+local luxec_bin, here, MARK, tmp = C.host_setup()
 local ready = tmp .. "/ready"
 
 local out, err = uv.new_pipe(), uv.new_pipe()

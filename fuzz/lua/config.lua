@@ -23,15 +23,7 @@ native.set_budget(5 * 1000 * 1000) -- a config file may loop: 5 M instructions i
 local PATH = native.tmpdir .. "/config.lua"
 local MiB = 1024 * 1024
 
-local function q(s)
-  s = tostring(s)
-  s = #s > 300 and s:sub(1, 300) .. "..." or s
-  return ("%q"):format(s)
-end
-
-local function check(cond, fmt, ...)
-  if not cond then error(fmt:format(...), 2) end
-end
+local q, check = require("lib.check").q, require("lib.check").check
 
 -- What a configuration may hold, as this checker reads config.lua's documentation.
 local SECTIONS = {

@@ -93,14 +93,7 @@ end
 
 -- Checks -------------------------------------------------------------------------------------
 
-local function q(s)
-  s = #s > 300 and s:sub(1, 300) .. "..." or s
-  return ("%q"):format(s)
-end
-
-local function check(cond, fmt, ...)
-  if not cond then error(fmt:format(...), 2) end
-end
+local q, check = require("lib.check").q, require("lib.check").check
 
 local null = cjson.null
 
