@@ -92,23 +92,9 @@ end)
 local t0 = C.now()
 local cpu0 = C.cpu_seconds()
 local p = assert(luxec.spawn({ "seq", "1", tostring(N) }, { stdin = "null" }))
-local got, dropped_told, reads = 0, 0, 0
-local cursor = 0 -- the absolute offset the next read starts from
-local function consume()
-  local data, dropped, gap_at = p:read()
-  if #data == 0 and dropped == 0 then return end
-  reads = reads + 1
-  if dropped > 0 then
-    check_piece(data, 1, gap_at, cursor)
-    check_piece(data, gap_at + 1, #data, cursor + gap_at + dropped)
-  else
-    check_piece(data, 1, #data, cursor)
-  end
-  got = got + #data
-  dropped_told = dropped_told + dropped
-  cursor = cursor + #data + dropped
-end
--- wait_output returns at once after EOF (without a turn of the loop): then wait for the exit.
+local r = C.reader(p, check_piece)
+local consume = r.consume
+-- until EOF, then the exit (past EOF wait_output would wait for it too, without the message)
 while not p:eof() do
   p:wait_output({ timeout = 30 })
   consume()
@@ -127,9 +113,9 @@ if rss_end > rss_max then rss_max = rss_end end
 S.check(st.code == 0, "seq ended %s", tostring(st.signal_name or st.code))
 S.check(snap.total == total_expected, "%d bytes arrived, seq printed %d", snap.total,
   total_expected)
-S.check(got + dropped_told == total_expected, "reads returned %d and were told of %d dropped: "
-  .. "%d, expected %d", got, dropped_told, got + dropped_told, total_expected)
-S.check(cursor == total_expected, "the reads ended at offset %d, expected %d", cursor,
+S.check(r.got + r.dropped == total_expected, "reads returned %d and were told of %d dropped: "
+  .. "%d, expected %d", r.got, r.dropped, r.got + r.dropped, total_expected)
+S.check(r.cursor == total_expected, "the reads ended at offset %d, expected %d", r.cursor,
   total_expected)
 S.check(#snap.head + #snap.tail + snap.dropped == snap.total,
   "head %d + tail %d + dropped %d ~= total %d", #snap.head, #snap.tail, snap.dropped, snap.total)
@@ -145,9 +131,9 @@ p:close()
 local left = #C.children() + #C.cgroup_pids()
 S.check(left == 0, "%d processes left", left)
 S.info("seq 1 %d: %d bytes in %.2f s, host CPU %.2f s, %d reads, %d pieces checked; RSS start "
-  .. "%d KiB (HWM %d), max sampled %d KiB, HWM at end %d KiB", N, snap.total, secs, cpu, reads,
+  .. "%d KiB (HWM %d), max sampled %d KiB, HWM at end %d KiB", N, snap.total, secs, cpu, r.reads,
   pieces_checked, rss0, hwm0, rss_max, hwm)
 S.report("%s through one session: %.0f MiB/s, read %s + dropped %s = %d bytes (exact), head "
   .. "%s + tail %s kept, RSS peak +%.1f MiB (bound %d MiB), %d left", C.bytes(snap.total),
-  snap.total / C.MiB / secs, C.bytes(got), C.bytes(dropped_told), got + dropped_told,
+  snap.total / C.MiB / secs, C.bytes(r.got), C.bytes(r.dropped), r.got + r.dropped,
   C.bytes(#snap.head), C.bytes(#snap.tail), peak / 1024, RSS_BOUND_KIB // 1024, left)

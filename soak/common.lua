@@ -17,6 +17,28 @@ function C.host_setup()
   return bin, arg[0]:match("^(.*)/") or ".", mark, assert(uv.fs_mkdtemp("/tmp/luxec-soak-XXXXXX"))
 end
 
+--- A reader of p's output that hands every piece to verify(data, from, to, offset) with its
+--- absolute offset (the two sides of a dropped gap apart) and keeps count: r.got (bytes
+--- returned), r.dropped (bytes it was told were dropped), r.reads, r.cursor (the offset the
+--- next read starts from). r.consume() reads what is there.
+function C.reader(p, verify)
+  local r = { got = 0, dropped = 0, reads = 0, cursor = 0 }
+  function r.consume()
+    local data, dropped, gap_at = p:read()
+    if #data == 0 and dropped == 0 then return end
+    r.reads = r.reads + 1
+    if dropped > 0 then
+      verify(data, 1, gap_at, r.cursor)
+      verify(data, gap_at + 1, #data, r.cursor + gap_at + dropped)
+    else
+      verify(data, 1, #data, r.cursor)
+    end
+    r.got, r.dropped = r.got + #data, r.dropped + dropped
+    r.cursor = r.cursor + #data + dropped
+  end
+  return r
+end
+
 function C.now()
   return uv.hrtime() / 1e9
 end

@@ -50,11 +50,12 @@ local rss0 = C.reset_peak()
 local t0 = C.now()
 local p = assert(luxec.spawn({ "cat" }, { head = 0, tail = 16 * C.MiB }))
 local written, next_block = 0, 0
-local cursor, got, dropped_total, bad, compared = 0, 0, 0, 0, 0
+local bad, compared = 0, 0
+local r -- the reader of the copy (below)
 local stdin_closed = false
 local function feed()
   -- at most QUEUE ahead of the copy (in the queue, the pipes and cat)
-  while written < BYTES and written - cursor < QUEUE do
+  while written < BYTES and written - r.cursor < QUEUE do
     local parts = {}
     for i = 1, 16 do
       if written + (i - 1) * BLOCK >= BYTES then break end
@@ -84,19 +85,10 @@ local function verify(data, from, to, off)
     S.check(false, "echo: the %d bytes at offset %d are not what was written", len, off)
   end
 end
-local function consume()
-  local data, dropped, gap_at = p:read()
-  if dropped > 0 then
-    verify(data, 1, gap_at, cursor)
-    verify(data, gap_at + 1, #data, cursor + gap_at + dropped)
-  else
-    verify(data, 1, #data, cursor)
-  end
-  got, dropped_total = got + #data, dropped_total + dropped
-  cursor = cursor + #data + dropped
-end
+r = C.reader(p, verify)
+local consume = r.consume
 local deadline = C.now() + TIMEOUT
--- wait_output returns at once after EOF (without a turn of the loop): then wait for the exit.
+-- until EOF, then the exit
 while not p:eof() and C.now() < deadline do
   feed()
   p:wait_output({ timeout = 1 })
@@ -110,18 +102,18 @@ S.check(echo_peak <= ECHO_RSS_BOUND_KIB, "echo: host peak RSS +%d KiB (bound %d 
   ECHO_RSS_BOUND_KIB)
 local st = p:status()
 S.check(p:finished(), "echo: not finished after %.0f s (deadlock?): %d written, %d back", TIMEOUT,
-  written, cursor)
+  written, r.cursor)
 S.check(st.code == 0, "echo: cat ended %s", tostring(st.signal_name or st.code))
 S.check(written == BYTES, "echo: %d bytes written of %d", written, BYTES)
 S.check(p:snapshot().total == BYTES, "echo: %d bytes came back, %d written", p:snapshot().total,
   BYTES)
-S.check(got + dropped_total == BYTES, "echo: reads returned %d + %d dropped, %d written", got,
-  dropped_total, BYTES)
+S.check(r.got + r.dropped == BYTES, "echo: reads returned %d + %d dropped, %d written", r.got,
+  r.dropped, BYTES)
 S.check(bad == 0, "echo: %d pieces differ from what was written", bad)
 p:close()
 S.info("echo: %s through cat in %.2f s (%.0f MiB/s each way), %s compared byte for byte, %s "
   .. "dropped unread, peak RSS +%d KiB", C.bytes(BYTES), echo_secs, BYTES / C.MiB / echo_secs,
-  C.bytes(compared), C.bytes(dropped_total), echo_peak)
+  C.bytes(compared), C.bytes(r.dropped), echo_peak)
 
 -- first -----------------------------------------------------------------------------------
 local rss1 = C.reset_peak()
@@ -157,6 +149,6 @@ S.info("first: %s flooded before stdin was read, %s written meanwhile (%s queued
   rss_first)
 S.report("%s: cat echo %.0f MiB/s, %s back of %s (%s compared exactly), RSS +%.1f MiB; "
   .. "flood-first %s out + %s in, done in %.1f s, RSS +%.1f MiB (%s queued); %d left",
-  C.bytes(BYTES), BYTES / C.MiB / echo_secs, C.bytes(got + dropped_total), C.bytes(written),
+  C.bytes(BYTES), BYTES / C.MiB / echo_secs, C.bytes(r.got + r.dropped), C.bytes(written),
   C.bytes(compared), echo_peak / 1024, C.bytes(snap.total), C.bytes(accepted), first_secs,
   rss_first / 1024, C.bytes(queued_max), left)
