@@ -139,8 +139,9 @@ end
 -- Where the escape sequence starting at i (an ESC) ends: e, kind ("csi", "string", "cut" for a
 -- string that another ESC cuts short, "esc") and for CSI its parameters and final byte. nil,
 -- "incomplete" when body ends inside it; nil, "malformed" when it is not a sequence (only the
--- ESC goes).
-local function parse_escape(body, i)
+-- ESC goes). ahead: the bytes that follow body in the stream, if known (up to two): they
+-- decide whether an ESC at body's end, or right after it, cuts a string short.
+local function parse_escape(body, i, ahead)
   local c = body:byte(i + 1)
   if not c then return nil, "incomplete" end
   if c == 91 then -- '[' CSI: parameters, intermediates, final
@@ -150,11 +151,19 @@ local function parse_escape(body, i)
     return nil, "malformed"
   elseif c == 93 or c == 80 or c == 88 or c == 94 or c == 95 then -- OSC, DCS, SOS, PM, APC
     local t = body:find("[\7\27]", i + 2)
-    if not t then return nil, "incomplete" end
+    local a1, a2
+    if ahead then a1, a2 = ahead:byte(1, 2) end
+    if not t then
+      if a1 == 27 and a2 and a2 ~= 92 then return #body, "cut" end
+      return nil, "incomplete"
+    end
     if body:byte(t) == 7 then return t, "string" end
     local n = body:byte(t + 1)
     if n == 92 then return t + 1, "string" end -- ST (ESC \)
-    if n == nil then return nil, "incomplete" end
+    if n == nil then
+      if a1 and a1 ~= 92 then return t - 1, "cut" end
+      return nil, "incomplete"
+    end
     return t - 1, "cut" -- another ESC cancels the string
   end
   local s, e = body:find("^[\32-\47]*[\48-\126]", i + 1)
@@ -177,7 +186,9 @@ local function hold_back_point(body, collapse)
     elseif kind == "incomplete" then
       return cut or i -- (without that ESC, a string cut short by it would have no end)
     else
-      cut = nil
+      -- an ESC that starts nothing: what it cut short stays cut, but when the next byte is
+      -- another ESC that byte decided it, so a hold-back there takes those strings along
+      if body:byte(i + 1) ~= 27 then cut = nil end
       i = body:find("\27", i + 1, true)
     end
   end
@@ -191,16 +202,19 @@ end
 -- go (\r and backspace stay when they are text to keep). Returns the text and the escapes
 -- removed. (Patterns applied one after the other would not do: taking one sequence out can
 -- make a new one of the bytes around it, as "\27" .. "\27[0m" .. "m" makes "\27m".)
-local function strip_block(block, keep_cr)
+local function strip_block(block, keep_cr, ahead)
   local n, last = 0, #block
+  local a1 = ahead and ahead:byte(1)
   local text = block:gsub("(\27[^\27]*)()", function(seg, after)
     local c = seg:byte(2)
     local _, e
     if c == 91 then -- CSI
       _, e = seg:find("^\27%[[\48-\63]*[\32-\47]*[\64-\126]")
     elseif c == 93 or c == 80 or c == 88 or c == 94 or c == 95 then -- OSC, DCS, SOS, PM, APC:
-      -- to BEL, or to the next ESC (ST, or one that cuts it short) unless that one ends the block
-      e = seg:find("\7", 3, true) or (after < last and #seg) or nil
+      -- to BEL, or to the next ESC (ST, or one that cuts it short) unless that one ends the
+      -- block and the byte after it is not known to cut
+      e = seg:find("\7", 3, true)
+        or ((after < last or (after == last and a1 and a1 ~= 92)) and #seg) or nil
     elseif c then -- two-byte (and intermediate) sequences
       _, e = seg:find("^\27[\32-\47]*[\48-\126]")
     end
@@ -219,7 +233,7 @@ end
 
 -- The exact scanner for a block that rewrites lines in place (or has a string sequence the
 -- bulk strip cannot take): line by line, each line that is rewritten emulated in cells.
-local function scan(out, body, base, strip, collapse)
+local function scan(out, body, base, strip, collapse, ahead)
   local len = #body
   -- The current line: its start (text position, parts index, raw offset) and, once it was
   -- rewritten in place, its cells and the cursor.
@@ -324,7 +338,7 @@ local function scan(out, body, base, strip, collapse)
       to_cells()
       col = math.max(0, col - 1)
     elseif b == 27 and strip then
-      local e, kind, params, final_byte = parse_escape(body, i)
+      local e, kind, params, final_byte = parse_escape(body, i, ahead)
       if e then
         out.escapes = out.escapes + 1
         if kind == "csi" and collapse then csi_in_line(params, final_byte) end
@@ -398,15 +412,16 @@ function Cleaner:feed(out, data, raw_at, final)
         if e < stop - 1 then e = block_end(body, pos, e, collapse) end
       end
       local block = body:sub(pos, e)
+      local ahead = body:sub(e + 1, e + 2) -- (a string cut short by the ESC after the block)
       local r = base + pos - 1
       if not block:find(SPECIAL) then
         local t, changed = truncate.lossy(block)
         emit(out, t, r, #block, not changed)
       elseif not strip or (collapse and rewrites(block) and not block:find("\0", 1, true))
         or block:find("\27[%]PX%^_][^\7\27]*$") then -- (a NUL: binary, no lines to keep)
-        scan(out, block, r, strip, collapse)
+        scan(out, block, r, strip, collapse, ahead)
       else
-        local t, n = strip_block(block, not collapse)
+        local t, n = strip_block(block, not collapse, ahead)
         out.escapes = out.escapes + n
         emit(out, (truncate.lossy(t)), r, #block, false)
       end

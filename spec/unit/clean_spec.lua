@@ -165,6 +165,39 @@ describe("clean: across reads", function()
       assert.is_true(cleaned(long, { collapse = false }) == ("x"):rep(4090) .. " end\n")
     end)
 
+  it("holds back a string cut short by an ESC whose meaning the next read decides (fuzz_truncate)",
+    function()
+      -- "\27X...\27\27" : the first ESC after the string cuts it short only because the next
+      -- byte is not "\\"; a read that ends between the two ESCs must hold the string back too
+      for _, collapse in ipairs({ true, false }) do
+        local cl, out = C.new({ collapse = collapse }), C.output()
+        assert.equals(1, cl:feed(out, "a\27X62mred\27\27", 0, false))
+        assert.equals("a", C.text(out))
+        cl:feed(out, "0m plain\n", 11, true)
+        assert.equals("am plain\n", C.text(out))
+        assert.equals("am plain\n", (C.clean("a\27X62mred\27\0270m plain\n",
+          { collapse = collapse })))
+      end
+    end)
+
+  it("removes a run of strings each cut short by the next, longer than a block (fuzz_truncate)",
+    function()
+      -- each string ends where the next begins; a block or a read that ends between two of
+      -- them still knows the first was cut short (the ESC after it starts a string)
+      local raw = ("\0\27_title"):rep(10000) .. "\27\\end\n"
+      for _, collapse in ipairs({ true, false }) do
+        assert.equals("end\n", cleaned(raw, { collapse = collapse }))
+        for _, size in ipairs({ 600, 4096, 5000 }) do
+          local cl, out = C.new({ collapse = collapse }), C.output()
+          for at = 1, #raw, size do
+            cl:feed(out, raw:sub(at, at + size - 1), at - 1, false)
+          end
+          cl:feed(out, "", #raw, true)
+          assert.equals("end\n", C.text(out))
+        end
+      end
+    end)
+
   it("returns the raw offset where it stopped", function()
     local cl, out = C.new(), C.output()
     assert.equals(2, cl:feed(out, "ab\27[", 0, false))
