@@ -4,7 +4,9 @@
 ---   control characters other than tab and newline are removed;
 --- - collapse: a line rewritten in place (`\r`, backspace, erase-in-line, cursor left/right/
 ---   column) is replaced by its final state, the way a terminal would show it; `\r\n`
----   becomes `\n`.
+---   becomes `\n`. Like a terminal's, the cursor stops at a last column: a move right goes no
+---   further than column MAX_COLUMN or the end of the line's text, whichever is further
+---   (`\27[99999999G` cannot make a line of spaces that fills the memory).
 --- Whatever the options, the text is valid UTF-8: a sequence cut at the end of a read is
 --- held back until the next one completes it (so are an unfinished escape sequence and a
 --- trailing `\r`), and bytes that are not UTF-8 become U+FFFD.
@@ -17,6 +19,7 @@ local M = {}
 
 local SPECIAL = "[\0-\8\11-\31\127]" -- controls but tab and newline: the scanner stops there
 local MAX_PENDING_ESCAPE = 4096 -- an unterminated escape longer than this is not held back
+local MAX_COLUMN = 1024 -- (0-based) where a cursor move right stops, past the line's text
 
 ---@class luxec.CleanOutput
 ---@field parts string[]
@@ -294,7 +297,10 @@ local function scan(out, body, base, strip, collapse, ahead)
   end
   local function csi_in_line(params, fin)
     if not params:find("^%d*$") then return false end
-    local n = tonumber(params) or 0
+    local n = tonumber(params) or 0 -- (a float when it is too long for an integer)
+    local function right_to(c)
+      return math.min(c, math.max(#cells, MAX_COLUMN))
+    end
     if fin == "K" then
       to_cells()
       if n == 0 then
@@ -306,10 +312,10 @@ local function scan(out, body, base, strip, collapse, ahead)
       end
     elseif fin == "G" then
       to_cells()
-      col = math.max(n, 1) - 1
+      col = right_to(math.max(n, 1) - 1)
     elseif fin == "C" then
       to_cells()
-      col = col + math.max(n, 1)
+      col = right_to(col + math.max(n, 1))
     elseif fin == "D" then
       to_cells()
       col = math.max(0, col - math.max(n, 1))

@@ -92,6 +92,18 @@ describe("clean: lines rewritten in place", function()
     assert.equals("done\n", cleaned("working...\rdone      \n"))
   end)
 
+  it("stops a cursor move right at a last column, like a terminal (fuzz_truncate)", function()
+    -- a far column costs no memory: the move stops at column 1024 (0-based) or the text's end
+    assert.equals("a" .. (" "):rep(1023) .. "b\n", cleaned("a\27[99999999999999999999999Gb\n"))
+    assert.equals("a" .. (" "):rep(1023) .. "b\n", cleaned("a\27[4294967296Cb\n"))
+    local far = cleaned(("\27[99999Cx"):rep(1000) .. "\n")
+    assert.equals((" "):rep(1024) .. ("x"):rep(1000) .. "\n", far)
+    -- within a long line a move goes where it says
+    assert.equals(("y"):rep(1500) .. "z" .. ("y"):rep(1499) .. "\n",
+      cleaned(("y"):rep(3000) .. "\27[1501Gz\n"))
+    assert.equals("ab   c\n", cleaned("ab\27[3Cc\n"))
+  end)
+
   it("leaves \\r alone when collapse is off", function()
     assert.equals("10%\r100%\n", cleaned("\27[1m10%\r100%\n", { collapse = false }))
   end)
