@@ -8,7 +8,8 @@
  * libFuzzer sees only the C it instrumented, and the product here is Lua run by an
  * uninstrumented interpreter, so a line hook feeds Lua's own coverage into libFuzzer's extra
  * counters: each (previous line, line) pair bumps a counter. The checkers run their own code
- * with lines off (fuzz.trace, fuzz/lua/lib/traced.lua), so what counts is the product's.
+ * with lines off (fuzz.trace, fuzz/lua/lib/traced.lua), and only lines of luxec's modules
+ * count (not a config file's, not a fake's), so what counts is the product's.
  * A count hook bounds the instructions one input may take (a config file is Lua, and may
  * loop), and the allocator bounds the Lua heap; both surface as Lua errors. */
 #include "luxec.h"
@@ -33,6 +34,10 @@
 #define HOOK_COUNT 1000                    /* instructions between two count hooks */
 #define DEFAULT_BUDGET (200 * 1000 * 1000) /* instructions one input may take */
 #define HEAP_LIMIT ((size_t)512 << 20)
+/* The chunk names of luxec's modules. A config file is Lua too, and its own lines (or a
+ * checker's) are no coverage of the product: counted, they would make the fuzzer collect
+ * inputs for having many distinct lines. */
+#define PRODUCT_SOURCE "@" FUZZ_SOURCE_DIR "/lua/luxec/"
 
 /* libFuzzer reads this section as coverage, like the counters of instrumented C. */
 __attribute__((used, section("__libfuzzer_extra_counters"))) static uint8_t lua_counters[NCOUNTERS];
@@ -47,6 +52,7 @@ static int run_ref = LUA_NOREF;
 static uint32_t prev_loc, last_src;
 static const lua_State *last_thread; /* the call frame last_src is the chunk name of */
 static const void *last_ci;
+static int last_counts; /* whether last_src is a luxec module (only their lines count) */
 static uint64_t steps, budget = DEFAULT_BUDGET;
 static int exceeded;
 static size_t heap_used;
@@ -94,9 +100,12 @@ NO_COVERAGE static void hook(lua_State *l, lua_Debug *ar) {
   if (l != last_thread || ar->i_ci != last_ci) {
     if (!lua_getinfo(l, "S", ar)) return;
     last_src = source_hash(ar->source, ar->srclen);
+    last_counts = ar->srclen > sizeof PRODUCT_SOURCE - 1 &&
+                  memcmp(ar->source, PRODUCT_SOURCE, sizeof PRODUCT_SOURCE - 1) == 0;
     last_thread = l;
     last_ci = ar->i_ci;
   }
+  if (!last_counts) return;
   uint32_t loc = last_src ^ ((uint32_t)ar->currentline * 2654435761u);
   uint8_t *c = &lua_counters[(loc ^ prev_loc) % NCOUNTERS];
   if (*c != UINT8_MAX) (*c)++;
