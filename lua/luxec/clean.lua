@@ -295,12 +295,12 @@ local function scan(out, body, base, strip, collapse, ahead)
       seg, r = seg:sub(nl + 1), r + nl
     end
   end
+  local function right_to(c) -- a move right stops at the last column
+    return math.min(c, math.max(#cells, MAX_COLUMN))
+  end
   local function csi_in_line(params, fin)
     if not params:find("^%d*$") then return false end
     local n = tonumber(params) or 0 -- (a float when it is too long for an integer)
-    local function right_to(c)
-      return math.min(c, math.max(#cells, MAX_COLUMN))
-    end
     if fin == "K" then
       to_cells()
       if n == 0 then
