@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "luxec.h"
+#include "notify_int.h"
 
 #ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
 #define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
@@ -31,7 +32,7 @@
 #endif
 
 /* Copy with truncation (a recorded path longer than the record is cut, not overflowed). */
-static void copy_str(char *dst, size_t size, const char *src) {
+void copy_str(char *dst, size_t size, const char *src) {
   size_t n = strnlen(src, size - 1);
   memcpy(dst, src, n);
   dst[n] = '\0';
@@ -45,7 +46,7 @@ static char **copy(char **in, int n) {
 
 /* Read a NUL-terminated string from the target, page by page (the next page may not be
  * mapped). */
-static int read_string(pid_t pid, uint64_t addr, char *out, size_t size) {
+int read_string(pid_t pid, uint64_t addr, char *out, size_t size) {
   size_t got = 0;
   while (got < size - 1) {
     size_t page_left = 4096 - ((addr + got) & 4095);
@@ -60,28 +61,14 @@ static int read_string(pid_t pid, uint64_t addr, char *out, size_t size) {
   return 0;
 }
 
-static int read_mem(pid_t pid, uint64_t addr, void *out, size_t len) {
+int read_mem(pid_t pid, uint64_t addr, void *out, size_t len) {
   struct iovec local = {out, len}, remote = {(void *)(uintptr_t)addr, len};
   return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
 }
 
-static const char *family_name(int f) {
-  switch (f) {
-    case AF_UNIX: return "AF_UNIX";
-    case AF_INET: return "AF_INET";
-    case AF_INET6: return "AF_INET6";
-    case AF_NETLINK: return "AF_NETLINK";
-    case AF_PACKET: return "AF_PACKET";
-    case AF_BLUETOOTH: return "AF_BLUETOOTH";
-    case AF_ALG: return "AF_ALG";
-    case AF_VSOCK: return "AF_VSOCK";
-    default: return NULL;
-  }
-}
-
 /* The record for a new denial (NULL past SBX_KEEP); filled by the caller, so the slot is
  * published under the lock only once complete: see commit(). */
-static sbx_denial *record(sbx_monitor *m, const char *op, pid_t pid) {
+sbx_denial *record(sbx_monitor *m, const char *op, pid_t pid) {
   pthread_mutex_lock(&m->lock);
   m->total++;
   int full = m->ndenials >= SBX_KEEP;
@@ -102,156 +89,8 @@ static sbx_denial *record(sbx_monitor *m, const char *op, pid_t pid) {
   return d;
 }
 
-/* ---- paths ---- */
-
-static void normalize(char *path) {
-  char out[PATH_MAX];
-  size_t n = 0;
-  const char *p = path;
-  while (*p) {
-    while (*p == '/') p++;
-    const char *end = strchr(p, '/');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
-    if (len == 0) break;
-    if (len == 1 && p[0] == '.') {
-    } else if (len == 2 && p[0] == '.' && p[1] == '.') {
-      while (n > 0 && out[n - 1] != '/') n--;
-      if (n > 0) n--;
-    } else if (n + 1 + len < sizeof out) {
-      out[n++] = '/';
-      memcpy(out + n, p, len);
-      n += len;
-    }
-    p += len;
-  }
-  if (n == 0) out[n++] = '/';
-  out[n] = '\0';
-  strcpy(path, out);
-}
-
-/* Absolute, normalised path of (dirfd, path) as the target sees it; symlinks in the
- * directories are resolved where they exist. */
-static int resolve(pid_t pid, int dirfd, const char *path, char *out) {
-  char base[PATH_MAX] = "/";
-  if (path[0] != '/') {
-    char link[64];
-    if (dirfd == AT_FDCWD) snprintf(link, sizeof link, "/proc/%d/cwd", (int)pid);
-    else snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)pid, dirfd);
-    ssize_t n = readlink(link, base, sizeof base - 1);
-    if (n < 0) return -1;
-    base[n] = '\0';
-  }
-  char joined[PATH_MAX * 2];
-  if (path[0] == '/') snprintf(joined, sizeof joined, "%s", path);
-  else if (path[0] == '\0') snprintf(joined, sizeof joined, "%s", base);
-  else snprintf(joined, sizeof joined, "%s/%s", base, path);
-  joined[PATH_MAX - 1] = '\0';
-  normalize(joined);
-  /* a final component that is a symlink is where an open lands (Landlock checks that) */
-  for (int hops = 0; hops < 8; hops++) {
-    struct stat st;
-    char target[PATH_MAX * 2];
-    if (lstat(joined, &st) < 0 || !S_ISLNK(st.st_mode)) break;
-    ssize_t n = readlink(joined, target, sizeof target - 1);
-    if (n <= 0) break;
-    target[n] = '\0';
-    if (target[0] == '/') {
-      copy_str(joined, sizeof joined, target);
-    } else {
-      char *cut = strrchr(joined, '/');
-      cut[1] = '\0';
-      size_t used = strlen(joined);
-      copy_str(joined + used, sizeof joined - used, target);
-    }
-    normalize(joined);
-  }
-  char *slash = strrchr(joined, '/');
-  char dir[PATH_MAX], real[PATH_MAX];
-  snprintf(dir, sizeof dir, "%.*s", slash == joined ? 1 : (int)(slash - joined), joined);
-  if (realpath(dir, real) != NULL) {
-    char both[PATH_MAX * 2 + 2];
-    snprintf(both, sizeof both, "%s%s%s", real, strcmp(real, "/") == 0 ? "" : "/", slash + 1);
-    copy_str(out, PATH_MAX, both);
-  } else {
-    copy_str(out, PATH_MAX, joined);
-  }
-  if (out[0] == '\0') strcpy(out, "/");
-  return 0;
-}
-
-static int under(const char *path, const char *root) {
-  size_t n = strlen(root);
-  if (n == 1 && root[0] == '/') return 1;
-  return strncmp(path, root, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
-static int writable(const sbx_monitor *m, const char *path) {
-  static const char *const devices[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
-                                        "/dev/urandom", "/dev/tty", "/dev/ptmx", NULL};
-  for (int i = 0; devices[i]; i++)
-    if (strcmp(path, devices[i]) == 0) return 1;
-  if (under(path, "/dev/pts")) return 1;
-  for (int i = 0; i < m->nro; i++)
-    if (under(path, m->ro_paths[i])) return 0;
-  for (int i = 0; i < m->nroots; i++)
-    if (under(path, m->roots[i])) return 1;
-  return 0;
-}
-
-/* ---- one notification ---- */
-
-static int valid(const sbx_monitor *m, uint64_t id) {
+int notif_valid(const sbx_monitor *m, uint64_t id) {
   return ioctl(m->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
-}
-
-static void net_call(sbx_monitor *m, const struct seccomp_notif *req, const char *op,
-                     uint64_t addr, uint64_t len, struct seccomp_notif_resp *resp) {
-  struct sockaddr_storage ss;
-  memset(&ss, 0, sizeof ss);
-  if (addr == 0) { /* a connected socket: its address was checked at connect */
-    resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-    return;
-  }
-  if (len > sizeof ss) len = sizeof ss;
-  if (len < sizeof(sa_family_t) || read_mem((pid_t)req->pid, addr, &ss, (size_t)len) < 0 ||
-      !valid(m, req->id)) {
-    resp->error = -EPERM; /* cannot tell: refuse */
-    return;
-  }
-  if (ss.ss_family == AF_UNIX) { /* a network namespace makes this safe even if raced */
-    resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-    return;
-  }
-  resp->error = -EPERM;
-  sbx_denial *d = record(m, op, (pid_t)req->pid);
-  if (d == NULL) return;
-  const char *fam = family_name(ss.ss_family);
-  if (fam) snprintf(d->family, sizeof d->family, "%s", fam);
-  else snprintf(d->family, sizeof d->family, "AF_%d", ss.ss_family);
-  if (ss.ss_family == AF_INET) {
-    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-    inet_ntop(AF_INET, &in->sin_addr, d->addr, sizeof d->addr);
-    d->port = ntohs(in->sin_port);
-  } else if (ss.ss_family == AF_INET6) {
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-    inet_ntop(AF_INET6, &in6->sin6_addr, d->addr, sizeof d->addr);
-    d->port = ntohs(in6->sin6_port);
-  }
-}
-
-static void file_call(sbx_monitor *m, const struct seccomp_notif *req, const char *op,
-                      int dirfd, uint64_t path_addr) {
-  char path[PATH_MAX], full[PATH_MAX];
-  pid_t pid = (pid_t)req->pid;
-  if (path_addr == 0) { /* utimensat(fd, NULL, ...): the descriptor itself */
-    path[0] = '\0';
-  } else if (read_string(pid, path_addr, path, sizeof path) < 0) {
-    return;
-  }
-  if (resolve(pid, dirfd, path, full) < 0 || !valid(m, req->id)) return;
-  if (!m->force && writable(m, full)) return;
-  sbx_denial *d = record(m, op, pid);
-  if (d) copy_str(d->path, sizeof d->path, full);
 }
 
 /* Calls the filter refuses outright: recorded by name and answered EPERM. */
@@ -311,91 +150,13 @@ static int refused(sbx_monitor *m, const struct seccomp_notif *req,
 
 static void handle(sbx_monitor *m, const struct seccomp_notif *req,
                    struct seccomp_notif_resp *resp) {
-  const __u64 *a = req->data.args;
   resp->id = req->id;
   resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE; /* file evidence only looks */
   resp->error = 0;
   resp->val = 0;
-  int nr = req->data.nr;
-  int at = AT_FDCWD;
   if (refused(m, req, resp)) return;
-  switch (nr) {
-    case SYS_socket: {
-      resp->flags = 0;
-      resp->error = -EPERM;
-      sbx_denial *d = record(m, "socket", (pid_t)req->pid);
-      if (d) {
-        const char *fam = family_name((int)a[0]);
-        if (fam) snprintf(d->family, sizeof d->family, "%s", fam);
-        else snprintf(d->family, sizeof d->family, "AF_%d", (int)a[0]);
-        d->type = (int)(a[1] & 0xf);
-        d->protocol = (int)a[2];
-      }
-      return;
-    }
-    case SYS_connect: resp->flags = 0; net_call(m, req, "connect", a[1], a[2], resp); return;
-    case SYS_bind: resp->flags = 0; net_call(m, req, "bind", a[1], a[2], resp); return;
-    case SYS_sendto: resp->flags = 0; net_call(m, req, "sendto", a[4], a[5], resp); return;
-    case SYS_sendmsg: {
-      struct msghdr msg;
-      resp->flags = 0;
-      if (read_mem((pid_t)req->pid, a[1], &msg, sizeof msg) < 0) {
-        resp->error = -EPERM;
-        return;
-      }
-      net_call(m, req, "sendmsg", (uint64_t)(uintptr_t)msg.msg_name, msg.msg_namelen, resp);
-      return;
-    }
-    case SYS_open: file_call(m, req, "open", at, a[0]); return;
-    case SYS_creat: file_call(m, req, "creat", at, a[0]); return;
-    case SYS_openat: file_call(m, req, "open", (int)a[0], a[1]); return;
-    case SYS_openat2: {
-      uint64_t flags = 0;
-      if (read_mem((pid_t)req->pid, a[2], &flags, sizeof flags) == 0 &&
-          (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC)))
-        file_call(m, req, "open", (int)a[0], a[1]);
-      return;
-    }
-    case SYS_mkdir: file_call(m, req, "mkdir", at, a[0]); return;
-    case SYS_mkdirat: file_call(m, req, "mkdir", (int)a[0], a[1]); return;
-    case SYS_unlink: file_call(m, req, "unlink", at, a[0]); return;
-    case SYS_unlinkat: file_call(m, req, "unlink", (int)a[0], a[1]); return;
-    case SYS_rmdir: file_call(m, req, "rmdir", at, a[0]); return;
-    case SYS_rename: file_call(m, req, "rename", at, a[0]); file_call(m, req, "rename", at, a[1]);
-      return;
-    case SYS_renameat:
-    case SYS_renameat2:
-      file_call(m, req, "rename", (int)a[0], a[1]);
-      file_call(m, req, "rename", (int)a[2], a[3]);
-      return;
-    case SYS_link: file_call(m, req, "link", at, a[1]); return;
-    case SYS_linkat: file_call(m, req, "link", (int)a[2], a[3]); return;
-    case SYS_symlink: file_call(m, req, "symlink", at, a[1]); return;
-    case SYS_symlinkat: file_call(m, req, "symlink", (int)a[1], a[2]); return;
-    case SYS_truncate: file_call(m, req, "truncate", at, a[0]); return;
-    case SYS_mknod:
-    case SYS_mknodat: {
-      /* Landlock never grants device nodes: refused even inside a root */
-      int dirfd = nr == SYS_mknod ? at : (int)a[0];
-      uint64_t path = nr == SYS_mknod ? a[0] : a[1];
-      unsigned mode = (unsigned)(nr == SYS_mknod ? a[1] : a[2]);
-      m->force = S_ISCHR(mode) || S_ISBLK(mode);
-      file_call(m, req, "mknod", dirfd, path);
-      m->force = 0;
-      return;
-    }
-    default: break;
-  }
-  if (!m->mountns) return; /* metadata calls outside the roots succeed without the mount layer */
-  switch (nr) {
-    case SYS_chmod: file_call(m, req, "chmod", at, a[0]); break;
-    case SYS_fchmodat: file_call(m, req, "chmod", (int)a[0], a[1]); break;
-    case SYS_chown: file_call(m, req, "chown", at, a[0]); break;
-    case SYS_lchown: file_call(m, req, "chown", at, a[0]); break;
-    case SYS_fchownat: file_call(m, req, "chown", (int)a[0], a[1]); break;
-    case SYS_utimensat: file_call(m, req, "utime", (int)a[0], a[1]); break;
-    default: break;
-  }
+  if (notify_net_call(m, req, resp)) return;
+  notify_file_call(m, req, resp);
 }
 
 /* Publish the denial record() handed out, if any. */

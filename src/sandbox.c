@@ -32,27 +32,11 @@
 #define ACCESS_NET_CONNECT_TCP (1ULL << 1)
 #define SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
 #define SCOPE_SIGNAL (1ULL << 1)
-#ifndef MOUNT_ATTR_RDONLY
-#define MOUNT_ATTR_RDONLY 0x00000001
-#endif
-#ifndef AT_RECURSIVE
-#define AT_RECURSIVE 0x8000
-#endif
-#ifndef OPEN_TREE_CLONE
-#define OPEN_TREE_CLONE 1
-#endif
-#ifndef MOVE_MOUNT_F_EMPTY_PATH
-#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
-#endif
 
 struct ruleset_attr { /* the ABI 6 layout; older kernels get a prefix of it */
   uint64_t handled_access_fs;
   uint64_t handled_access_net;
   uint64_t scoped;
-};
-
-struct mount_attr_v0 {
-  uint64_t attr_set, attr_clr, propagation, userns_fd;
 };
 
 int sandbox_landlock_abi(void) {
@@ -136,114 +120,6 @@ static int build_ruleset(const sandbox_spec *s, int abi, char *err, size_t errle
   return rs;
 }
 
-static int export_bpf(scmp_filter_ctx ctx, struct sock_fprog *out) {
-  int fd = memfd_create("luxec-bpf", MFD_CLOEXEC);
-  if (fd < 0) return -1;
-  if (seccomp_export_bpf(ctx, fd) < 0) {
-    close(fd);
-    return -1;
-  }
-  off_t size = lseek(fd, 0, SEEK_END);
-  struct sock_filter *f = malloc((size_t)size);
-  if (f == NULL || pread(fd, f, (size_t)size, 0) != size) {
-    free(f);
-    close(fd);
-    return -1;
-  }
-  close(fd);
-  out->len = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
-  out->filter = f;
-  return 0;
-}
-
-#define RULE(action, name, ...) \
-  rc |= seccomp_rule_add(ctx, action, SCMP_SYS(name), __VA_ARGS__)
-
-/* The filter: denials that never depend on memory the child controls (EPERM, never KILL),
- * and, with notify, the calls the host records as evidence. */
-static int build_filter(const sandbox_spec *s, int notify, int netns, int handoff_fd,
-                        struct sock_fprog *out) {
-  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-  if (ctx == NULL) return -1;
-  /* with a listener, every policy denial goes through the host, which records it and
-   * answers EPERM (the answer never depends on memory the child controls) */
-  const uint32_t deny = notify ? SCMP_ACT_NOTIFY : SCMP_ACT_ERRNO(EPERM);
-  int rc = 0;
-  /* another architecture's system calls (int 0x80) would skip every rule below */
-  rc |= seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, deny);
-  rc |= seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0); /* set by the child itself */
-  static const char *const denied[] = {
-    "ptrace", "process_vm_writev", "bpf", "mount", "umount2", "fsopen", "fsconfig", "fsmount",
-    "fspick", "move_mount", "open_tree", "mount_setattr", "pivot_root", "chroot", "keyctl",
-    "add_key", "request_key", "unshare", "setns", "io_uring_setup", "io_uring_enter",
-    "io_uring_register", "kexec_load", "kexec_file_load", "init_module", "finit_module",
-    "delete_module", "swapon", "swapoff", "reboot", "perf_event_open", "userfaultfd",
-    "open_by_handle_at", "name_to_handle_at", "quotactl", "acct", "iopl", "ioperm", NULL};
-  for (int i = 0; denied[i]; i++) {
-    int nr = seccomp_syscall_resolve_name(denied[i]);
-    if (nr != __NR_SCMP_ERROR) rc |= seccomp_rule_add(ctx, deny, nr, 0);
-  }
-  static const uint64_t ns_flags[] = {CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWPID,
-                                      CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWCGROUP};
-  for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0]; i++)
-    RULE(deny, clone, 1, SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
-  RULE(SCMP_ACT_ERRNO(ENOSYS), clone3, 0); /* its flags are in memory: libc falls back */
-
-  if (s->network_deny) {
-    const uint32_t act = deny;
-    if (netns) {
-      /* inet sockets may exist in the empty network namespace; where they try to go is
-       * evidence, and the namespace enforces whatever the memory says */
-      for (int fam = 0; fam <= 64; fam++) {
-        if (fam == AF_UNIX || fam == AF_INET || fam == AF_INET6) continue;
-        RULE(act, socket, 1, SCMP_A0(SCMP_CMP_EQ, (uint64_t)fam));
-      }
-      RULE(act, socket, 1, SCMP_A0(SCMP_CMP_GT, 64));
-      if (notify) {
-        RULE(SCMP_ACT_NOTIFY, connect, 0);
-        RULE(SCMP_ACT_NOTIFY, bind, 0);
-        RULE(SCMP_ACT_NOTIFY, sendto, 0);
-        /* the child hands the listener over with sendmsg while its parent waits for the
-         * exec: notifying that call would deadlock */
-        RULE(SCMP_ACT_NOTIFY, sendmsg, 1, SCMP_A0(SCMP_CMP_NE, (uint64_t)handoff_fd));
-      }
-    } else {
-      RULE(act, socket, 1, SCMP_A0(SCMP_CMP_NE, AF_UNIX));
-    }
-    RULE(deny, socketpair, 1, SCMP_A0(SCMP_CMP_NE, AF_UNIX));
-  }
-  if (notify && s->evidence_files && s->mode != SBX_FULL) {
-    /* log-only: the host records what falls outside the roots and lets the kernel layers
-     * decide (CONTINUE) */
-    const uint32_t n = SCMP_ACT_NOTIFY;
-    static const struct { const char *name; int arg; } opens[] = {{"open", 1}, {"openat", 2}};
-    for (int i = 0; i < 2; i++) {
-      int nr = seccomp_syscall_resolve_name(opens[i].name);
-      struct scmp_arg_cmp w = {(unsigned)opens[i].arg, SCMP_CMP_MASKED_EQ, O_ACCMODE, O_WRONLY};
-      struct scmp_arg_cmp rw = {(unsigned)opens[i].arg, SCMP_CMP_MASKED_EQ, O_ACCMODE, O_RDWR};
-      struct scmp_arg_cmp cr = {(unsigned)opens[i].arg, SCMP_CMP_MASKED_EQ, O_CREAT, O_CREAT};
-      struct scmp_arg_cmp tr = {(unsigned)opens[i].arg, SCMP_CMP_MASKED_EQ, O_TRUNC, O_TRUNC};
-      rc |= seccomp_rule_add_array(ctx, n, nr, 1, &w);
-      rc |= seccomp_rule_add_array(ctx, n, nr, 1, &rw);
-      rc |= seccomp_rule_add_array(ctx, n, nr, 1, &cr);
-      rc |= seccomp_rule_add_array(ctx, n, nr, 1, &tr);
-    }
-    static const char *const writes[] = {
-      "creat", "openat2", "mkdir", "mkdirat", "unlink", "unlinkat", "rmdir", "rename",
-      "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat", "truncate", "chmod",
-      "fchmodat", "chown", "lchown", "fchownat", "mknod", "mknodat", NULL};
-    for (int i = 0; writes[i]; i++) {
-      int nr = seccomp_syscall_resolve_name(writes[i]);
-      if (nr != __NR_SCMP_ERROR) rc |= seccomp_rule_add(ctx, n, nr, 0);
-    }
-    /* futimens (no path) changes a file already open for writing: nothing to tell */
-    RULE(n, utimensat, 1, SCMP_A1(SCMP_CMP_NE, 0));
-  }
-  if (rc == 0) rc = export_bpf(ctx, out);
-  seccomp_release(ctx);
-  return rc == 0 ? 0 : -1;
-}
-
 static char **copy_strings(const char **in, int n) {
   char **out = calloc((size_t)n + 1, sizeof(char *));
   for (int i = 0; out != NULL && i < n; i++) out[i] = strdup(in[i]);
@@ -286,8 +162,8 @@ int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t er
     p->sock_child = sv[1];
   }
   if ((notify && p->sock_child >= 0 &&
-       build_filter(s, 1, p->want_netns, p->sock_child, &p->prog_notify) < 0) ||
-      build_filter(s, 0, p->want_netns, -1, &p->prog_plain) < 0) {
+       sandbox_build_filter(s, 1, p->want_netns, p->sock_child, &p->prog_notify) < 0) ||
+      sandbox_build_filter(s, 0, p->want_netns, -1, &p->prog_plain) < 0) {
     snprintf(err, errlen, "seccomp: cannot build the filter with libseccomp");
     sandbox_prep_free(p);
     return -1;
@@ -314,36 +190,6 @@ void sandbox_prep_free(sandbox_prep *p) {
 }
 
 /* ---- child side: system calls only ---- */
-
-static int mount_layer(sandbox_prep *p) {
-  if (unshare(CLONE_NEWNS) < 0) return -1;
-  /* private first: nothing done below may propagate to the host's mounts */
-  if (syscall(SYS_mount, NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) return -1;
-  int fds[64];
-  int n = p->nroots < 64 ? p->nroots : 64;
-  for (int i = 0; i < n; i++) {
-    fds[i] = (int)syscall(SYS_open_tree, AT_FDCWD, p->roots[i],
-                          OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC);
-    if (fds[i] < 0) return -1;
-  }
-  struct mount_attr_v0 ro = {.attr_set = MOUNT_ATTR_RDONLY};
-  if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof ro) < 0) return -1;
-  for (int i = 0; i < n; i++) {
-    if (syscall(SYS_move_mount, fds[i], "", AT_FDCWD, p->roots[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)
-      return -1;
-    close(fds[i]);
-  }
-  for (int i = 0; i < p->nro; i++) { /* .git: read-only again inside its writable root */
-    int fd = (int)syscall(SYS_open_tree, AT_FDCWD, p->ro_paths[i],
-                          OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC);
-    if (fd < 0) return -1;
-    if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &ro, sizeof ro) < 0 ||
-        syscall(SYS_move_mount, fd, "", AT_FDCWD, p->ro_paths[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)
-      return -1;
-    close(fd);
-  }
-  return 0;
-}
 
 static int drop_capabilities(void) {
   for (int cap = 0; cap <= 63; cap++) {
@@ -377,7 +223,7 @@ static int send_fd(int sock, int fd) {
 
 int sandbox_child_apply(sandbox_prep *p, const char **stage) {
   if (p->want_mountns) {
-    if (mount_layer(p) == 0) {
+    if (sandbox_mount_layer(p) == 0) {
       p->mountns_ok = 1;
     } else if (!p->best_effort) {
       *stage = "sandbox mount namespace";

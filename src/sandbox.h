@@ -47,6 +47,12 @@ int sandbox_prepare(const sandbox_spec *spec, sandbox_prep *prep, char *err, siz
 void sandbox_prep_free(sandbox_prep *prep);
 /* Child side, async-signal-safe. 0, or -1 with errno set and *stage naming the layer. */
 int sandbox_child_apply(sandbox_prep *prep, const char **stage);
+/* Parent side (sandbox_filter.c): the BPF program for spec; with notify, the calls the host
+ * records go to a listener (handoff_fd: the descriptor the listener is sent over). */
+int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, int handoff_fd,
+                         struct sock_fprog *out);
+/* Child side (sandbox_ns.c): the read-only mount layer. 0, or -1 with errno set. */
+int sandbox_mount_layer(sandbox_prep *p);
 /* Parent side after the launch: the listener the child sent, or -1. */
 int sandbox_take_listener(sandbox_prep *prep);
 

@@ -1,0 +1,121 @@
+/* sandbox_filter.c: the seccomp filter of a sandboxed child, built with libseccomp in the
+ * parent and exported as a BPF program the child installs. */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int export_bpf(scmp_filter_ctx ctx, struct sock_fprog *out) {
+  int fd = memfd_create("luxec-bpf", MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  if (seccomp_export_bpf(ctx, fd) < 0) {
+    close(fd);
+    return -1;
+  }
+  off_t size = lseek(fd, 0, SEEK_END);
+  struct sock_filter *f = malloc((size_t)size);
+  if (f == NULL || pread(fd, f, (size_t)size, 0) != size) {
+    free(f);
+    close(fd);
+    return -1;
+  }
+  close(fd);
+  out->len = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
+  out->filter = f;
+  return 0;
+}
+
+#define RULE(action, name, ...) \
+  rc |= seccomp_rule_add(ctx, action, SCMP_SYS(name), __VA_ARGS__)
+
+/* The filter: denials that never depend on memory the child controls (EPERM, never KILL),
+ * and, with notify, the calls the host records as evidence. */
+int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, int handoff_fd,
+                        struct sock_fprog *out) {
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  if (ctx == NULL) return -1;
+  /* with a listener, every policy denial goes through the host, which records it and
+   * answers EPERM (the answer never depends on memory the child controls) */
+  const uint32_t deny = notify ? SCMP_ACT_NOTIFY : SCMP_ACT_ERRNO(EPERM);
+  int rc = 0;
+  /* another architecture's system calls (int 0x80) would skip every rule below */
+  rc |= seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, deny);
+  rc |= seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0); /* set by the child itself */
+  static const char *const denied[] = {
+    "ptrace", "process_vm_writev", "bpf", "mount", "umount2", "fsopen", "fsconfig", "fsmount",
+    "fspick", "move_mount", "open_tree", "mount_setattr", "pivot_root", "chroot", "keyctl",
+    "add_key", "request_key", "unshare", "setns", "io_uring_setup", "io_uring_enter",
+    "io_uring_register", "kexec_load", "kexec_file_load", "init_module", "finit_module",
+    "delete_module", "swapon", "swapoff", "reboot", "perf_event_open", "userfaultfd",
+    "open_by_handle_at", "name_to_handle_at", "quotactl", "acct", "iopl", "ioperm", NULL};
+  for (int i = 0; denied[i]; i++) {
+    int nr = seccomp_syscall_resolve_name(denied[i]);
+    if (nr != __NR_SCMP_ERROR) rc |= seccomp_rule_add(ctx, deny, nr, 0);
+  }
+  static const uint64_t ns_flags[] = {CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWPID,
+                                      CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWCGROUP};
+  for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0]; i++)
+    RULE(deny, clone, 1, SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+  RULE(SCMP_ACT_ERRNO(ENOSYS), clone3, 0); /* its flags are in memory: libc falls back */
+
+  if (s->network_deny) {
+    const uint32_t act = deny;
+    if (netns) {
+      /* inet sockets may exist in the empty network namespace; where they try to go is
+       * evidence, and the namespace enforces whatever the memory says */
+      for (int fam = 0; fam <= 64; fam++) {
+        if (fam == AF_UNIX || fam == AF_INET || fam == AF_INET6) continue;
+        RULE(act, socket, 1, SCMP_A0(SCMP_CMP_EQ, (uint64_t)fam));
+      }
+      RULE(act, socket, 1, SCMP_A0(SCMP_CMP_GT, 64));
+      if (notify) {
+        RULE(SCMP_ACT_NOTIFY, connect, 0);
+        RULE(SCMP_ACT_NOTIFY, bind, 0);
+        RULE(SCMP_ACT_NOTIFY, sendto, 0);
+        /* the child hands the listener over with sendmsg while its parent waits for the
+         * exec: notifying that call would deadlock */
+        RULE(SCMP_ACT_NOTIFY, sendmsg, 1, SCMP_A0(SCMP_CMP_NE, (uint64_t)handoff_fd));
+      }
+    } else {
+      RULE(act, socket, 1, SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+    }
+    RULE(deny, socketpair, 1, SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+  }
+  if (notify && s->evidence_files && s->mode != SBX_FULL) {
+    /* log-only: the host records what falls outside the roots and lets the kernel layers
+     * decide (CONTINUE) */
+    const uint32_t n = SCMP_ACT_NOTIFY;
+    static const struct { const char *name; int arg; } opens[] = {{"open", 1}, {"openat", 2}};
+    for (int i = 0; i < 2; i++) {
+      int nr = seccomp_syscall_resolve_name(opens[i].name);
+      struct scmp_arg_cmp w = {(unsigned)opens[i].arg, SCMP_CMP_MASKED_EQ, O_ACCMODE, O_WRONLY};
+      struct scmp_arg_cmp rw = {(unsigned)opens[i].arg, SCMP_CMP_MASKED_EQ, O_ACCMODE, O_RDWR};
+      struct scmp_arg_cmp cr = {(unsigned)opens[i].arg, SCMP_CMP_MASKED_EQ, O_CREAT, O_CREAT};
+      struct scmp_arg_cmp tr = {(unsigned)opens[i].arg, SCMP_CMP_MASKED_EQ, O_TRUNC, O_TRUNC};
+      rc |= seccomp_rule_add_array(ctx, n, nr, 1, &w);
+      rc |= seccomp_rule_add_array(ctx, n, nr, 1, &rw);
+      rc |= seccomp_rule_add_array(ctx, n, nr, 1, &cr);
+      rc |= seccomp_rule_add_array(ctx, n, nr, 1, &tr);
+    }
+    static const char *const writes[] = {
+      "creat", "openat2", "mkdir", "mkdirat", "unlink", "unlinkat", "rmdir", "rename",
+      "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat", "truncate", "chmod",
+      "fchmodat", "chown", "lchown", "fchownat", "mknod", "mknodat", NULL};
+    for (int i = 0; writes[i]; i++) {
+      int nr = seccomp_syscall_resolve_name(writes[i]);
+      if (nr != __NR_SCMP_ERROR) rc |= seccomp_rule_add(ctx, n, nr, 0);
+    }
+    /* futimens (no path) changes a file already open for writing: nothing to tell */
+    RULE(n, utimensat, 1, SCMP_A1(SCMP_CMP_NE, 0));
+  }
+  if (rc == 0) rc = export_bpf(ctx, out);
+  seccomp_release(ctx);
+  return rc == 0 ? 0 : -1;
+}
