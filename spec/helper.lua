@@ -73,6 +73,28 @@ function H.children()
   return pids
 end
 
+--- PIDs of every descendant of pid, as the host sees them (a sandboxed process sees other
+--- numbers: its own pid namespace's), found through /proc/<pid>/task/*/children.
+function H.descendants(pid)
+  local out, queue = {}, { pid }
+  while #queue > 0 do
+    local p = table.remove(queue)
+    local dir = ("/proc/%d/task"):format(p)
+    local req = uv.fs_scandir(dir)
+    for tid in function() return req and uv.fs_scandir_next(req) end do
+      local f = io.open(dir .. "/" .. tid .. "/children")
+      if f then
+        for kid in f:read("a"):gmatch("%d+") do
+          out[#out + 1] = tonumber(kid)
+          queue[#queue + 1] = tonumber(kid)
+        end
+        f:close()
+      end
+    end
+  end
+  return out
+end
+
 --- Fail the current test if it left a handle keeping the loop alive or a child process.
 --- Cleans up what it finds so one leak does not fail every later test.
 function H.assert_clean()

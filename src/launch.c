@@ -3,7 +3,7 @@
  * system calls on its own stack, and reports a failure through memory it shares with the
  * suspended parent, which is exact (an errno and the stage) and needs no pipe. Under valgrind,
  * which runs such a clone as a plain fork, the report goes through a close-on-exec pipe. */
-#include "launch.h"
+#include "launch_int.h"
 #include "luxec.h"
 
 #include <errno.h>
@@ -50,17 +50,6 @@
 #define P_PIDFD 3
 #endif
 
-#define CHILD_STACK (64 * 1024)
-
-typedef struct child_ctx {
-  const launch_req *req;
-  pid_t parent;
-  int fd0, fd1, fd2;  /* what becomes 0, 1, 2 */
-  int ctty;           /* the PTY slave to make the controlling terminal, or -1 */
-  volatile int err;   /* written by the child before _exit, read by the parent */
-  volatile const char *stage;
-  int report_fd;      /* -1, or the write end of the failure pipe when memory is not shared */
-} child_ctx;
 
 typedef struct child_report {
   int err;
@@ -94,7 +83,7 @@ static void read_report(child_ctx *c, int fd) {
   }
 }
 
-static int child_main(void *arg) {
+int launch_child_main(void *arg) {
   child_ctx *c = arg;
   const launch_req *req = c->req;
   struct sigaction dfl;
@@ -105,7 +94,9 @@ static int child_main(void *arg) {
   }
   if (setsid() < 0) child_fail(c, "setsid");
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) child_fail(c, "pdeathsig");
-  if (getppid() != c->parent) _exit(127); /* the host is already gone */
+  /* the host is already gone? (inside a pid namespace the parent is outside: 0, and the
+   * namespace's init goes with the host instead) */
+  if (getppid() != (c->contained ? 0 : c->parent)) _exit(127);
   if (req->cgroup_procs_fd >= 0 && write(req->cgroup_procs_fd, "0", 1) != 1)
     child_fail(c, "cgroup");
   if (c->ctty >= 0 && ioctl(c->ctty, TIOCSCTTY, 0) < 0) child_fail(c, "controlling terminal");
@@ -164,7 +155,7 @@ int launch_resolve(const char *file, char *const *envp, char *out, size_t size) 
   return seen_eacces ? EACCES : ENOENT;
 }
 
-static int set_nonblock(int fd) {
+int launch_set_nonblock(int fd) {
   int fl = fcntl(fd, F_GETFL);
   return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
@@ -174,6 +165,16 @@ static void close_all(int *fds, int n) {
     if (fds[i] >= 0) close(fds[i]);
     fds[i] = -1;
   }
+}
+
+int launch_pty_slave_setup(const launch_req *req, int slave) {
+  struct termios tio;
+  if (tcgetattr(slave, &tio) == 0) {
+    tio.c_iflag |= IUTF8;
+    tcsetattr(slave, TCSANOW, &tio);
+  }
+  struct winsize ws = {.ws_row = req->rows, .ws_col = req->cols};
+  return ioctl(slave, TIOCSWINSZ, &ws);
 }
 
 /* The PTY: master (non-blocking, close-on-exec) and slave with IUTF8 and the window size. */
@@ -186,24 +187,40 @@ static int open_pty(const launch_req *req, int *master, int *slave) {
   }
   *slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
   if (*slave < 0) return -1;
-  struct termios tio;
-  if (tcgetattr(*slave, &tio) == 0) {
-    tio.c_iflag |= IUTF8;
-    tcsetattr(*slave, TCSANOW, &tio);
+  if (launch_pty_slave_setup(req, *slave) < 0) return -1;
+  return launch_set_nonblock(*master);
+}
+
+char *launch_stack(int i) {
+  static char *stacks[3];
+  if (stacks[i] == NULL) {
+    void *p = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    stacks[i] = p;
   }
-  struct winsize ws = {.ws_row = req->rows, .ws_col = req->cols};
-  if (ioctl(*slave, TIOCSWINSZ, &ws) < 0) return -1;
-  return set_nonblock(*master);
+  return stacks[i];
+}
+
+void launch_stack_clean(char *stack) {
+#ifdef LUXEC_ASAN
+  /* The child's frames poison the shared shadow of this stack and it never returns to clear
+   * it: a later child with other frames at those addresses would trip over stale redzones. */
+  ASAN_UNPOISON_MEMORY_REGION(stack, CHILD_STACK);
+#else
+  (void)stack;
+#endif
 }
 
 int launch(const launch_req *req, launch_res *res) {
-  static char *stack = NULL; /* one stack: CLONE_VFORK keeps launches one at a time */
+  char *stack = launch_stack(0); /* CLONE_VFORK keeps launches one at a time */
   int fds[7] = {-1, -1, -1, -1, -1, -1, -1};
   enum { MASTER, SLAVE, IN_R, IN_W, OUT_R, OUT_W, ERR_R };
   int err_w = -1, devnull = -1, report[2] = {-1, -1};
   memset(res, 0, sizeof *res);
   res->pid = -1;
   res->pidfd = res->in_fd = res->out_fd = res->err_fd = res->listener_fd = -1;
+  res->init_pid = -1;
   child_ctx c = {.req = req, .parent = getpid(), .ctty = -1, .report_fd = -1};
 
 #define FAIL(what)        \
@@ -213,13 +230,9 @@ int launch(const launch_req *req, launch_res *res) {
     goto fail;            \
   } while (0)
 
-  if (stack == NULL) {
-    void *p = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
-                   -1, 0);
-    if (p == MAP_FAILED) FAIL("stack");
-    stack = p;
-  }
-  if (req->tty) {
+  if (stack == NULL) FAIL("stack");
+  int contained = req->sandbox != NULL && sandbox_contains(req->sandbox);
+  if (req->tty && !contained) { /* a contained session's PTY comes from its own devpts */
     if (open_pty(req, &fds[MASTER], &fds[SLAVE]) < 0) FAIL("pty");
     c.fd0 = c.fd1 = c.fd2 = c.ctty = fds[SLAVE];
     res->out_fd = fds[MASTER];
@@ -231,7 +244,7 @@ int launch(const launch_req *req, launch_res *res) {
       if (pipe2(p, O_CLOEXEC) < 0) FAIL("pipe");
       fds[IN_R] = p[0];
       fds[IN_W] = p[1];
-      if (set_nonblock(fds[IN_W]) < 0) FAIL("pipe");
+      if (launch_set_nonblock(fds[IN_W]) < 0) FAIL("pipe");
       c.fd0 = fds[IN_R];
     } else {
       devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -244,14 +257,14 @@ int launch(const launch_req *req, launch_res *res) {
     /* A larger pipe lets a fast writer run ahead of the loop: fewer, larger reads. Pages are
      * only used while data waits in it; refused above pipe-max-size, which is fine. */
     fcntl(fds[OUT_R], F_SETPIPE_SZ, 1 << 20);
-    if (set_nonblock(fds[OUT_R]) < 0) FAIL("pipe");
+    if (launch_set_nonblock(fds[OUT_R]) < 0) FAIL("pipe");
     c.fd1 = c.fd2 = fds[OUT_W];
     if (req->stderr_apart) {
       if (pipe2(p, O_CLOEXEC) < 0) FAIL("pipe");
       fds[ERR_R] = p[0];
       err_w = p[1];
       fcntl(fds[ERR_R], F_SETPIPE_SZ, 1 << 20);
-      if (set_nonblock(fds[ERR_R]) < 0) FAIL("pipe");
+      if (launch_set_nonblock(fds[ERR_R]) < 0) FAIL("pipe");
       c.fd2 = err_w;
     }
   }
@@ -261,17 +274,29 @@ int launch(const launch_req *req, launch_res *res) {
     c.report_fd = report[1];
   }
 
-#ifdef LUXEC_ASAN
-  /* The child's frames poison the shared shadow of this stack and it never returns to clear
-   * it: a later child with other frames at those addresses would trip over stale redzones. */
-  ASAN_UNPOISON_MEMORY_REGION(stack, CHILD_STACK);
-#endif
+  if (contained) {
+    int rc = launch_contained(req, res, &c);
+    if (rc == 0 && !req->tty) { /* the parent's ends of the pipes are the session's now */
+      res->in_fd = fds[IN_W];
+      fds[IN_W] = -1;
+      res->out_fd = fds[OUT_R];
+      fds[OUT_R] = -1;
+      res->err_fd = fds[ERR_R];
+      fds[ERR_R] = -1;
+    }
+    close_all(fds, 7);
+    close_all(report, 2);
+    if (err_w >= 0) close(err_w);
+    if (devnull >= 0) close(devnull);
+    return rc;
+  }
+  launch_stack_clean(stack);
   /* No signal handler may run in the child while it shares the host's memory. */
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int pidfd = -1;
-  pid_t pid = clone(child_main, stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD,
+  pid_t pid = clone(launch_child_main, stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD,
                     &c, &pidfd);
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -27,9 +27,14 @@ typedef struct launch_res {
   int out_fd;              /* read end of stdout (merged), or the PTY master */
   int err_fd;              /* read end of stderr when apart, else -1 */
   int listener_fd;         /* the sandbox's seccomp listener, or -1 */
+  pid_t init_pid;          /* the init of the sandbox's pid namespace (a child of the host), or
+                            * -1; killing it kills everything in the namespace */
+  void *init_stack;        /* its stack (LAUNCH_INIT_STACK bytes): unmap once it is killed */
   int err;                 /* on failure: the errno */
   const char *stage;       /* on failure: what failed ("exec", "cwd", "pty", ...) */
 } launch_res;
+
+#define LAUNCH_INIT_STACK (16 * 1024)
 
 /* 0 on success; -1 with res->err and res->stage set (nothing left running or open). */
 int launch(const launch_req *req, launch_res *res);

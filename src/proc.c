@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -47,7 +48,10 @@ static void reap_orphans(uv_loop_t *loop) {
   uv_walk(loop, collect_uv_pid, uvpids);
   for (int i = 0; i < n; i++) {
     int skip = kids[i] == cg_watchdog_pid();
-    for (proc *p = live; p != NULL && !skip; p = p->next) skip = p->pid == kids[i] && !p->reaped;
+    for (proc *p = live; p != NULL && !skip; p = p->next) {
+      /* a sandbox's init is reaped by the session once killed: until then its pid is kept */
+      skip = (p->pid == kids[i] && !p->reaped) || (p->init_pid == kids[i] && !p->init_killed);
+    }
     for (int j = 1; j <= uvpids[0] && !skip; j++) skip = uvpids[j] == kids[i];
     if (!skip) waitpid(kids[i], NULL, WNOHANG);
   }
@@ -92,6 +96,8 @@ static void proc_free_if_done(proc *p) {
   if (!p->closed || p->pending_closes > 0) return;
   if (p->box != NULL) p->box->p = NULL; /* closed by the host: its Lua handle is closed too */
   live_remove(p);
+  proc_ns_kill(p); /* (already, unless it ended without a close) */
+  if (p->init_stack != NULL) munmap(p->init_stack, LAUNCH_INIT_STACK); /* it runs no more code */
   for (int i = 0; i < p->nout; i++) outbuf_free(&p->out[i].buf);
   proc_io_free_queue(p);
   free(p);
@@ -247,7 +253,8 @@ static void proc_shutdown(proc *p, const char *why) {
   if (p->closed) return;
   int killed;
   const char *method;
-  int alive = !p->reaped || (p->cg.dir_fd >= 0 && cg_session_populated(&p->cg) == 1);
+  int alive = !p->reaped || (p->init_pid > 0 && !p->init_killed) ||
+              (p->cg.dir_fd >= 0 && cg_session_populated(&p->cg) == 1);
   if (alive) {
     if (p->killed_by[0] == '\0') snprintf(p->killed_by, sizeof p->killed_by, "%s", why);
     proc_kill_tree(p, &killed, &method);
@@ -304,6 +311,7 @@ void luxec_procs_kill_all(void) {
         close(fd);
       }
     }
+    proc_ns_kill(p);
     if (!p->reaped) {
       kill(-p->pid, SIGKILL);
       kill(p->pid, SIGKILL);

@@ -19,8 +19,8 @@ struct sbx_monitor;
 struct sandbox_prep;
 
 typedef struct proc_sandbox_info {
-  int used, landlock_abi, seccomp, notify, mountns, netns, caps_dropped;
-  int degraded_notify, degraded_mountns, degraded_netns;
+  int used, landlock_abi, seccomp, notify, userns, mountns, pidns, ipcns, netns, caps_dropped;
+  int degraded_notify, degraded_ns;
   char mode[24], network[8];
 } proc_sandbox_info;
 
@@ -44,6 +44,9 @@ typedef struct proc {
   int cb_ref;            /* the Lua function told about output, eof and exit */
   pid_t pid;
   int pidfd;
+  pid_t init_pid;        /* the init of the sandbox's pid namespace (the host's child), or -1 */
+  int init_killed;       /* SIGKILLed: the namespace is ending; a zombie is the sweep's */
+  void *init_stack;
   uv_poll_t exit_poll;
   int exit_poll_open;
   int tty;
@@ -90,6 +93,7 @@ void luxec_procs_kill_all(void); /* async-signal-safe */
 
 /* proc_tree.c */
 int proc_kill_tree(proc *p, int *killed, const char **method);
+void proc_ns_kill(proc *p); /* async-signal-safe */
 const char *proc_signame(int sig);
 extern const luaL_Reg proc_tree_methods[];
 extern const luaL_Reg proc_tree_functions[];

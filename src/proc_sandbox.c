@@ -77,12 +77,14 @@ int proc_sandbox_prepare(lua_State *L, int opts, sandbox_prep *prep, proc_sandbo
 
 void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *loop) {
   proc_sandbox_info *info = &p->sbx_info;
+  info->userns = prep->userns_ok;
   info->mountns = prep->mountns_ok;
+  info->pidns = prep->pidns_ok;
+  info->ipcns = prep->ipcns_ok;
   info->netns = prep->netns_ok;
   info->caps_dropped = prep->caps_dropped;
   info->degraded_notify = prep->degraded_notify;
-  info->degraded_mountns = prep->degraded_mountns;
-  info->degraded_netns = prep->degraded_netns;
+  info->degraded_ns = prep->degraded_ns;
   if (listener >= 0) {
     (void)loop;
     p->sbx = sbx_monitor_start(listener, prep->roots, prep->nroots, prep->ro_paths, prep->nro,
@@ -118,8 +120,10 @@ static int proc_sandbox_report(lua_State *L) {
   set_bool(L, "seccomp", info->seccomp);
   set_bool(L, "notify", info->notify);
   set_bool(L, "mountns", info->mountns);
+  set_bool(L, "pidns", info->pidns);
+  set_bool(L, "ipcns", info->ipcns);
   set_bool(L, "netns", info->netns);
-  set_bool(L, "userns", 0);
+  set_bool(L, "userns", info->userns);
   set_bool(L, "caps_dropped", info->caps_dropped);
   lua_setfield(L, -2, "layers");
   lua_newtable(L);
@@ -128,12 +132,10 @@ static int proc_sandbox_report(lua_State *L) {
     lua_pushliteral(L, "notify: the seccomp listener was refused (nested filter): no evidence");
     lua_rawseti(L, -2, ++k);
   }
-  if (info->degraded_mountns) {
-    lua_pushliteral(L, "mountns: no mount namespace: .git and metadata are not protected");
-    lua_rawseti(L, -2, ++k);
-  }
-  if (info->degraded_netns) {
-    lua_pushliteral(L, "netns: no network namespace");
+  if (info->degraded_ns) {
+    lua_pushliteral(L, "userns: no user namespace could be made: no mount, pid, IPC or network "
+                       "namespace (.git, metadata, host processes, IPC and other terminals are "
+                       "not protected)");
     lua_rawseti(L, -2, ++k);
   }
   lua_setfield(L, -2, "degraded");
@@ -180,12 +182,20 @@ static int proc_sandbox_report(lua_State *L) {
   return 1;
 }
 
-/* core.sandbox_layers() -> {landlock = ABI, can_unshare = bool} for sandbox-check */
+/* core.sandbox_layers() -> {landlock = ABI, can_unshare = bool, userns = bool, userns_reason}
+ * for sandbox-check: userns is what a spawn by this host would find (probed once) */
 static int core_sandbox_layers(lua_State *L) {
   lua_createtable(L, 0, 2);
   lua_pushinteger(L, sandbox_landlock_abi());
   lua_setfield(L, -2, "landlock");
   set_bool(L, "can_unshare", sandbox_can_unshare());
+  char why[320];
+  int userns = sandbox_userns_probe(why, sizeof why) == 0;
+  set_bool(L, "userns", userns);
+  if (!userns) {
+    lua_pushstring(L, why);
+    lua_setfield(L, -2, "userns_reason");
+  }
   return 1;
 }
 

@@ -128,6 +128,7 @@ int proc_core_spawn(lua_State *L) {
   p->L = luxec_gethost(L)->L;
   p->self_ref = p->cb_ref = LUA_NOREF;
   p->pidfd = p->in_fd = -1;
+  p->init_pid = -1;
   p->cg.dir_fd = p->cg.procs_fd = p->cg.events_fd = -1;
   p->tty = req.tty;
   if (marker != NULL) snprintf(p->marker, sizeof p->marker, "%s", marker);
@@ -165,6 +166,8 @@ int proc_core_spawn(lua_State *L) {
   }
   p->pid = res.pid;
   p->pidfd = res.pidfd;
+  p->init_pid = res.init_pid;
+  p->init_stack = res.init_stack;
   if (req.sandbox != NULL) {
     proc_sandbox_started(p, &prep, res.listener_fd, &luxec_gethost(L)->loop);
     sandbox_prep_free(&prep);

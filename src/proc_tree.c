@@ -35,10 +35,36 @@ static void orphans_of(proc *p, pid_t *out, int *n, int max) {
   }
 }
 
+void proc_ns_kill(proc *p) {
+  if (p->init_pid <= 0 || p->init_killed) return;
+  kill(p->init_pid, SIGKILL); /* still the host's unreaped child: the pid is this init's */
+  p->init_killed = 1;
+}
+
+/* A sandbox's pid namespace ends with its init: the kernel kills every process in it, however
+ * it detached itself, and the init's exit comes only once all of them are gone. */
+static int kill_namespace(proc *p, int *killed) {
+  pid_t pids[4096];
+  int n = pfs_descendants(p->init_pid, pids, 4096);
+  if (!p->reaped) n += 1 + pfs_descendants(p->pid, pids, 4096);
+  *killed = n > 0 ? n : 0;
+  proc_ns_kill(p);
+  proc_reap(p, 1); /* first: the namespace waits for its members' parents to reap them */
+  int rc;
+  while ((rc = waitpid(p->init_pid, NULL, __WALL)) < 0 && errno == EINTR) {
+  }
+  if (p->cg.dir_fd >= 0) cg_session_wait_empty(&p->cg, 5000);
+  return rc < 0 && errno != ECHILD ? -errno : 0;
+}
+
 /* SIGKILL everything of the session and wait until it is gone; 0, or -errno when something
  * could not be confirmed dead. *killed counts the processes signalled. */
 int proc_kill_tree(proc *p, int *killed, const char **method) {
   *killed = 0;
+  if (p->init_pid > 0) {
+    *method = "pid namespace";
+    return kill_namespace(p, killed);
+  }
   if (p->cg.dir_fd >= 0) {
     *method = "cgroup";
     pid_t pids[4096];

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -144,17 +145,31 @@ int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t er
       p->ruleset_fd = build_ruleset(s, p->landlock_abi, err, errlen);
       if (p->ruleset_fd < 0) return -1;
     }
-    p->want_mountns = root;
-    if (!root && s->nro > 0 && !s->best_effort) {
-      snprintf(err, errlen, "mountns: keeping %s read-only inside a writable root needs a mount "
-                            "namespace, which needs CAP_SYS_ADMIN (run as root, or best_effort)",
-               s->ro_paths[0]);
+  }
+  /* Containment: the restricted modes get their own mount, pid and IPC namespaces; a denied
+   * network its own empty network namespace. Without CAP_SYS_ADMIN they come through a user
+   * namespace; where none can be made, spawning fails naming why (or, best effort, runs with
+   * Landlock and seccomp alone and says so). */
+  int contain = s->mode != SBX_FULL;
+  p->want_mountns = p->want_pidns = p->want_ipcns = contain;
+  p->want_netns = s->network_deny;
+  p->uid = (unsigned)getuid();
+  p->gid = (unsigned)getgid();
+  if (!root) {
+    char why[320];
+    if (sandbox_userns_probe(why, sizeof why) == 0) {
+      p->want_userns = 1;
+    } else if (!s->best_effort) {
+      snprintf(err, errlen, "userns: %s; the sandbox's mount, pid, IPC and network namespaces "
+                            "need it when luxec does not run as root (or set best_effort)", why);
       sandbox_prep_free(p);
       return -1;
+    } else {
+      p->want_mountns = p->want_pidns = p->want_ipcns = p->want_netns = 0;
+      p->degraded_ns = 1;
     }
   }
-  p->want_netns = root && s->network_deny;
-  p->drop_caps = root;
+  p->drop_caps = root || p->want_userns;
   int notify = s->evidence_net || s->evidence_files;
   int sv[2];
   if (notify && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0) {
@@ -170,6 +185,7 @@ int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t er
   }
   p->roots = copy_strings(s->roots, s->nroots);
   p->nroots = s->nroots;
+  for (int i = 0; i < s->nroots; i++) p->shm_root |= strcmp(s->roots[i], "/dev/shm") == 0;
   p->ro_paths = copy_strings(s->ro_paths, s->nro);
   p->nro = s->nro;
   return 0;
@@ -221,26 +237,31 @@ static int send_fd(int sock, int fd) {
   return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
 }
 
+/* Landlock skips a mount point that something is mounted over and rules belong to inodes:
+ * the host's /dev/pts, /dev/ptmx and /dev/shm rules do not reach the sandbox's own devpts and
+ * /dev/shm mounted over them. Added here, inside the mount namespace, before restrict_self. */
+static int namespace_rules(sandbox_prep *p) {
+  uint64_t dev = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+                 (p->landlock_abi >= 5 ? ACCESS_FS_IOCTL_DEV : 0);
+  if (add_path_rule(p->ruleset_fd, "/dev/pts", dev) < 0 ||
+      add_path_rule(p->ruleset_fd, "/dev/ptmx", dev) < 0)
+    return -1;
+  uint64_t root_access = fs_rights(p->landlock_abi) &
+                         ~(LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK);
+  if (p->shm_root && add_path_rule(p->ruleset_fd, "/dev/shm", root_access) < 0) return -1;
+  return 0;
+}
+
 int sandbox_child_apply(sandbox_prep *p, const char **stage) {
-  if (p->want_mountns) {
-    if (sandbox_mount_layer(p) == 0) {
-      p->mountns_ok = 1;
-    } else if (!p->best_effort) {
-      *stage = "sandbox mount namespace";
-      return -1;
-    } else {
-      p->degraded_mountns = 1;
-    }
+  /* the first process of the new pid namespace: its /proc shows that namespace only */
+  if (p->pidns_ok &&
+      mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+    *stage = "sandbox /proc";
+    return -1;
   }
-  if (p->want_netns) {
-    if (unshare(CLONE_NEWNET) == 0) {
-      p->netns_ok = 1;
-    } else if (!p->best_effort) {
-      *stage = "sandbox network namespace";
-      return -1;
-    } else {
-      p->degraded_netns = 1;
-    }
+  if (p->mountns_ok && p->ruleset_fd >= 0 && namespace_rules(p) < 0) {
+    *stage = "sandbox landlock rules";
+    return -1;
   }
   if (p->drop_caps) {
     if (drop_capabilities() < 0) {

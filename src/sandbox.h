@@ -26,33 +26,47 @@ typedef struct sandbox_prep {
   int landlock_abi;
   struct sock_fprog prog_notify; /* with SECCOMP_RET_USER_NOTIF rules, or len 0 */
   struct sock_fprog prog_plain;  /* the same with ERRNO instead of notifications */
-  int want_mountns, want_netns, drop_caps, best_effort;
+  /* namespaces, made by the launcher's setup child (sandbox_ns_setup) before the program's
+   * process is cloned into them */
+  int want_userns;      /* not root: every other namespace comes through a user namespace */
+  int want_mountns;     /* read-only /, writable roots, fresh /proc, private devpts and /dev/shm */
+  int want_pidns, want_ipcns, want_netns;
+  int drop_caps, best_effort;
+  int shm_root;         /* /dev/shm is a writable root (the sandbox's private one) */
+  unsigned uid, gid;    /* the host's ids, mapped to themselves in the user namespace */
   char **roots;
   int nroots;
   char **ro_paths;
   int nro;
   int sock_child;       /* the child sends the listener here (SCM_RIGHTS) */
   int sock_parent;
-  /* written by the child, read by the parent after the launch */
-  volatile int got_listener, mountns_ok, netns_ok, caps_dropped;
-  volatile int degraded_notify, degraded_mountns, degraded_netns;
+  /* written by the children, read by the parent after the launch */
+  volatile int got_listener, userns_ok, mountns_ok, pidns_ok, ipcns_ok, netns_ok, caps_dropped;
+  volatile int degraded_notify, degraded_ns;
 } sandbox_prep;
 
 /* The best Landlock ABI of this kernel (0: none). */
 int sandbox_landlock_abi(void);
 /* Whether this process may make mount and network namespaces (CAP_SYS_ADMIN). */
 int sandbox_can_unshare(void);
+/* Whether an unprivileged user namespace can be made here: 0, or an errno and a reason. */
+int sandbox_userns_probe(char *why, size_t size);
 /* Parent side. 0, or -1 with a message naming the layer that is missing. */
 int sandbox_prepare(const sandbox_spec *spec, sandbox_prep *prep, char *err, size_t errlen);
 void sandbox_prep_free(sandbox_prep *prep);
-/* Child side, async-signal-safe. 0, or -1 with errno set and *stage naming the layer. */
+/* Whether the launch goes through namespaces (the setup child, sandbox_ns_setup). */
+int sandbox_contains(const sandbox_prep *prep);
+/* Setup child side (sandbox_ns.c), async-signal-safe: the user namespace and its id maps, then
+ * the other namespaces and the mount layer. The program's process is cloned afterwards, into
+ * them. 0, or -1 with errno set and *stage naming the layer. */
+int sandbox_ns_setup(sandbox_prep *prep, const char **stage);
+/* Program side, async-signal-safe, last before exec: fresh /proc (inside the pid namespace),
+ * capabilities, no_new_privs, Landlock, seccomp. 0, or -1 with errno set and *stage. */
 int sandbox_child_apply(sandbox_prep *prep, const char **stage);
 /* Parent side (sandbox_filter.c): the BPF program for spec; with notify, the calls the host
  * records go to a listener (handoff_fd: the descriptor the listener is sent over). */
 int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, int handoff_fd,
                          struct sock_fprog *out);
-/* Child side (sandbox_ns.c): the read-only mount layer. 0, or -1 with errno set. */
-int sandbox_mount_layer(sandbox_prep *p);
 /* Parent side after the launch: the listener the child sent, or -1. */
 int sandbox_take_listener(sandbox_prep *prep);
 

@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <seccomp.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -64,6 +65,12 @@ int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, int hando
   for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0]; i++)
     RULE(deny, clone, 1, SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
   RULE(SCMP_ACT_ERRNO(ENOSYS), clone3, 0); /* its flags are in memory: libc falls back */
+  /* Typing into a terminal (TIOCSTI) or the console's selection (TIOCLINUX) reaches whoever
+   * reads that terminal next, outside the sandbox. The kernel takes the request as 32 bits:
+   * compare only those, or a request with high bits set would slip past. Refused in the
+   * kernel, without a round trip to the host. */
+  RULE(SCMP_ACT_ERRNO(EPERM), ioctl, 1, SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, TIOCSTI));
+  RULE(SCMP_ACT_ERRNO(EPERM), ioctl, 1, SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, TIOCLINUX));
 
   if (s->network_deny) {
     const uint32_t act = deny;

@@ -1,13 +1,24 @@
-/* sandbox_ns.c: the namespaces of a sandboxed child (child side, system calls only): the
- * mount layer that makes everything outside the writable roots read-only. */
+/* sandbox_ns.c: the namespaces of a sandboxed session, made by the launcher's setup child
+ * (system calls only: it shares memory with the suspended host). A user namespace first when
+ * the host is not root (the other namespaces then belong to it, as with bubblewrap), then
+ * mount, pid, IPC and network namespaces, and the mount layer: everything outside the
+ * writable roots read-only, a private devpts instance (other sessions' terminals do not
+ * exist in it) and a private /dev/shm. The fresh /proc is mounted by the program's process,
+ * the first one inside the new pid namespace (sandbox.c). */
 #include "sandbox.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdint.h>
 #include <sys/mount.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef MOUNT_ATTR_RDONLY
@@ -27,8 +38,7 @@ struct mount_attr_v0 {
   uint64_t attr_set, attr_clr, propagation, userns_fd;
 };
 
-int sandbox_mount_layer(sandbox_prep *p) {
-  if (unshare(CLONE_NEWNS) < 0) return -1;
+static int mount_layer(sandbox_prep *p) {
   /* private first: nothing done below may propagate to the host's mounts */
   if (syscall(SYS_mount, NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) return -1;
   int fds[64];
@@ -55,4 +65,148 @@ int sandbox_mount_layer(sandbox_prep *p) {
     close(fd);
   }
   return 0;
+}
+
+/* A path that exists in the host's tree but not on this machine is no error. */
+static int exists(const char *path) {
+  return access(path, F_OK) == 0;
+}
+
+/* Private devpts: the sandbox's own terminals only; /dev/ptmx allocates from it. */
+static int devpts_layer(void) {
+  /* read-only: new terminals are still made (by the kernel, through ptmx), but none can be
+   * chmod'ed or chown'ed open to others */
+  if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC | MS_RDONLY,
+            "newinstance,ptmxmode=0666,mode=0620") < 0)
+    return -1;
+  if (exists("/dev/ptmx") && mount("/dev/pts/ptmx", "/dev/ptmx", NULL, MS_BIND, NULL) < 0)
+    return -1;
+  return 0;
+}
+
+static int write_file(const char *path, const char *text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = write(fd, text, strlen(text));
+  int e = errno;
+  close(fd);
+  errno = e;
+  return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* The host's uid and gid mapped to themselves: files keep their owners, and nothing else of
+ * the host's ids exists inside (unmapped owners show as the overflow id). */
+static int userns_layer(sandbox_prep *p) {
+  if (unshare(CLONE_NEWUSER) < 0) return -1;
+  char map[64];
+  if (write_file("/proc/self/setgroups", "deny") < 0 && errno != ENOENT) return -1;
+  snprintf(map, sizeof map, "%u %u 1\n", p->uid, p->uid);
+  if (write_file("/proc/self/uid_map", map) < 0) return -1;
+  snprintf(map, sizeof map, "%u %u 1\n", p->gid, p->gid);
+  if (write_file("/proc/self/gid_map", map) < 0) return -1;
+  return 0;
+}
+
+int sandbox_ns_setup(sandbox_prep *p, const char **stage) {
+  if (p->want_userns) {
+    if (userns_layer(p) < 0) {
+      *stage = "sandbox user namespace";
+      return -1;
+    }
+    p->userns_ok = 1;
+  }
+  int flags = (p->want_mountns ? CLONE_NEWNS : 0) | (p->want_pidns ? CLONE_NEWPID : 0) |
+              (p->want_ipcns ? CLONE_NEWIPC : 0) | (p->want_netns ? CLONE_NEWNET : 0);
+  if (flags != 0 && unshare(flags) < 0) {
+    *stage = "sandbox namespaces";
+    return -1;
+  }
+  p->pidns_ok = p->want_pidns;
+  p->ipcns_ok = p->want_ipcns;
+  p->netns_ok = p->want_netns;
+  if (p->want_mountns) {
+    if (mount_layer(p) < 0) {
+      *stage = "sandbox mount namespace";
+      return -1;
+    }
+    if (devpts_layer() < 0) {
+      *stage = "sandbox devpts";
+      return -1;
+    }
+    /* POSIX shared memory and semaphores live here: the host's are not the sandbox's */
+    if (exists("/dev/shm") &&
+        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0) {
+      *stage = "sandbox /dev/shm";
+      return -1;
+    }
+    p->mountns_ok = 1;
+  }
+  return 0;
+}
+
+int sandbox_contains(const sandbox_prep *p) {
+  return p->want_userns || p->want_mountns || p->want_pidns || p->want_ipcns || p->want_netns;
+}
+
+/* ---- parent side: can a normal user make the namespaces here? ---- */
+
+typedef struct probe_ctx {
+  sandbox_prep prep;
+  volatile int err;
+  volatile const char *stage;
+} probe_ctx;
+
+static int probe_main(void *arg) {
+  probe_ctx *c = arg;
+  const char *stage = "";
+  if (sandbox_ns_setup(&c->prep, &stage) < 0) {
+    c->err = errno ? errno : EIO;
+    c->stage = stage;
+  } else if (mount("tmpfs", "/tmp", "tmpfs", 0, "size=4k") < 0) { /* a mount works inside */
+    c->err = errno;
+    c->stage = "sandbox mount namespace";
+  }
+  _exit(0);
+}
+
+/* Tried once per host, exactly as a spawn would (a child makes a user namespace, maps the ids,
+ * makes the other namespaces and mounts): what the probe finds is what a spawn will find. */
+int sandbox_userns_probe(char *why, size_t size) {
+  static int done = 0, result = 0;
+  static char reason[320];
+  if (!done) {
+    static char stack[32 * 1024];
+    probe_ctx c;
+    memset(&c, 0, sizeof c);
+    c.prep.want_userns = c.prep.want_mountns = c.prep.want_pidns = c.prep.want_ipcns = 1;
+    c.prep.want_netns = 1;
+    c.prep.uid = (unsigned)getuid();
+    c.prep.gid = (unsigned)getgid();
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t pid = clone(probe_main, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
+    int e = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (pid < 0) {
+      c.err = e;
+      c.stage = "clone";
+    } else {
+      while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+      }
+    }
+    if (c.err != 0) {
+      snprintf(reason, sizeof reason, "%s failed: %s", c.stage, strerror(c.err));
+      if (c.err == EPERM || c.err == ENOSPC || c.err == EINVAL) {
+        size_t n = strlen(reason);
+        snprintf(reason + n, sizeof reason - n, " (unprivileged user namespaces are off here: "
+                 "see user.max_user_namespaces, kernel.unprivileged_userns_clone, "
+                 "kernel.apparmor_restrict_unprivileged_userns)");
+      }
+      result = -1;
+    }
+    done = 1;
+  }
+  if (why != NULL) snprintf(why, size, "%s", reason);
+  return result;
 }

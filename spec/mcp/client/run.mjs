@@ -8,7 +8,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ListToolsResultSchema, CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import Ajv from 'ajv';
-import { existsSync } from 'node:fs';
+import fs, { existsSync } from 'node:fs';
 
 const scenario = process.argv[2];
 const luxec = process.env.LUXEC;
@@ -227,12 +227,34 @@ scenarios.shutdown = async () => {
   const b = await exec(client, { cmd: 'bash --norc -i', tty: true, login: false,
     yield_time_ms: 3000 });
   const bList = await client.callTool({ name: 'list_sessions', arguments: {} });
+  // every process under the server as the host numbers them (a sandboxed command prints its
+  // own pid namespace's numbers)
+  const tree = descendants(serverPid);
   const t0 = Date.now();
   await client.close();
   const exit = await exited;
   return { serverPid, a: a.structuredContent, b: b.structuredContent,
-    sessions: bList.structuredContent.sessions, exit, closeMs: Date.now() - t0, errors };
+    sessions: bList.structuredContent.sessions, tree, exit, closeMs: Date.now() - t0, errors };
 };
+
+function descendants(pid) {
+  const out = [];
+  const queue = [pid];
+  while (queue.length) {
+    const p = queue.pop();
+    let tasks = [];
+    try { tasks = fs.readdirSync(`/proc/${p}/task`); } catch { continue; }
+    for (const t of tasks) {
+      let text = '';
+      try { text = fs.readFileSync(`/proc/${p}/task/${t}/children`, 'utf8'); } catch { continue; }
+      for (const kid of text.split(/\s+/).filter(Boolean).map(Number)) {
+        out.push(kid);
+        queue.push(kid);
+      }
+    }
+  }
+  return out;
+}
 
 try {
   const fn = scenarios[scenario];

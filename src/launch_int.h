@@ -1,0 +1,35 @@
+/* launch_int.h: what the direct launch (launch.c) and the launch into a sandbox's namespaces
+ * (launch_ns.c) share. */
+#ifndef LUXEC_LAUNCH_INT_H
+#define LUXEC_LAUNCH_INT_H
+
+#include "launch.h"
+
+#define CHILD_STACK (64 * 1024)
+
+typedef struct child_ctx {
+  const launch_req *req;
+  pid_t parent;
+  int fd0, fd1, fd2;  /* what becomes 0, 1, 2 */
+  int ctty;           /* the PTY slave to make the controlling terminal, or -1 */
+  volatile int err;   /* written by the child before _exit, read by the parent */
+  volatile const char *stage;
+  int report_fd;      /* -1, or the write end of the failure pipe when memory is not shared */
+  int contained;      /* cloned into a sandbox's pid namespace: its parent is outside it */
+} child_ctx;
+
+/* The program's side of a launch: from clone to exec (async-signal-safe). */
+int launch_child_main(void *arg);
+/* A stack for a child that shares the host's memory (the i-th of a few fixed ones: children
+ * made during one launch run one at a time or use different ones). */
+char *launch_stack(int i);
+/* Clear ASan's shadow of a child stack before a clone (a no-op without ASan). */
+void launch_stack_clean(char *stack);
+/* The PTY's slave side: IUTF8 and the window size. 0 or -1. */
+int launch_pty_slave_setup(const launch_req *req, int slave);
+int launch_set_nonblock(int fd);
+/* Into the sandbox's namespaces (launch_ns.c); same contract as launch(). pipes: the child's
+ * 0, 1, 2 when not a PTY. */
+int launch_contained(const launch_req *req, launch_res *res, child_ctx *g);
+
+#endif
