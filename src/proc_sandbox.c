@@ -60,6 +60,7 @@ int proc_sandbox_prepare(lua_State *L, int opts, sandbox_prep *prep, proc_sandbo
   spec.evidence_files = field_bool(L, t, "evidence_files", 1);
   spec.roots = strings(L, t, "roots", &spec.nroots);
   spec.ro_paths = strings(L, t, "ro_paths", &spec.nro);
+  spec.masks = strings(L, t, "masks", &spec.nmasks);
   char err[512] = "";
   int rc = sandbox_prepare(&spec, prep, err, sizeof err);
   lua_settop(L, t - 1);
@@ -129,7 +130,8 @@ static int proc_sandbox_report(lua_State *L) {
     lua_rawseti(L, -2, ++k);
   }
   if (info->degraded_mountns) {
-    lua_pushliteral(L, "mountns: no mount namespace: .git and metadata are not protected");
+    lua_pushliteral(L, "mountns: no mount namespace: git repositories, protected paths and "
+                       "deny_read masks are not applied, metadata is not protected");
     lua_rawseti(L, -2, ++k);
   }
   if (info->degraded_netns) {

@@ -145,13 +145,6 @@ int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t er
       if (p->ruleset_fd < 0) return -1;
     }
     p->want_mountns = root;
-    if (!root && s->nro > 0 && !s->best_effort) {
-      snprintf(err, errlen, "mountns: keeping %s read-only inside a writable root needs a mount "
-                            "namespace, which needs CAP_SYS_ADMIN (run as root, or best_effort)",
-               s->ro_paths[0]);
-      sandbox_prep_free(p);
-      return -1;
-    }
   }
   p->want_netns = root && s->network_deny;
   p->drop_caps = root;
@@ -170,8 +163,10 @@ int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t er
   }
   p->roots = copy_strings(s->roots, s->nroots);
   p->nroots = s->nroots;
-  p->ro_paths = copy_strings(s->ro_paths, s->nro);
-  p->nro = s->nro;
+  if (sandbox_paths_prepare(s, p, err, errlen) < 0) {
+    sandbox_prep_free(p);
+    return -1;
+  }
   return 0;
 }
 
@@ -182,9 +177,8 @@ void sandbox_prep_free(sandbox_prep *p) {
   free(p->prog_notify.filter);
   free(p->prog_plain.filter);
   for (int i = 0; p->roots && i < p->nroots; i++) free(p->roots[i]);
-  for (int i = 0; p->ro_paths && i < p->nro; i++) free(p->ro_paths[i]);
+  sandbox_paths_free(p);
   free(p->roots);
-  free(p->ro_paths);
   memset(p, 0, sizeof *p);
   p->ruleset_fd = p->sock_child = p->sock_parent = -1;
 }
