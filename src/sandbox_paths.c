@@ -68,13 +68,15 @@ static int attach(int tree, int target) {
   return rc;
 }
 
-/* The path, bound read-only onto itself (with everything mounted below it). */
+/* The path, bound read-only onto itself. Not recursive: a mount below it on the host is not
+ * carried over (the bind covers the whole path, so nothing writable stays below it), and a
+ * recursive clone would walk every mount already made in the same root, making n paths cost
+ * n^2. */
 static int keep_read_only(const char *path) {
   int target = open_exact(path);
   if (target < 0) return -1;
-  int tree = (int)syscall(SYS_open_tree, target, "",
-                          OPEN_TREE_CLONE | AT_RECURSIVE | AT_EMPTY_PATH | O_CLOEXEC);
-  if (tree < 0 || set_read_only(tree, 1) < 0) {
+  int tree = (int)syscall(SYS_open_tree, target, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | O_CLOEXEC);
+  if (tree < 0 || set_read_only(tree, 0) < 0) {
     int e = errno;
     if (tree >= 0) close(tree);
     close(target);

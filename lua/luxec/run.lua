@@ -7,8 +7,9 @@ local M = {}
 local RUN_OPTIONS = { timeout = "number", input = "string" }
 
 --- Run a command to completion: {code, signal, signal_name, output, stderr, dropped,
---- timed_out, sandbox, ...} (sandbox: status().sandbox of a sandboxed run, else nil). opts: every spawn option, plus timeout (seconds) and input (written to
---- stdin, then EOF).
+--- timed_out, sandbox, ...}; sandbox is status().sandbox of a sandboxed run (layers,
+--- denials, protected and masked paths), else nil. opts: every spawn option, plus timeout
+--- (seconds) and input (written to stdin, then EOF).
 function M.run(argv, opts)
   local checked, why = pcall(options.check_argv, "run", argv)
   if not checked then

@@ -166,7 +166,10 @@ function M.resolve(policy, cwd, home)
     for _, e in ipairs(protect_defaults and paths.DEFAULT_PROTECT or {}) do list[#list + 1] = e end
     for _, e in ipairs(protect) do list[#list + 1] = e end
     found = paths.protected(roots, { home = home, scan = scan, protect = list, bases = bases })
-    masks = paths.masks(deny_defaults, deny, roots, home)
+    local keep_visible = { cwd and realpath(cwd) or nil }
+    for _, r in ipairs(roots) do keep_visible[#keep_visible + 1] = r end
+    for _, r in ipairs(bases) do keep_visible[#keep_visible + 1] = r end
+    masks = paths.masks(deny_defaults, deny, keep_visible, home)
   end
   return {
     mode = mode,

@@ -37,10 +37,11 @@ M.DEFAULT_DENY_READ = {
   "~/.*_history",
 }
 
---- How far the search for git repositories goes below each writable root, and how many
---- directories it reads in all (a spawn that would need more fails, naming the root; see
---- `git_scan` in the policy).
-M.DEFAULT_SCAN = { depth = 6, dirs = 20000 }
+--- How far the search for git repositories goes below each writable root, how many
+--- directories it reads in all, and how many repositories it keeps read-only (each costs a
+--- mount at every spawn): a spawn that would need more fails, naming the root (`git_scan` in
+--- the policy changes them).
+M.DEFAULT_SCAN = { depth = 6, dirs = 20000, repos = 2000 }
 
 local MAX_MASKS = 1024
 
@@ -62,9 +63,23 @@ local function dirname(path)
   return path:match("^(.*)/[^/]*$") or "/"
 end
 
+-- Lexically: "." and ".." resolved, slashes single (what git does with a relative path
+-- before it looks it up, when no symlink is involved; realpath settles the rest).
+local function normalize(path)
+  local out = {}
+  for comp in path:gmatch("[^/]+") do
+    if comp == ".." then
+      out[#out] = nil
+    elseif comp ~= "." then
+      out[#out + 1] = comp
+    end
+  end
+  return "/" .. table.concat(out, "/")
+end
+
 local function join(dir, rel)
-  if rel:sub(1, 1) == "/" then return rel end
-  return (dir == "/" and "" or dir) .. "/" .. rel
+  if rel:sub(1, 1) == "/" then return normalize(rel) end
+  return normalize(dir .. "/" .. rel)
 end
 
 local function is_key(t, k)
@@ -123,16 +138,17 @@ function M.check_list(key, v)
   return defaults, out
 end
 
---- Check `git_scan = {depth =, dirs =}`; returns the effective bounds.
+--- Check `git_scan = {depth =, dirs =, repos =}`; returns the effective bounds.
 function M.check_scan(v)
-  local s = { depth = M.DEFAULT_SCAN.depth, dirs = M.DEFAULT_SCAN.dirs }
+  local s = {}
+  for k, x in pairs(M.DEFAULT_SCAN) do s[k] = x end
   if v == nil then return s end
   if type(v) ~= "table" then
-    fail("'git_scan' must be a table {depth =, dirs =}, got %s", type(v))
+    fail("'git_scan' must be a table {depth =, dirs =, repos =}, got %s", type(v))
   end
   for k, x in pairs(v) do
-    if k ~= "depth" and k ~= "dirs" then
-      fail("unknown key 'git_scan.%s' (depth, dirs)", tostring(k))
+    if not M.DEFAULT_SCAN[k] then
+      fail("unknown key 'git_scan.%s' (depth, dirs, repos)", tostring(k))
     end
     if math.type(x) ~= "integer" or x < 0 then
       fail("'git_scan.%s' must be a non-negative integer, got %s", k, tostring(x))
@@ -270,15 +286,16 @@ end
 
 -- The settings that name code git runs, from a config file and the files it includes.
 -- hooks: the core.hooksPath values with the directory they are relative to.
-function Found:read_config(file, home, hooks, depth)
-  self:protect(file)
+function Found:read_config(file, home, hooks, depth, gitdir)
+  if not (gitdir and under(file, gitdir)) then self:protect(file) end
   if depth > 8 then return end
   for _, e in ipairs(config_values(file)) do
     local p = expand_home(e.value, home)
     if p and p ~= "" then
       if e.kind == "include" then
         local inc = join(dirname(file), p)
-        self:read_config(inc, home, hooks, depth + 1)
+        inc = uv.fs_realpath(inc) or inc
+        self:read_config(inc, home, hooks, depth + 1, gitdir)
       else
         hooks[#hooks + 1] = p
       end
@@ -294,8 +311,8 @@ function Found:repo(gitdir, worktree, ctx)
   self:keep(gitdir)
   local hooks = {}
   for _, h in ipairs(ctx.global_hooks) do hooks[#hooks + 1] = h end
-  self:read_config(gitdir .. "/config", ctx.home, hooks, 0)
-  self:read_config(gitdir .. "/config.worktree", ctx.home, hooks, 0)
+  self:read_config(gitdir .. "/config", ctx.home, hooks, 0, gitdir)
+  self:read_config(gitdir .. "/config.worktree", ctx.home, hooks, 0, gitdir)
   -- a linked worktree's git directory shares the configuration of its common directory
   local fd = io.open(gitdir .. "/commondir", "rb")
   if fd then
@@ -304,7 +321,7 @@ function Found:repo(gitdir, worktree, ctx)
     local common = rel ~= "" and uv.fs_realpath(join(gitdir, rel))
     if common then
       self:keep(common)
-      self:read_config(common .. "/config", ctx.home, hooks, 0)
+      self:read_config(common .. "/config", ctx.home, hooks, 0, common)
     end
   end
   -- a relative hooksPath is relative to where hooks run: the top of the worktree
@@ -355,7 +372,11 @@ function Found:scan(root, scan, ctx)
     head = head + 1
     self.dirs = self.dirs + 1
     if self.dirs > scan.dirs then
-      return false, dir
+      return false, ("read %d directories and did not reach the end (at %s)"):format(scan.dirs,
+        dir), "dirs"
+    end
+    if self.repos > scan.repos then
+      return false, ("found more than %d repositories (at %s)"):format(scan.repos, dir), "repos"
     end
     local req = uv.fs_scandir(dir)
     if req then
@@ -404,11 +425,11 @@ function M.protected(roots, o)
     if globals[i] then f:read_config(globals[i], o.home, ctx.global_hooks, 0) end
   end
   for _, root in ipairs(roots) do
-    local ok, where = f:scan(root, o.scan, ctx)
+    local ok, why, bound = f:scan(root, o.scan, ctx)
     if not ok then
-      fail("looking for git repositories in %s read %d directories and did not reach the end "
-        .. "(at %s); their hooks could not be kept read-only. Raise git_scan.dirs (or lower "
-        .. "git_scan.depth), or make the tree smaller", root, o.scan.dirs, where)
+      fail("looking for git repositories in %s %s; their hooks could not be kept read-only. "
+        .. "Raise git_scan.%s (or lower git_scan.depth), or make the tree smaller", root, why,
+        bound)
     end
   end
   for _, rel in ipairs(o.protect) do
