@@ -197,12 +197,13 @@ end
 
 -- Protect `path` (absolute, maybe missing or a symlink). A missing path cannot be reserved
 -- in a writable directory without creating something there: its nearest existing ancestor
--- below `top` (the workspace or root it is relative to) is kept read-only instead, and a
--- path missing right in `top` is reported.
+-- strictly below `top` (the directory it is relative to) is kept read-only instead; without
+-- one (or without `top`) the path is reported.
 function Found:protect(path, top)
   local root = inside_any(path, self.roots)
   if not root then return end
   if top and under(top, root) then root = top end
+  if not top then root = path end
   local st = uv.fs_lstat(path)
   if st and st.type == "link" then
     local real = uv.fs_realpath(path)
@@ -327,7 +328,7 @@ function Found:repo(gitdir, worktree, ctx)
   -- a relative hooksPath is relative to where hooks run: the top of the worktree
   local base = worktree or gitdir
   for _, h in ipairs(hooks) do
-    self:protect(join(base, h))
+    self:protect(join(base, h), base)
   end
 end
 
@@ -410,8 +411,8 @@ function Found:scan(root, scan, ctx)
 end
 
 --- What stays read-only inside the writable roots `roots` (canonical): every repository
---- found, its hooks directory and config includes, the `protect` entries (relative ones in
---- each root) and `extra` absolute paths (the MCP server's config file).
+--- found, its hooks directory and config includes, and the `protect` entries (absolute, or
+--- relative to each of `bases`: the workspace and the configured roots).
 ---@return {ro: string[], unprotected: table[], repos: integer, dirs: integer}
 function M.protected(roots, o)
   local f = new_found(roots)
@@ -440,9 +441,6 @@ function M.protected(roots, o)
         f:protect(join(base, (rel:gsub("/+$", ""))), base)
       end
     end
-  end
-  for _, p in ipairs(o.extra or {}) do
-    f:protect(uv.fs_realpath(p) or p)
   end
   -- a path below another read-only one is covered by it (the bind is recursive)
   table.sort(f.ro)

@@ -318,6 +318,14 @@ describe("sandbox paths (workspace-write)", function()
     H.rmtree(home)
   end)
 
+  it("leaves the workspace writable when it is HOME and ~/.gitconfig is missing", function()
+    local env = { PATH = os.getenv("PATH"), HOME = ws }
+    local out, code, report = jail("echo x > file && cat file", nil, { env = env })
+    assert.equal(0, code, out)
+    assert.equal("x\n", out)
+    assert.is_false(contains(report.protected, ws))
+  end)
+
   it("refuses a deny_read entry that would hide a writable root", function()
     assert.has_error(function()
       sandbox.resolve({ mode = "workspace-write", deny_read = { ws } }, ws)
