@@ -60,6 +60,7 @@ int proc_sandbox_prepare(lua_State *L, int opts, sandbox_prep *prep, proc_sandbo
   spec.evidence_files = field_bool(L, t, "evidence_files", 1);
   spec.roots = strings(L, t, "roots", &spec.nroots);
   spec.ro_paths = strings(L, t, "ro_paths", &spec.nro);
+  spec.masks = strings(L, t, "masks", &spec.nmasks);
   char err[512] = "";
   int rc = sandbox_prepare(&spec, prep, err, sizeof err);
   lua_settop(L, t - 1);
@@ -134,8 +135,8 @@ static int proc_sandbox_report(lua_State *L) {
   }
   if (info->degraded_ns) {
     lua_pushliteral(L, "userns: no user namespace could be made: no mount, pid, IPC or network "
-                       "namespace (.git, metadata, host processes, IPC and other terminals are "
-                       "not protected)");
+                       "namespace (git repositories, protected paths, deny_read masks, metadata, "
+                       "host processes, IPC and other terminals are not protected)");
     lua_rawseti(L, -2, ++k);
   }
   lua_setfield(L, -2, "degraded");

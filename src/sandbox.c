@@ -186,8 +186,10 @@ int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t er
   p->roots = copy_strings(s->roots, s->nroots);
   p->nroots = s->nroots;
   for (int i = 0; i < s->nroots; i++) p->shm_root |= strcmp(s->roots[i], "/dev/shm") == 0;
-  p->ro_paths = copy_strings(s->ro_paths, s->nro);
-  p->nro = s->nro;
+  if (sandbox_paths_prepare(s, p, err, errlen) < 0) {
+    sandbox_prep_free(p);
+    return -1;
+  }
   return 0;
 }
 
@@ -198,9 +200,8 @@ void sandbox_prep_free(sandbox_prep *p) {
   free(p->prog_notify.filter);
   free(p->prog_plain.filter);
   for (int i = 0; p->roots && i < p->nroots; i++) free(p->roots[i]);
-  for (int i = 0; p->ro_paths && i < p->nro; i++) free(p->ro_paths[i]);
+  sandbox_paths_free(p);
   free(p->roots);
-  free(p->ro_paths);
   memset(p, 0, sizeof *p);
   p->ruleset_fd = p->sock_child = p->sock_parent = -1;
 }

@@ -17,8 +17,10 @@ typedef struct sandbox_spec {
   int evidence_net, evidence_files; /* seccomp user notification for each */
   const char **roots;               /* writable roots: absolute, canonical */
   int nroots;
-  const char **ro_paths;            /* read-only inside roots (.git) */
+  const char **ro_paths;            /* read-only inside roots: git, hooks, protected config */
   int nro;
+  const char **masks;               /* deny_read: masked (empty, read-only) in the namespace */
+  int nmasks;
 } sandbox_spec;
 
 typedef struct sandbox_prep {
@@ -38,6 +40,9 @@ typedef struct sandbox_prep {
   int nroots;
   char **ro_paths;
   int nro;
+  char **masks;
+  int nmasks;
+  const char *failed_path; /* set by the child: the path its mount layer could not make */
   int sock_child;       /* the child sends the listener here (SCM_RIGHTS) */
   int sock_parent;
   /* written by the children, read by the parent after the launch */
@@ -67,6 +72,13 @@ int sandbox_child_apply(sandbox_prep *prep, const char **stage);
  * records go to a listener (handoff_fd: the descriptor the listener is sent over). */
 int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, int handoff_fd,
                          struct sock_fprog *out);
+/* Parent side (sandbox_paths.c): copies the read-only paths and masks into prep; -1 with a
+ * message when they need a mount namespace this process cannot make (and not best_effort). */
+int sandbox_paths_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t errlen);
+void sandbox_paths_free(sandbox_prep *p);
+/* Child side (sandbox_paths.c), after the writable roots are bound back: the read-only
+ * paths, then the masks. 0, or -1 with errno set and p->failed_path naming the path. */
+int sandbox_paths_apply(sandbox_prep *p);
 /* Parent side after the launch: the listener the child sent, or -1. */
 int sandbox_take_listener(sandbox_prep *prep);
 

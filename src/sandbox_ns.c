@@ -55,15 +55,8 @@ static int mount_layer(sandbox_prep *p) {
       return -1;
     close(fds[i]);
   }
-  for (int i = 0; i < p->nro; i++) { /* .git: read-only again inside its writable root */
-    int fd = (int)syscall(SYS_open_tree, AT_FDCWD, p->ro_paths[i],
-                          OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC);
-    if (fd < 0) return -1;
-    if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &ro, sizeof ro) < 0 ||
-        syscall(SYS_move_mount, fd, "", AT_FDCWD, p->ro_paths[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)
-      return -1;
-    close(fd);
-  }
+  /* git repositories, hooks and protected configuration read-only again; secrets masked */
+  if (sandbox_paths_apply(p) < 0) return -1;
   return 0;
 }
 

@@ -85,7 +85,7 @@ function M.spawn(argv, opts)
   local sbx
   if opts.sandbox then
     cwd = cwd or uv.cwd() -- a new mount namespace needs the directory looked up again
-    local resolved, spec = pcall(sandbox.resolve, opts.sandbox, cwd)
+    local resolved, spec = pcall(sandbox.resolve, opts.sandbox, cwd, sandbox.home_of(env))
     if not resolved then
       error(spec, 2)
     end
@@ -117,6 +117,7 @@ function M.spawn(argv, opts)
     return nil, pid, code
   end
   self._h = h
+  self._sbx = sbx
   self.pid = pid
   self._streams = (copts.tty or copts.stderr == "merge") and 1 or 2
   return self
@@ -402,6 +403,7 @@ function Process:status()
   st.holders = self._holders
   st.killed_by = st.killed_by or self._killed_by
   st.sandbox = self._h:sandbox_report()
+  if st.sandbox and self._sbx then sandbox.annotate(st.sandbox, self._sbx) end
   if st.running then
     st.waiting_for_input, st.echo_off, st.canonical = self._h:input_state()
   else

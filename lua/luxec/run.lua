@@ -7,8 +7,9 @@ local M = {}
 local RUN_OPTIONS = { timeout = "number", input = "string" }
 
 --- Run a command to completion: {code, signal, signal_name, output, stderr, dropped,
---- timed_out, ...}. opts: every spawn option, plus timeout (seconds) and input (written to
---- stdin, then EOF).
+--- timed_out, sandbox, ...}; sandbox is status().sandbox of a sandboxed run (layers,
+--- denials, protected and masked paths), else nil. opts: every spawn option, plus timeout
+--- (seconds) and input (written to stdin, then EOF).
 function M.run(argv, opts)
   local checked, why = pcall(options.check_argv, "run", argv)
   if not checked then
@@ -56,6 +57,7 @@ function M.run(argv, opts)
     code = st.code, signal = st.signal, signal_name = st.signal_name,
     core_dumped = st.core_dumped, output = out, dropped = dropped, timed_out = timed_out,
     holders = st.holders, pid = st.pid,
+    sandbox = st.sandbox, -- the core's report: layers, denials, protected and masked paths
   }
   if p._streams == 2 then
     res.stderr, res.stderr_dropped = p:read(2)

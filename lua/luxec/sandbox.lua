@@ -2,6 +2,7 @@
 --- key, and turned into what the native core installs between clone and exec: the writable
 --- roots, what stays read-only inside them, the network verdict, and how strict to be.
 local uv = require("luv")
+local paths = require("luxec.sandbox_paths")
 
 local M = {}
 
@@ -13,10 +14,17 @@ local M = {}
 ---@field evidence boolean|{network: boolean, files: boolean}|nil  record denials (true)
 ---@field tmp boolean|nil  /tmp, $TMPDIR and /dev/shm writable in workspace-write (true)
 ---@field workspace string|nil  the writable workspace (absolute); default: the session's cwd
+---@field protect false|string[]|nil  read-only in each writable root besides git (paths
+---  relative to each root, or absolute); a list adds to the defaults, `defaults = false` in
+---  it replaces them, false clears them (luxec.sandbox_paths.DEFAULT_PROTECT)
+---@field deny_read false|string[]|nil  masked paths (absolute or ~/, globs `*` `?` `[...]`
+---  within a name); added to, replaced or cleared as `protect` (DEFAULT_DENY_READ)
+---@field git_scan {depth: integer|nil, dirs: integer|nil}|nil  bounds of the search for
+---  git repositories in the writable roots (DEFAULT_SCAN)
 
 local MODES = { ["full-access"] = true, ["read-only"] = true, ["workspace-write"] = true }
 local KEYS = { mode = true, network = true, roots = true, best_effort = true, evidence = true,
-  tmp = true, workspace = true }
+  tmp = true, workspace = true, protect = true, deny_read = true, git_scan = true }
 
 local function fail(msg, ...)
   error("bad sandbox policy: " .. msg:format(...), 0)
@@ -26,10 +34,13 @@ local function realpath(path)
   return uv.fs_realpath(path)
 end
 
---- Check a policy; returns the core's spec, or raises an error naming the key.
+--- Check a policy; returns the core's spec, or raises an error naming the key. The spec's
+--- ro_paths (kept read-only in the writable roots) and masks (deny_read) are found on the
+--- host now: a spawn sees the repositories and secrets that exist when it starts.
 ---@param policy luxec.SandboxPolicy
 ---@param cwd string  the session's working directory (absolute)
-function M.resolve(policy, cwd)
+---@param home string|nil  the session's HOME for `~/` in deny_read (default: the host's)
+function M.resolve(policy, cwd, home)
   if type(policy) ~= "table" then
     fail("a table expected, got %s", type(policy))
   end
@@ -110,21 +121,25 @@ function M.resolve(policy, cwd)
     end
     workspace = policy.workspace
   end
-  local roots, ro = {}, {}
-  local function keep_git_read_only(r)
-    if uv.fs_stat(r .. "/.git") then
-      ro[#ro + 1] = r .. "/.git"
-    end
+  local protect_defaults, protect = paths.check_list("protect", policy.protect)
+  local deny_defaults, deny = paths.check_list("deny_read", policy.deny_read)
+  local scan = paths.check_scan(policy.git_scan)
+  if mode == "full-access" and (policy.deny_read or policy.protect or policy.git_scan) then
+    fail("'%s' needs mode \"read-only\" or \"workspace-write\" (a full-access session has no "
+      .. "mount namespace)", policy.deny_read and "deny_read" or policy.protect and "protect"
+      or "git_scan")
   end
+  local roots, bases = {}, {}
   if mode == "workspace-write" then
     local base = { realpath(workspace) or workspace }
-    keep_git_read_only(base[1])
-    for _, r in ipairs(wanted) do
-      keep_git_read_only(r)
-    end
+    -- relative protect entries: in the workspace and the configured roots (the programs
+    -- that load them start in a project, not in a temporary directory)
+    bases[1] = base[1]
+    for _, r in ipairs(wanted) do bases[#bases + 1] = r end
     if policy.tmp ~= false then
-      for _, p in ipairs({ "/tmp", os.getenv("TMPDIR"), "/dev/shm" }) do
-        local real = p and p ~= "" and realpath(p)
+      -- (a list with a nil in it would end an ipairs early: TMPDIR is often unset)
+      for _, p in ipairs({ "/tmp", os.getenv("TMPDIR") or "", "/dev/shm" }) do
+        local real = p ~= "" and realpath(p)
         if real then base[#base + 1] = real end
       end
     end
@@ -143,6 +158,19 @@ function M.resolve(policy, cwd)
       if not inside then roots[#roots + 1] = r end
     end
   end
+  home = home or os.getenv("HOME")
+  local found = { ro = {}, unprotected = {}, repos = 0, dirs = 0 }
+  local masks = {}
+  if mode ~= "full-access" then
+    local list = {}
+    for _, e in ipairs(protect_defaults and paths.DEFAULT_PROTECT or {}) do list[#list + 1] = e end
+    for _, e in ipairs(protect) do list[#list + 1] = e end
+    found = paths.protected(roots, { home = home, scan = scan, protect = list, bases = bases })
+    local keep_visible = { cwd and realpath(cwd) or nil }
+    for _, r in ipairs(roots) do keep_visible[#keep_visible + 1] = r end
+    for _, r in ipairs(bases) do keep_visible[#keep_visible + 1] = r end
+    masks = paths.masks(deny_defaults, deny, keep_visible, home)
+  end
   return {
     mode = mode,
     network = network,
@@ -150,8 +178,39 @@ function M.resolve(policy, cwd)
     evidence_net = ev_net,
     evidence_files = ev_files,
     roots = roots,
-    ro_paths = ro,
+    ro_paths = found.ro,
+    masks = masks,
+    unprotected = found.unprotected,
+    git_repos = found.repos,
+    git_scanned = found.dirs,
   }
+end
+
+--- The HOME a session sees: its env's ("K=V" list), else the host's.
+M.home_of = paths.home_of
+
+--- Add to a session's sandbox report (status().sandbox) what its mount namespace changed:
+--- `protected` (kept read-only), `masked` (deny_read: reads as empty), and `unprotected`
+--- (paths that could not be kept read-only, with the reason). Without a mount namespace
+--- (best_effort) none of it was applied: the lists are empty and `unprotected` says so.
+---@param report table  from the core
+---@param spec table  from resolve
+function M.annotate(report, spec)
+  local applied = report.layers and report.layers.mountns
+  report.protected = applied and spec.ro_paths or {}
+  report.masked = applied and spec.masks or {}
+  local un = {}
+  for i, u in ipairs(spec.unprotected or {}) do un[i] = u end
+  if not applied then
+    for _, p in ipairs(spec.ro_paths) do
+      un[#un + 1] = { path = p, reason = "no mount namespace" }
+    end
+    for _, p in ipairs(spec.masks) do
+      un[#un + 1] = { path = p, reason = "no mount namespace: not masked" }
+    end
+  end
+  report.unprotected = un
+  return report
 end
 
 --- One line a model or a person reads for a denial, e.g.

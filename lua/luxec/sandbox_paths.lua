@@ -1,0 +1,556 @@
+--- luxec.sandbox_paths: the paths of a sandbox that differ from the host's view, found on the
+--- host at spawn time: what stays read-only inside the writable roots (every git repository
+--- with its hooks and configuration, and the `protect` list of files other programs run
+--- later) and what is masked (`deny_read`: secrets). The core mounts them in the session's
+--- mount namespace (src/sandbox_paths.c); everything handed to it is canonical (no symlink).
+local uv = require("luv")
+
+local M = {}
+
+--- Relative to each writable root: what an MCP client, an agent, an editor or a git hook
+--- manager runs or loads on the host later, so a command must not plant it.
+M.DEFAULT_PROTECT = {
+  ".mcp.json",               -- MCP client server list (Claude Code, others)
+  ".claude",                 -- Claude Code settings: hooks, MCP servers, commands
+  ".codex",                  -- Codex project configuration
+  ".cursor",                 -- Cursor: mcp.json, rules
+  ".gemini",                 -- Gemini CLI settings: MCP servers
+  ".vscode",                 -- tasks.json (run on folder open), launch.json, settings.json
+  ".idea",                   -- JetBrains run configurations and external tools
+  ".luxec-mcp.lua",          -- luxec mcp --config (the README's name for it)
+  ".envrc",                  -- direnv
+  ".pre-commit-config.yaml", -- pre-commit: runs at the host's next git commit
+  ".husky",                  -- husky: the scripts its hooksPath runs
+}
+
+--- Secret stores masked in read-only and workspace-write sessions. `~/` is the session's
+--- HOME (its env's, else the host's).
+M.DEFAULT_DENY_READ = {
+  "~/.ssh", "~/.gnupg", "~/.password-store", "~/.local/share/keyrings",
+  "~/.aws", "~/.azure", "~/.config/gcloud", "~/.oci", "~/.kube", "~/.docker/config.json",
+  "~/.netrc", "~/.git-credentials", "~/.config/git/credentials", "~/.npmrc", "~/.pypirc",
+  "~/.gem/credentials", "~/.cargo/credentials", "~/.cargo/credentials.toml",
+  "~/.config/gh/hosts.yml", "~/.config/hub", "~/.terraform.d/credentials.tfrc.json",
+  "~/.vault-token", "~/.pgpass", "~/.my.cnf", "~/.config/op",
+  "~/.codex/auth.json", "~/.claude/.credentials.json",
+  "~/.mozilla", "~/.config/google-chrome", "~/.config/chromium", "~/.config/BraveSoftware",
+  "~/.*_history",
+}
+
+--- How far the search for git repositories goes below each writable root, how many
+--- directories it reads in all, and how many repositories it keeps read-only (each costs a
+--- mount at every spawn): a spawn that would need more fails, naming the root (`git_scan` in
+--- the policy changes them).
+M.DEFAULT_SCAN = { depth = 6, dirs = 20000, repos = 2000 }
+
+local MAX_MASKS = 1024
+
+local function fail(msg, ...)
+  error("bad sandbox policy: " .. msg:format(...), 0)
+end
+
+local function under(path, root)
+  return path == root or root == "/" or path:sub(1, #root + 1) == root .. "/"
+end
+
+local function inside_any(path, roots)
+  for _, r in ipairs(roots) do
+    if under(path, r) then return r end
+  end
+end
+
+local function dirname(path)
+  return path:match("^(.*)/[^/]*$") or "/"
+end
+
+-- Lexically: "." and ".." resolved, slashes single (what git does with a relative path
+-- before it looks it up, when no symlink is involved; realpath settles the rest).
+local function normalize(path)
+  local out = {}
+  for comp in path:gmatch("[^/]+") do
+    if comp == ".." then
+      out[#out] = nil
+    elseif comp ~= "." then
+      out[#out + 1] = comp
+    end
+  end
+  return "/" .. table.concat(out, "/")
+end
+
+local function join(dir, rel)
+  if rel:sub(1, 1) == "/" then return normalize(rel) end
+  return normalize(dir .. "/" .. rel)
+end
+
+local function is_key(t, k)
+  return math.type(k) == "integer" and k >= 1 and k <= #t
+end
+
+--- Check a `protect` or `deny_read` value: nil (the defaults), false (nothing), a list (the
+--- defaults and these), or a list with `defaults = false` (only these). Raises naming the key.
+---@return boolean defaults, string[] entries
+function M.check_list(key, v)
+  if v == nil then return true, {} end
+  if v == false then return false, {} end
+  if type(v) ~= "table" then
+    fail("'%s' must be false or a list of paths (with defaults = false to replace the "
+      .. "default list), got %s", key, type(v))
+  end
+  local defaults = true
+  for k, x in pairs(v) do
+    if k == "defaults" then
+      if type(x) ~= "boolean" then
+        fail("'%s.defaults' must be a boolean, got %s", key, type(x))
+      end
+      defaults = x
+    elseif not is_key(v, k) then
+      fail("unknown key '%s.%s' (a list of paths, and defaults = false)", key, tostring(k))
+    end
+  end
+  local out = {}
+  for i = 1, #v do
+    local e = v[i]
+    if type(e) ~= "string" or e == "" then
+      fail("%s[%d] must be a non-empty string, got %s", key, i,
+        type(e) == "string" and "an empty string" or type(e))
+    end
+    if e:find("%z") then
+      fail("%s[%d] contains a NUL byte", key, i)
+    end
+    for comp in e:gmatch("[^/]+") do
+      if comp == ".." then
+        fail("%s[%d] contains '..': %q", key, i, e)
+      end
+    end
+    if key == "deny_read" then
+      if e:sub(1, 1) ~= "/" and e:sub(1, 2) ~= "~/" then
+        fail("deny_read[%d] must be absolute or start with ~/, got %q", i, e)
+      end
+      local open = e:gsub("%[[^%]]*%]", "")
+      if open:find("[%[%]]") then
+        fail("deny_read[%d] has an unmatched '[' or ']': %q", i, e)
+      end
+    elseif e:find("[%*%?%[]") then
+      fail("protect[%d] is a path, not a glob: %q", i, e)
+    end
+    out[#out + 1] = e
+  end
+  return defaults, out
+end
+
+--- Check `git_scan = {depth =, dirs =, repos =}`; returns the effective bounds.
+function M.check_scan(v)
+  local s = {}
+  for k, x in pairs(M.DEFAULT_SCAN) do s[k] = x end
+  if v == nil then return s end
+  if type(v) ~= "table" then
+    fail("'git_scan' must be a table {depth =, dirs =, repos =}, got %s", type(v))
+  end
+  for k, x in pairs(v) do
+    if not M.DEFAULT_SCAN[k] then
+      fail("unknown key 'git_scan.%s' (depth, dirs, repos)", tostring(k))
+    end
+    if math.type(x) ~= "integer" or x < 0 then
+      fail("'git_scan.%s' must be a non-negative integer, got %s", k, tostring(x))
+    end
+    s[k] = x
+  end
+  return s
+end
+
+--- The HOME of a session: from its env list ("K=V" strings) when it has one, else the host's.
+---@param env string[]|nil
+function M.home_of(env)
+  if type(env) == "table" then
+    for _, kv in ipairs(env) do
+      local v = type(kv) == "string" and kv:match("^HOME=(.*)$")
+      if v then return v end
+    end
+    return nil
+  end
+  return os.getenv("HOME")
+end
+
+-- A collector of what the core keeps read-only, and what could not be.
+local Found = {}
+Found.__index = Found
+
+local function new_found(roots)
+  return setmetatable({ roots = roots, ro = {}, seen = {}, unprotected = {}, repos = 0,
+    dirs = 0 }, Found)
+end
+
+-- Keep `path` (canonical, existing) read-only when it lies in a writable root.
+function Found:keep(path)
+  if inside_any(path, self.roots) and not self.seen[path] then
+    self.seen[path] = true
+    self.ro[#self.ro + 1] = path
+  end
+end
+
+function Found:cannot(path, reason)
+  if inside_any(path, self.roots) and not self.seen["!" .. path] then
+    self.seen["!" .. path] = true
+    self.unprotected[#self.unprotected + 1] = { path = path, reason = reason }
+  end
+end
+
+-- Protect `path` (absolute, maybe missing or a symlink). A missing path cannot be reserved
+-- in a writable directory without creating something there: its nearest existing ancestor
+-- strictly below `top` (the directory it is relative to) is kept read-only instead; without
+-- one (or without `top`) the path is reported.
+function Found:protect(path, top)
+  local root = inside_any(path, self.roots)
+  if not root then return end
+  if top and under(top, root) then root = top end
+  if not top then root = path end
+  local st = uv.fs_lstat(path)
+  if st and st.type == "link" then
+    local real = uv.fs_realpath(path)
+    if real then self:keep(real) end
+    self:cannot(path, "a symlink: its target is read-only, the link can be replaced")
+    return
+  end
+  if st then
+    self:keep(uv.fs_realpath(path) or path)
+    return
+  end
+  local up = dirname(path)
+  while up ~= root and under(up, root) do
+    local ust = uv.fs_lstat(up)
+    if ust then
+      if ust.type == "directory" then
+        self:keep(uv.fs_realpath(up) or up)
+      else
+        self:cannot(path, "missing, below something that is not a directory")
+      end
+      return
+    end
+    up = dirname(up)
+  end
+  self:cannot(path, "missing: the kernel cannot reserve a name in a writable directory")
+end
+
+-- git config: the values of `core.hooksPath` and of include paths, in file order.
+local function config_values(file)
+  local fd = io.open(file, "rb")
+  if not fd then return {} end
+  local text = fd:read(1 << 20) or ""
+  fd:close()
+  local out, section = {}, ""
+  for line in (text:gsub("\\\r?\n", "")):gmatch("[^\n]+") do
+    local sec, rest = line:match("^%s*%[([^%]]*)%](.*)$")
+    if sec then
+      local name, sub = sec:match('^%s*([%w%.%-]+)%s+"(.*)"%s*$')
+      section = name and (name:lower() .. "." .. sub) or sec:gsub("%s", ""):lower()
+      line = rest
+    end
+    local key, value = line:match("^%s*([%w%-]+)%s*=%s*(.-)%s*$")
+    if key then
+      -- a value: quotes removed, escapes kept as the character, a comment cut
+      local v, quoted = {}, false
+      local i = 1
+      while i <= #value do
+        local c = value:sub(i, i)
+        if c == '"' then
+          quoted = not quoted
+        elseif c == "\\" then
+          i = i + 1
+          local n = value:sub(i, i)
+          v[#v + 1] = n == "t" and "\t" or n == "n" and "\n" or n
+        elseif (c == "#" or c == ";") and not quoted then
+          break
+        else
+          v[#v + 1] = c
+        end
+        i = i + 1
+      end
+      local val = table.concat(v):gsub("%s+$", "")
+      key = key:lower()
+      local top = section:match("^[^%.]+") or section
+      if section == "core" and key == "hookspath" then
+        out[#out + 1] = { kind = "hooks", value = val }
+      elseif (top == "include" or top == "includeif") and key == "path" then
+        out[#out + 1] = { kind = "include", value = val }
+      end
+    end
+  end
+  return out
+end
+
+local function expand_home(path, home)
+  if path:sub(1, 2) == "~/" then
+    return home and home:sub(1, 1) == "/" and (home .. path:sub(2)) or nil
+  end
+  return path
+end
+
+-- The settings that name code git runs, from a config file and the files it includes.
+-- hooks: the core.hooksPath values with the directory they are relative to.
+function Found:read_config(file, home, hooks, depth, gitdir)
+  if not (gitdir and under(file, gitdir)) then self:protect(file) end
+  if depth > 8 then return end
+  for _, e in ipairs(config_values(file)) do
+    local p = expand_home(e.value, home)
+    if p and p ~= "" then
+      if e.kind == "include" then
+        local inc = join(dirname(file), p)
+        inc = uv.fs_realpath(inc) or inc
+        self:read_config(inc, home, hooks, depth + 1, gitdir)
+      else
+        hooks[#hooks + 1] = p
+      end
+    end
+  end
+end
+
+-- A repository: its git directory `gitdir` (canonical), and its worktree (nil when bare).
+function Found:repo(gitdir, worktree, ctx)
+  if self.seen["repo:" .. gitdir] then return end
+  self.seen["repo:" .. gitdir] = true
+  self.repos = self.repos + 1
+  self:keep(gitdir)
+  local hooks = {}
+  for _, h in ipairs(ctx.global_hooks) do hooks[#hooks + 1] = h end
+  self:read_config(gitdir .. "/config", ctx.home, hooks, 0, gitdir)
+  self:read_config(gitdir .. "/config.worktree", ctx.home, hooks, 0, gitdir)
+  -- a linked worktree's git directory shares the configuration of its common directory
+  local fd = io.open(gitdir .. "/commondir", "rb")
+  if fd then
+    local rel = (fd:read(4096) or ""):match("^[^\r\n]*")
+    fd:close()
+    local common = rel ~= "" and uv.fs_realpath(join(gitdir, rel))
+    if common then
+      self:keep(common)
+      self:read_config(common .. "/config", ctx.home, hooks, 0, common)
+    end
+  end
+  -- a relative hooksPath is relative to where hooks run: the top of the worktree
+  local base = worktree or gitdir
+  for _, h in ipairs(hooks) do
+    self:protect(join(base, h), base)
+  end
+end
+
+-- A `.git` entry of type `typ` in `dir`.
+function Found:dotgit(dir, typ, ctx)
+  local path = join(dir, ".git")
+  if typ == "directory" then
+    self:repo(path, dir, ctx)
+  elseif typ == "link" then
+    self:cannot(path, "a symlink: its target is read-only, the link can be replaced")
+    local real = uv.fs_realpath(path)
+    local st = real and uv.fs_stat(real)
+    if st and st.type == "directory" then
+      self:repo(real, dir, ctx)
+    elseif real then
+      self:keep(real)
+    end
+  elseif typ == "file" then
+    -- `gitdir: <path>` (separate git dir, worktree, submodule): the file names the
+    -- repository git uses here, so it stays as it is, and so does what it names
+    self:keep(path)
+    local fd = io.open(path, "rb")
+    local line = fd and (fd:read(4096) or ""):match("^gitdir:%s*([^\r\n]-)%s*$")
+    if fd then fd:close() end
+    local real = line and line ~= "" and uv.fs_realpath(join(dir, line))
+    local st = real and uv.fs_stat(real)
+    if st and st.type == "directory" then
+      self:repo(real, dir, ctx)
+    end
+  else
+    self:keep(path) -- whatever it is, git may read it
+  end
+end
+
+-- Find every repository below `root`: directories breadth first up to the depth bound, no
+-- symlink followed; each directory is read once (getdents, no stat per entry).
+function Found:scan(root, scan, ctx)
+  local queue, depth, head, tail = { root }, { 0 }, 1, 1
+  while head <= tail do
+    local dir, d = queue[head], depth[head]
+    queue[head], depth[head] = nil, nil
+    head = head + 1
+    self.dirs = self.dirs + 1
+    if self.dirs > scan.dirs then
+      return false, ("read %d directories and did not reach the end (at %s)"):format(scan.dirs,
+        dir), "dirs"
+    end
+    if self.repos > scan.repos then
+      return false, ("found more than %d repositories (at %s)"):format(scan.repos, dir), "repos"
+    end
+    local req = uv.fs_scandir(dir)
+    if req then
+      local has = {}
+      local subdirs = {}
+      while true do
+        local name, typ = uv.fs_scandir_next(req)
+        if not name then break end
+        if typ == nil or typ == "unknown" then
+          local st = uv.fs_lstat(join(dir, name))
+          typ = st and st.type or "unknown"
+        end
+        if name == ".git" then
+          self:dotgit(dir, typ, ctx)
+        elseif typ == "directory" then
+          subdirs[#subdirs + 1] = name
+        end
+        if name == "HEAD" or name == "objects" or name == "refs" then has[name] = typ end
+      end
+      if has.HEAD == "file" and has.objects == "directory" and has.refs == "directory" then
+        self:repo(dir, nil, ctx) -- a bare repository, or a git directory by another name
+      elseif d < scan.depth then
+        for _, name in ipairs(subdirs) do
+          tail = tail + 1
+          queue[tail], depth[tail] = join(dir, name), d + 1
+        end
+      end
+    end
+  end
+  return true
+end
+
+--- What stays read-only inside the writable roots `roots` (canonical): every repository
+--- found, its hooks directory and config includes, and the `protect` entries (absolute, or
+--- relative to each of `bases`: the workspace and the configured roots).
+---@return {ro: string[], unprotected: table[], repos: integer, dirs: integer}
+function M.protected(roots, o)
+  local f = new_found(roots)
+  if #roots == 0 then return f end
+  local ctx = { home = o.home, global_hooks = {} }
+  local xdg = os.getenv("XDG_CONFIG_HOME")
+  local globals = { o.home and o.home:sub(1, 1) == "/" and o.home .. "/.gitconfig" or nil,
+    xdg and xdg:sub(1, 1) == "/" and xdg .. "/git/config"
+    or o.home and o.home:sub(1, 1) == "/" and o.home .. "/.config/git/config" or nil }
+  for i = 1, 2 do
+    if globals[i] then f:read_config(globals[i], o.home, ctx.global_hooks, 0) end
+  end
+  for _, root in ipairs(roots) do
+    local ok, why, bound = f:scan(root, o.scan, ctx)
+    if not ok then
+      fail("looking for git repositories in %s %s; their hooks could not be kept read-only. "
+        .. "Raise git_scan.%s (or lower git_scan.depth), or make the tree smaller", root, why,
+        bound)
+    end
+  end
+  for _, rel in ipairs(o.protect) do
+    if rel:sub(1, 1) == "/" then
+      f:protect((rel:gsub("/+$", "")))
+    else
+      for _, base in ipairs(o.bases or roots) do
+        f:protect(join(base, (rel:gsub("/+$", ""))), base)
+      end
+    end
+  end
+  -- a path below another read-only one is covered by it (the bind is recursive)
+  table.sort(f.ro)
+  local ro = {}
+  for _, p in ipairs(f.ro) do
+    if not (ro[#ro] and under(p, ro[#ro])) then ro[#ro + 1] = p end
+  end
+  f.ro = ro
+  return f
+end
+
+-- deny_read globs ------------------------------------------------------------------------
+
+local function glob_pattern(comp)
+  local out = { "^" }
+  local i = 1
+  while i <= #comp do
+    local c = comp:sub(i, i)
+    if c == "*" then
+      out[#out + 1] = ".*"
+    elseif c == "?" then
+      out[#out + 1] = "."
+    elseif c == "[" then
+      local close = comp:find("]", i + 2, true) or comp:find("]", i + 1, true)
+      local set = comp:sub(i + 1, close - 1)
+      local neg = set:sub(1, 1) == "!"
+      if neg then set = set:sub(2) end
+      set = set:gsub("[%%%]%^]", "%%%0"):gsub("%%%-", "-")
+      out[#out + 1] = "[" .. (neg and "^" or "") .. set .. "]"
+      i = close
+    else
+      out[#out + 1] = c:gsub("%p", "%%%0")
+    end
+    i = i + 1
+  end
+  out[#out + 1] = "$"
+  return table.concat(out)
+end
+
+-- The existing paths a glob names (absolute; `*`, `?` and `[...]` match within one name,
+-- dot files included).
+local function expand(glob)
+  local paths = { "" }
+  for comp in glob:gmatch("[^/]+") do
+    local nextp = {}
+    if comp:find("[%*%?%[]") then
+      local pat = glob_pattern(comp)
+      for _, base in ipairs(paths) do
+        local req = uv.fs_scandir(base == "" and "/" or base)
+        while req do
+          local name = uv.fs_scandir_next(req)
+          if not name then break end
+          if name:find(pat) then nextp[#nextp + 1] = base .. "/" .. name end
+        end
+      end
+    elseif comp ~= "." then
+      for _, base in ipairs(paths) do nextp[#nextp + 1] = base .. "/" .. comp end
+    end
+    paths = nextp
+    if #paths > MAX_MASKS then break end
+  end
+  local out = {}
+  for _, p in ipairs(paths) do
+    if p ~= "" and uv.fs_lstat(p) then out[#out + 1] = p end
+  end
+  return out
+end
+
+--- The canonical paths to mask for the deny_read entries (`user`) and, with `defaults`, the
+--- default list; HOME-relative ones against `home`. A match that is a symlink masks its
+--- target. Raises when a user entry would hide a writable root.
+---@return string[]
+function M.masks(defaults, user, roots, home)
+  local set, list = {}, {}
+  local function add(entry, is_default)
+    local abs = expand_home(entry, home)
+    if not abs then
+      if is_default then return end
+      fail("deny_read entry %q needs HOME, and the session has no absolute HOME", entry)
+    end
+    for _, match in ipairs(expand(abs)) do
+      local real = uv.fs_realpath(match)
+      if real and not set[real] then
+        local hidden
+        for _, r in ipairs(roots) do
+          if under(r, real) then hidden = r end
+        end
+        if hidden and not is_default then
+          fail("deny_read entry %q would hide the writable root %s", entry, hidden)
+        end
+        if not hidden and real ~= "/" then
+          set[real] = true
+          list[#list + 1] = real
+        end
+      end
+    end
+    if #list > MAX_MASKS then
+      fail("deny_read matches more than %d paths (at %q)", MAX_MASKS, entry)
+    end
+  end
+  if defaults then
+    for _, e in ipairs(M.DEFAULT_DENY_READ) do add(e, true) end
+  end
+  for _, e in ipairs(user) do add(e, false) end
+  table.sort(list)
+  local out = {}
+  for _, p in ipairs(list) do
+    if not (out[#out] and under(p, out[#out])) then out[#out + 1] = p end
+  end
+  return out
+end
+
+return M

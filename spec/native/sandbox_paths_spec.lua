@@ -1,0 +1,406 @@
+-- What a workspace-write sandbox keeps read-only inside its writable roots (every git
+-- repository with its hooks and configuration, the protect list, the MCP server's config
+-- file) and what it masks (deny_read). Every verdict is taken from outside the sandbox: the
+-- host's real git runs afterwards and must not run a planted hook; files are read on the
+-- host; a secret must not appear in what the sandboxed command printed.
+local H = require("helper")
+local uv = require("luv")
+local luxec = require("luxec")
+local core = require("luxec.core")
+local sandbox = require("luxec.sandbox")
+local config = require("luxec.config")
+
+local function usable()
+  local layers = core.sandbox_layers()
+  if layers.landlock < 3 then
+    return false, "Landlock ABI " .. layers.landlock .. " (3 or later needed)"
+  end
+  if not layers.can_unshare then
+    return false, "not root: the mount namespace needs CAP_SYS_ADMIN (user namespaces pending)"
+  end
+  if os.execute("command -v git >/dev/null 2>&1") ~= true then
+    return false, "no git on this machine"
+  end
+  return true
+end
+
+local function write_file(path, text, mode)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+  if mode then assert(uv.fs_chmod(path, mode)) end
+end
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function q(s)
+  return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
+-- A command on the host (no sandbox); returns its output and exit code.
+local function host(script, cwd)
+  local r = assert(luxec.run({ "sh", "-c", script }, { cwd = cwd, timeout = 30,
+    env = { PATH = os.getenv("PATH"), HOME = os.getenv("HOME"), GIT_CONFIG_NOSYSTEM = "1",
+      GIT_AUTHOR_NAME = "t", GIT_AUTHOR_EMAIL = "t@t", GIT_COMMITTER_NAME = "t",
+      GIT_COMMITTER_EMAIL = "t@t" } }))
+  return r.output, r.code
+end
+
+local function git_init(dir, extra)
+  local out, code = host("git init -q " .. (extra or "") .. " " .. q(dir) .. " && cd " .. q(dir)
+    .. " && git commit -q --allow-empty -m init", "/")
+  assert(code == 0, out)
+end
+
+describe("sandbox paths (workspace-write)", function()
+  local ok, why = usable()
+  if not ok then
+    it("runs where the kernel offers every layer", function()
+      pending("skipped: " .. why)
+    end)
+    return
+  end
+
+  local ws, marker
+  before_each(function()
+    ws = H.tmpdir()
+    marker = ws .. ".hook-ran"
+    git_init(ws)
+  end)
+  after_each(function()
+    H.rmtree(ws)
+    os.remove(marker)
+    H.assert_clean()
+  end)
+
+  -- argv in the sandbox (cwd = the workspace); returns output, code, report.
+  local function jail(script, policy, opts)
+    local sb = { mode = "workspace-write" }
+    for k, v in pairs(policy or {}) do sb[k] = v end
+    local o = { cwd = ws, sandbox = sb, timeout = 20 }
+    for k, v in pairs(opts or {}) do o[k] = v end
+    local r = assert(luxec.run({ "sh", "-c", script }, o))
+    return r.output, r.code, r.sandbox
+  end
+
+  -- Plant `hook` (a pre-commit hook that leaves the marker) from inside, then commit on the
+  -- host in `repo`: the hook must not have run.
+  local function plant_then_commit(hookdir, repo)
+    local script = ("mkdir -p %s; printf '#!/bin/sh\\ntouch %s\\n' > %s/pre-commit; "
+      .. "chmod +x %s/pre-commit; echo planted=$?"):format(q(hookdir), q(marker), q(hookdir),
+      q(hookdir))
+    local out, code, report = jail(script)
+    assert.equal(0, code)
+    assert.truthy(out:find("planted=1", 1, true) or out:find("planted=2", 1, true), out)
+    local hout, hcode = host("git commit -q --allow-empty -m host", repo)
+    assert.equal(0, hcode, hout)
+    assert.is_nil(uv.fs_stat(marker))
+    return report
+  end
+
+  local function contains(list, want)
+    for _, v in ipairs(list) do
+      if v == want then return true end
+    end
+    return false
+  end
+
+  it("keeps the workspace's own hooks from running at the host's next commit", function()
+    local report = plant_then_commit(ws .. "/.git/hooks", ws)
+    assert.is_true(contains(report.protected, ws .. "/.git"))
+  end)
+
+  it("keeps a nested repository's hooks from running (sub/.git)", function()
+    git_init(ws .. "/sub/deeper")
+    local report = plant_then_commit(ws .. "/sub/deeper/.git/hooks", ws .. "/sub/deeper")
+    assert.is_true(contains(report.protected, ws .. "/sub/deeper/.git"))
+  end)
+
+  it("keeps a repository under /tmp read-only when the workspace is elsewhere", function()
+    local elsewhere = assert(uv.fs_mkdtemp("/var/tmp/luxec-ws-XXXXXX"))
+    local tmprepo = H.tmpdir() -- (in /tmp: a writable root of workspace-write)
+    git_init(tmprepo)
+    local saved = ws
+    ws = elsewhere
+    local okc, err = pcall(plant_then_commit, tmprepo .. "/.git/hooks", tmprepo)
+    ws = saved
+    H.rmtree(tmprepo)
+    os.execute("rm -rf " .. q(elsewhere))
+    assert(okc, err)
+  end)
+
+  it("keeps a separate git dir (a .git file) and the file itself read-only", function()
+    local gitdir = ws .. "/store.git"
+    local wt = ws .. "/wt"
+    local out, code = host("git init -q --separate-git-dir " .. q(gitdir) .. " " .. q(wt)
+      .. " && cd " .. q(wt) .. " && git commit -q --allow-empty -m init", "/")
+    assert(code == 0, out)
+    local before = read_file(wt .. "/.git")
+    local report = plant_then_commit(gitdir .. "/hooks", wt)
+    assert.is_true(contains(report.protected, gitdir))
+    assert.is_true(contains(report.protected, wt .. "/.git"))
+    -- the file cannot be pointed at a git directory the command made either
+    jail("mkdir -p evil; printf 'gitdir: ../evil\\n' > wt/.git; mv -f wt/.git wt/x; true")
+    assert.equal(before, read_file(wt .. "/.git"))
+  end)
+
+  it("keeps a linked worktree's git dir and its common dir read-only", function()
+    local wt = ws .. "/linked"
+    local out, code = host("git worktree add -q " .. q(wt), ws)
+    assert(code == 0, out)
+    local report = plant_then_commit(ws .. "/.git/hooks", wt)
+    assert.is_true(contains(report.protected, wt .. "/.git"))
+  end)
+
+  it("keeps the core.hooksPath directory read-only (relative to the worktree)", function()
+    assert(uv.fs_mkdir(ws .. "/githooks", 493))
+    local out, code = host("git config core.hooksPath githooks", ws)
+    assert(code == 0, out)
+    local report = plant_then_commit(ws .. "/githooks", ws)
+    assert.is_true(contains(report.protected, ws .. "/githooks"))
+  end)
+
+  it("keeps a config file the repository includes read-only", function()
+    write_file(ws .. "/shared.gitconfig", "[user]\n\tname = t\n")
+    local out, code = host("git config include.path ../shared.gitconfig", ws)
+    assert(code == 0, out)
+    jail(("printf '[core]\\n\\tfsmonitor = touch %s\\n' >> shared.gitconfig; true"):format(
+      q(marker)))
+    assert.equal("[user]\n\tname = t\n", read_file(ws .. "/shared.gitconfig"))
+    host("git status --short", ws)
+    assert.is_nil(uv.fs_stat(marker))
+  end)
+
+  it("keeps a bare repository in the workspace read-only", function()
+    local out, code = host("git init -q --bare " .. q(ws .. "/origin.git"), "/")
+    assert(code == 0, out)
+    local _, _, report = jail("echo x > origin.git/hooks/pre-receive; true")
+    assert.is_nil(uv.fs_stat(ws .. "/origin.git/hooks/pre-receive"))
+    assert.is_true(contains(report.protected, ws .. "/origin.git"))
+  end)
+
+  it("spawns when .git is a symlink, and keeps its target read-only", function()
+    local real = ws .. "/realgit"
+    local out, code = host("git init -q --separate-git-dir " .. q(real) .. " " .. q(ws
+      .. "/linked") .. " && rm linked/.git && ln -s ../realgit linked/.git", ws)
+    assert(code == 0, out)
+    local o, c, report = jail("cd linked && echo ok && echo x > .git/config; true")
+    assert.equal(0, c)
+    assert.truthy(o:find("ok\n", 1, true), o)
+    assert.truthy(o:find("Read-only file system", 1, true), o)
+    assert.is_true(contains(report.protected, real))
+    local listed = false
+    for _, u in ipairs(report.unprotected) do
+      if u.path == ws .. "/linked/.git" then listed = true end
+    end
+    assert.is_true(listed)
+  end)
+
+  it("spawns when .git is a file naming nothing, and keeps the file", function()
+    assert(uv.fs_mkdir(ws .. "/odd", 493))
+    write_file(ws .. "/odd/.git", "not a gitdir line\n")
+    local o, c, report = jail("cd odd && echo ok && echo x > .git; true")
+    assert.equal(0, c)
+    assert.truthy(o:find("ok\n", 1, true), o)
+    assert.equal("not a gitdir line\n", read_file(ws .. "/odd/.git"))
+    assert.is_true(contains(report.protected, ws .. "/odd/.git"))
+  end)
+
+  it("lets git status work inside; git commit fails cleanly and changes nothing", function()
+    write_file(ws .. "/new.txt", "x\n")
+    local head_before = read_file(ws .. "/.git/HEAD")
+    local log_before = host("git log --oneline | wc -l", ws)
+    local env = { PATH = os.getenv("PATH"), HOME = os.getenv("HOME"), GIT_AUTHOR_NAME = "t",
+      GIT_AUTHOR_EMAIL = "t@t", GIT_COMMITTER_NAME = "t", GIT_COMMITTER_EMAIL = "t@t" }
+    local out, code = jail("git status --short", nil, { env = env })
+    assert.equal(0, code, out)
+    assert.equal("?? new.txt\n", out)
+    out, code = jail("git add new.txt && git commit -q -m inside", nil, { env = env })
+    assert.are_not.equal(0, code)
+    assert.truthy(out:find("index.lock", 1, true) and out:find("Read-only file system", 1, true),
+      out)
+    assert.equal(head_before, read_file(ws .. "/.git/HEAD"))
+    assert.equal(log_before, (host("git log --oneline | wc -l", ws)))
+    assert.is_nil(uv.fs_stat(ws .. "/.git/index.lock"))
+  end)
+
+  it("keeps the protect list read-only, and a missing entry's existing parent", function()
+    write_file(ws .. "/.mcp.json", '{"mcpServers": {}}\n')
+    assert(uv.fs_mkdir(ws .. "/.claude", 493))
+    write_file(ws .. "/.claude/settings.json", "{}\n")
+    assert(uv.fs_mkdir(ws .. "/.vscode", 493))
+    local out, code, report = jail("echo '{\"mcpServers\":{\"x\":{}}}' > .mcp.json; "
+      .. "echo '{\"hooks\":1}' > .claude/settings.json; mkdir .claude/commands; "
+      .. "echo '{}' > .vscode/tasks.json; rm -f .mcp.json; mv .claude gone; echo done")
+    assert.equal(0, code)
+    assert.truthy(out:find("done\n", 1, true), out)
+    assert.equal('{"mcpServers": {}}\n', read_file(ws .. "/.mcp.json"))
+    assert.equal("{}\n", read_file(ws .. "/.claude/settings.json"))
+    assert.is_nil(uv.fs_stat(ws .. "/.claude/commands"))
+    assert.is_nil(uv.fs_stat(ws .. "/.vscode/tasks.json"))
+    assert.is_nil(uv.fs_stat(ws .. "/gone"))
+    for _, p in ipairs({ "/.mcp.json", "/.claude", "/.vscode" }) do
+      assert.is_true(contains(report.protected, ws .. p), p)
+    end
+  end)
+
+  it("reports a protected name it could not reserve, and protect = false clears the list",
+    function()
+      local _, _, report = jail("true")
+      local listed = {}
+      for _, u in ipairs(report.unprotected) do listed[u.path] = u.reason end
+      assert.truthy(listed[ws .. "/.mcp.json"]:find("^missing"))
+      write_file(ws .. "/.mcp.json", "{}\n")
+      jail("echo changed > .mcp.json", { protect = false })
+      assert.equal("changed\n", read_file(ws .. "/.mcp.json"))
+      jail("echo again > extra.cfg; echo x > .mcp.json", { protect = { defaults = false,
+        "extra.cfg" } })
+      assert.equal("x\n", read_file(ws .. "/.mcp.json"))
+      write_file(ws .. "/extra.cfg", "kept\n")
+      jail("echo again > extra.cfg", { protect = { "extra.cfg" } })
+      assert.equal("kept\n", read_file(ws .. "/extra.cfg"))
+    end)
+
+  it("keeps the MCP server's config file read-only in the sandbox it configures", function()
+    local file = ws .. "/.luxec-mcp.lua"
+    write_file(file, "return { sandbox = { mode = 'workspace-write' } }\n")
+    local cfg = assert(config.load(file))
+    local policy = config.engine_config(cfg).sandbox
+    local r = assert(luxec.run({ "sh", "-c", "echo 'return {sandbox = false}' > .luxec-mcp.lua;"
+      .. " echo rc=$?" }, { cwd = ws, sandbox = policy }))
+    assert.truthy(r.output:find("rc=[12]"), r.output)
+    assert.equal("return { sandbox = { mode = 'workspace-write' } }\n", read_file(file))
+    -- also with a config that clears the default list
+    write_file(file, "return { sandbox = { mode = 'workspace-write', protect = false } }\n")
+    cfg = assert(config.load(file))
+    policy = config.engine_config(cfg).sandbox
+    luxec.run({ "sh", "-c", "echo 'return {sandbox = false}' > .luxec-mcp.lua" },
+      { cwd = ws, sandbox = policy })
+    assert.equal("return { sandbox = { mode = 'workspace-write', protect = false } }\n",
+      read_file(file))
+  end)
+
+  it("masks deny_read secrets: the key's text never reaches the output", function()
+    local home = H.tmpdir()
+    assert(uv.fs_mkdir(home .. "/.ssh", 448))
+    write_file(home .. "/.ssh/id_ed25519", "SECRET-KEY-MATERIAL\n", 384)
+    assert(uv.fs_mkdir(home .. "/.aws", 448))
+    write_file(home .. "/.aws/credentials", "AWS-SECRET\n")
+    write_file(home .. "/.netrc", "machine x password NETRC-SECRET\n")
+    write_file(home .. "/.bash_history", "export TOKEN=HISTORY-SECRET\n")
+    write_file(home .. "/notes.txt", "readable\n")
+    local env = { PATH = os.getenv("PATH"), HOME = home }
+    local out, code, report = jail("cat ~/.ssh/id_ed25519 ~/.aws/credentials ~/.netrc "
+      .. "~/.bash_history; ls -A ~/.ssh; cat ~/notes.txt; echo x > ~/.netrc; echo end", nil,
+      { env = env })
+    assert.equal(0, code)
+    for _, secret in ipairs({ "SECRET-KEY", "AWS-SECRET", "NETRC-SECRET", "HISTORY-SECRET" }) do
+      assert.falsy(out:find(secret, 1, true), out)
+    end
+    assert.truthy(out:find("readable\n", 1, true), out)
+    assert.truthy(out:find("end\n", 1, true), out)
+    assert.equal("machine x password NETRC-SECRET\n", read_file(home .. "/.netrc"))
+    for _, p in ipairs({ "/.ssh", "/.aws", "/.netrc", "/.bash_history" }) do
+      assert.is_true(contains(report.masked, home .. p), p)
+    end
+    assert.is_false(contains(report.masked, home .. "/notes.txt"))
+    -- a glob of the policy's own, and deny_read = false
+    out = jail("cat ~/notes.txt", { deny_read = { "~/no*.txt" } }, { env = env })
+    assert.equal("", out)
+    out = jail("cat ~/.netrc", { deny_read = false }, { env = env })
+    assert.equal("machine x password NETRC-SECRET\n", out)
+    H.rmtree(home)
+  end)
+
+  it("leaves the workspace writable when it is HOME and ~/.gitconfig is missing", function()
+    local env = { PATH = os.getenv("PATH"), HOME = ws }
+    local out, code, report = jail("echo x > file && cat file", nil, { env = env })
+    assert.equal(0, code, out)
+    assert.equal("x\n", out)
+    assert.is_false(contains(report.protected, ws))
+  end)
+
+  it("refuses a deny_read entry that would hide a writable root", function()
+    assert.has_error(function()
+      sandbox.resolve({ mode = "workspace-write", deny_read = { ws } }, ws)
+    end, ("bad sandbox policy: deny_read entry %q would hide the writable root %s"):format(ws, ws))
+  end)
+
+  it("fails closed when the repository search exceeds its bound, naming it", function()
+    for i = 1, 5 do git_init(ws .. "/r" .. i) end
+    local okr, err = pcall(sandbox.resolve, { mode = "workspace-write", tmp = false,
+      git_scan = { repos = 3 } }, ws)
+    assert.is_false(okr)
+    assert.truthy(tostring(err):find("found more than 3 repositories", 1, true), err)
+    assert.truthy(tostring(err):find("git_scan.repos", 1, true), err)
+    local o = assert(luxec.spawn({ "true" }, { cwd = ws, sandbox = { mode = "workspace-write",
+      tmp = false, git_scan = { repos = 10 } } }))
+    assert.equal(0, assert(o:wait({ timeout = 10 })).code)
+    o:close()
+  end)
+end)
+
+describe("sandbox policy: protect, deny_read, git_scan", function()
+  local ws
+  before_each(function() ws = H.tmpdir() end)
+  after_each(function() H.rmtree(ws) end)
+
+  local function err_of(policy)
+    local okr, err = pcall(sandbox.resolve, policy, ws)
+    assert.is_false(okr)
+    return err
+  end
+
+  it("names the key of each bad value", function()
+    local W = "workspace-write"
+    assert.equal("bad sandbox policy: 'protect' must be false or a list of paths (with "
+      .. "defaults = false to replace the default list), got string",
+      err_of({ mode = W, protect = "x" }))
+    assert.equal("bad sandbox policy: protect[2] must be a non-empty string, got number",
+      err_of({ mode = W, protect = { "a", 3 } }))
+    assert.equal("bad sandbox policy: unknown key 'protect.extra' (a list of paths, and "
+      .. "defaults = false)", err_of({ mode = W, protect = { extra = {} } }))
+    assert.equal("bad sandbox policy: protect[1] contains '..': \"../x\"",
+      err_of({ mode = W, protect = { "../x" } }))
+    assert.equal("bad sandbox policy: protect[1] is a path, not a glob: \"*.json\"",
+      err_of({ mode = W, protect = { "*.json" } }))
+    assert.equal("bad sandbox policy: 'deny_read.defaults' must be a boolean, got string",
+      err_of({ mode = W, deny_read = { defaults = "no" } }))
+    assert.equal("bad sandbox policy: deny_read[1] must be absolute or start with ~/, got "
+      .. "\"secrets\"", err_of({ mode = W, deny_read = { "secrets" } }))
+    assert.equal("bad sandbox policy: deny_read[1] has an unmatched '[' or ']': \"/x[ab\"",
+      err_of({ mode = W, deny_read = { "/x[ab" } }))
+    assert.equal("bad sandbox policy: unknown key 'git_scan.width' (depth, dirs, repos)",
+      err_of({ mode = W, git_scan = { width = 1 } }))
+    assert.equal("bad sandbox policy: 'git_scan.depth' must be a non-negative integer, got -1",
+      err_of({ mode = W, git_scan = { depth = -1 } }))
+    assert.equal("bad sandbox policy: 'deny_read' needs mode \"read-only\" or "
+      .. "\"workspace-write\" (a full-access session has no mount namespace)",
+      err_of({ mode = "full-access", deny_read = { "/x" } }))
+  end)
+
+  it("makes /dev/shm a writable root when TMPDIR is unset", function()
+    local saved = os.getenv("TMPDIR")
+    local spec
+    if saved then
+      -- os.getenv cannot be unset from Lua: run the check in a child without TMPDIR
+      local r = assert(luxec.run({ H.luxec, "-e", "local s = require('luxec.sandbox')"
+        .. ".resolve({mode='workspace-write', tmp=true}, '/') for _, r in ipairs(s.roots) do "
+        .. "print(r) end" }, { env = { PATH = os.getenv("PATH"), HOME = os.getenv("HOME") } }))
+      assert.truthy(r.output:find("/dev/shm\n", 1, true), r.output)
+      return
+    end
+    spec = sandbox.resolve({ mode = "workspace-write" }, ws)
+    local found = false
+    for _, r in ipairs(spec.roots) do
+      if r == uv.fs_realpath("/dev/shm") then found = true end
+    end
+    assert.is_true(found)
+  end)
+end)
