@@ -297,13 +297,15 @@ local function server_attack(name, server, argv, extra, class)
   local effect = a.effect
   a.effect = function(ctx, st, res)
     local got = reached(ctx, server)
-    if got then return "the host server got: " .. got end
-    if effect then return effect(ctx, st, res) end
+    local more = effect and effect(ctx, st, res)
+    if got or more then
+      return table.concat({ got and "the host server got: " .. got or nil, more }, "; ")
+    end
   end
   attack(class or "host unix sockets", name, a)
 end
 
-local function connect_to(ctx, path) return { USOCK, "connect", path, "use" } end
+local function connect_to(_, path) return { USOCK, "connect", path, "use" } end
 local function connect_evidence(server, extra)
   return function(ctx)
     local paths = { ctx.srv[server].path }
@@ -316,7 +318,9 @@ server_attack("connect to a host server's socket outside the roots (/var/tmp)", 
   connect_to, { evidence = connect_evidence("var") })
 server_attack("connect to a root daemon's socket under /run (like docker.sock)", "run",
   connect_to, { evidence = connect_evidence("run"),
-    skip = function(ctx) return not ctx.srv.run and "the spec is not root: /run is not writable" end })
+    skip = function(ctx)
+      return not ctx.srv.run and "the spec is not root: /run is not writable"
+    end })
 server_attack("connect to a host server's socket in /tmp (a tmux socket in a writable root)",
   "tmp", connect_to, { evidence = connect_evidence("tmp") })
 server_attack("connect to a socket in the workspace whose server is a host process", "ws",
@@ -332,7 +336,7 @@ server_attack("connect by a relative path climbing out of the workspace", "var",
   function(ctx, path) return connect_to(ctx, ("../"):rep(8) .. path:sub(2)) end,
   { evidence = connect_evidence("var") })
 server_attack("hard-link a host socket into the workspace and connect to the link", "var",
-  function(ctx, path)
+  function(_, path)
     local link = "hl-" .. rand(6)
     return { "sh", "-c", ("ln %s %s; %s connect %s use; rm -f %s"):format(sh_quote(path), link,
       USOCK, link, link) }
@@ -386,7 +390,8 @@ ipc_attack("write a host shared memory segment by id",
   function(_, st) return { IPC, "shmwrite", st.shm, "written-inside" } end)
 ipc_attack("write a host shared memory segment by key",
   function(_, st) return { IPC, "shmwrite-key", st.key, "written-inside" } end)
-ipc_attack("read a host shared memory segment", function(_, st) return { IPC, "shmread", st.shm } end,
+ipc_attack("read a host shared memory segment",
+  function(_, st) return { IPC, "shmread", st.shm } end,
   { effect = function(_, st, res)
     if res.output:find(st.text, 1, true) then return "read: " .. res.output end
   end })
@@ -490,14 +495,23 @@ attack("other terminals", "chmod the session's own PTY to 0666", {
   hold = function(_, st, _, host)
     for _, pid in ipairs(descendants(host)) do
       if (read_file(("/proc/%d/comm"):format(pid)) or "") == "contain\n" then
-        local s = uv.fs_stat(("/proc/%d/fd/0"):format(pid))
-        st.mode = s and s.mode & 4095
+        -- The terminal as the command has it, and the host's file of that name: only when
+        -- both are one inode is the command's terminal the host's (a private devpts is not)
+        local fd = ("/proc/%d/fd/0"):format(pid)
+        local mine, name = uv.fs_stat(fd), uv.fs_readlink(fd)
+        local host_side = name and name:match("^/dev/pts/%d+$") and uv.fs_stat(name)
+        st.found = mine ~= nil
+        if mine and host_side and host_side.dev == mine.dev and host_side.ino == mine.ino then
+          st.mode, st.name = host_side.mode & 4095, name
+        end
       end
     end
   end,
   effect = function(_, st)
-    assert(st.mode, "the held command's terminal was not found from outside")
-    if st.mode & 6 ~= 0 then return ("the PTY is mode %o on the host"):format(st.mode) end
+    assert(st.found, "the held command's terminal was not found from outside")
+    if st.mode and st.mode & 6 ~= 0 then
+      return ("%s is mode %o on the host"):format(st.name, st.mode)
+    end
   end,
 })
 
@@ -517,17 +531,15 @@ end
 local function luxec_host_attack(name, argv, extra)
   local a = extra or {}
   a.argv = function() return argv end
-  a.after = function(ctx, st, host)
-    st.base = ctx.host_base
-    st.now = observe(host)
-  end
-  a.prepare = function(ctx)
-    if not ctx.host_base then -- the luxec host of an innocent command, seen the same way
-      ctx.drive(ctx, { argv = { "true" }, cwd = ctx.ws },
-        { after = function(host) ctx.host_base = observe(host) end })
-      ctx.host_base.pid = nil
+  a.after = function(_, st, host) st.now = observe(host) end
+  a.prepare = function(ctx, mode)
+    local key = mode or "none"
+    ctx.host_base = ctx.host_base or {}
+    if not ctx.host_base[key] then -- the luxec host of an innocent command, seen the same way
+      ctx.drive(ctx, { argv = { "true" }, cwd = ctx.ws, sandbox = mode and { mode = mode } },
+        { after = function(host) ctx.host_base[key] = observe(host) end })
     end
-    return {}
+    return { base = ctx.host_base[key] }
   end
   a.effect = a.effect or function(_, st)
     local diff = changed(st.base, st.now)
@@ -547,8 +559,24 @@ end
 
 proc_attack("kill -0 a host process", function(_, st) return { CONTAIN, "signal", st.pid, "0" } end,
   { effect = ok_output })
-proc_attack("SIGSTOP a host process", function(_, st) return { CONTAIN, "signal", st.pid, "19" } end)
-proc_attack("SIGKILL a host process", function(_, st) return { CONTAIN, "signal", st.pid, "9" } end)
+-- A signal takes effect when its target next runs: give that a moment before deciding.
+local function signalled(field, value)
+  return function(_, st)
+    local now
+    pcall(H.wait_for, function()
+      now = observe(st.p.pid)
+      return now[field] == value
+    end, 300)
+    local diff = changed(st.base, now)
+    if diff then return "the host process changed: " .. diff end
+  end
+end
+proc_attack("SIGSTOP a host process",
+  function(_, st) return { CONTAIN, "signal", st.pid, "19" } end,
+  { effect = signalled("stopped", true) })
+proc_attack("SIGKILL a host process",
+  function(_, st) return { CONTAIN, "signal", st.pid, "9" } end,
+  { effect = signalled("alive", false) })
 proc_attack("prlimit64 NOFILE 7 on a host process",
   function(_, st) return { CONTAIN, "prlimit", st.pid } end)
 proc_attack("prlimit(1) --nofile=7:7 on a host process",
@@ -558,7 +586,8 @@ proc_attack("read a host process's limits (prlimit64)",
   function(_, st) return { CONTAIN, "prlimit-read", st.pid } end, { effect = ok_output })
 proc_attack("setpriority 19 on a host process",
   function(_, st) return { CONTAIN, "nice", st.pid } end)
-proc_attack("renice a host process", function(_, st) return { "renice", "-n", "19", "-p", st.pid } end,
+proc_attack("renice a host process",
+  function(_, st) return { "renice", "-n", "19", "-p", st.pid } end,
   { skip = tool("renice") })
 proc_attack("SCHED_IDLE on a host process", function(_, st) return { CONTAIN, "sched", st.pid } end)
 proc_attack("sched_setaffinity on a host process",
@@ -567,7 +596,8 @@ proc_attack("taskset a host process", function(_, st) return { "taskset", "-p", 
   { skip = function() return one_cpu() or tool("taskset")() end })
 proc_attack("ioprio_set idle on a host process",
   function(_, st) return { CONTAIN, "ioprio", st.pid } end)
-proc_attack("ionice -c3 a host process", function(_, st) return { "ionice", "-c", "3", "-p", st.pid } end,
+proc_attack("ionice -c3 a host process",
+  function(_, st) return { "ionice", "-c", "3", "-p", st.pid } end,
   { skip = tool("ionice") })
 local function leaks(field)
   return function(_, st, res)
@@ -575,11 +605,14 @@ local function leaks(field)
   end
 end
 proc_attack("read /proc/<pid>/environ of a host process",
-  function(_, st) return { "cat", "/proc/" .. st.pid .. "/environ" } end, { effect = leaks("secret") })
+  function(_, st) return { "cat", "/proc/" .. st.pid .. "/environ" } end,
+  { effect = leaks("secret") })
 proc_attack("read /proc/<pid>/cmdline of a host process",
-  function(_, st) return { "cat", "/proc/" .. st.pid .. "/cmdline" } end, { effect = leaks("marker") })
+  function(_, st) return { "cat", "/proc/" .. st.pid .. "/cmdline" } end,
+  { effect = leaks("marker") })
 proc_attack("read /proc/<pid>/status of a host process",
-  function(_, st) return { "cat", "/proc/" .. st.pid .. "/status" } end, { effect = leaks("marker") })
+  function(_, st) return { "cat", "/proc/" .. st.pid .. "/status" } end,
+  { effect = leaks("marker") })
 proc_attack("read a host process's memory (process_vm_readv)",
   function(_, st) return { CONTAIN, "memread", st.pid } end, { effect = leaks("secret") })
 proc_attack("read a host process's memory (/proc/<pid>/mem)",
@@ -957,7 +990,7 @@ local function run_attack(ctx, a, mode)
       return
     end
   end
-  local st = a.prepare and a.prepare(ctx) or {}
+  local st = a.prepare and a.prepare(ctx, mode) or {}
   local ok, err = pcall(function()
     local argv = a.argv(ctx, st)
     local res = drive(ctx, {
@@ -999,8 +1032,8 @@ local function run_keep(ctx, k, mode)
     end
   end
   if k.prepare then k.prepare(ctx) end
-  local res = drive(ctx, { argv = k.argv(ctx), cwd = k.cwd and k.cwd(ctx) or ctx.ws, tty = k.tty, input = k.input,
-    sandbox = policy_for(ctx, mode, k.policy) }, nil, k.tmpdir)
+  local res = drive(ctx, { argv = k.argv(ctx), cwd = k.cwd and k.cwd(ctx) or ctx.ws, tty = k.tty,
+    input = k.input, sandbox = policy_for(ctx, mode, k.policy) }, nil, k.tmpdir)
   assert(not res.error, "the command was not started: " .. tostring(res.error))
   k.check(ctx, res)
   assert.equals(0, res.code, res.output)
