@@ -16,6 +16,7 @@ typedef struct child_ctx {
   volatile const char *stage;
   int report_fd;      /* -1, or the write end of the failure pipe when memory is not shared */
   int contained;      /* cloned into a sandbox's pid namespace: its parent is outside it */
+  int files_shared;   /* started on the host's descriptor table (CLONE_FILES) */
 } child_ctx;
 
 /* The program's side of a launch: from clone to exec (async-signal-safe). */

@@ -116,8 +116,9 @@ static int setup_main(void *arg) {
   int pidfd = -1;
   char *stack = launch_stack(1);
   launch_stack_clean(stack);
+  s->g->files_shared = 1; /* this table is the host's */
   pid_t pid = clone(launch_child_main, stack + CHILD_STACK,
-                    CLONE_VM | CLONE_VFORK | CLONE_PARENT | CLONE_PIDFD, s->g, &pidfd);
+                    CLONE_VM | CLONE_VFORK | CLONE_PARENT | CLONE_PIDFD | CLONE_FILES, s->g, &pidfd);
   if (pid < 0) setup_fail(s, "clone");
   s->pid = pid;
   s->pidfd = pidfd;

@@ -149,13 +149,13 @@ static int refused(sbx_monitor *m, const struct seccomp_notif *req,
 }
 
 static void handle(sbx_monitor *m, const struct seccomp_notif *req,
-                   struct seccomp_notif_resp *resp) {
+                   struct seccomp_notif_resp *resp, int *handed_off) {
   resp->id = req->id;
   resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE; /* file evidence only looks */
   resp->error = 0;
   resp->val = 0;
   if (refused(m, req, resp)) return;
-  if (notify_net_call(m, req, resp)) return;
+  if (notify_net_call(m, req, resp, handed_off)) return;
   notify_file_call(m, req, resp);
 }
 
@@ -192,22 +192,35 @@ static void *serve(void *arg) {
     pthread_mutex_lock(&m->lock);
     long long before = m->total;
     pthread_mutex_unlock(&m->lock);
-    handle(m, &req, &resp);
+    int handed_off = 0; /* a connect that may wait answers from its own thread */
+    handle(m, &req, &resp, &handed_off);
     commit(m, before);
     m->served++;
-    ioctl(m->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: died meanwhile */
+    if (!handed_off) ioctl(m->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: died meanwhile */
   }
   return NULL;
 }
 
 sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths, int nro,
-                               int mountns) {
+                               int mountns, const sbx_unix_cfg *u) {
   sbx_monitor *m = calloc(1, sizeof *m);
   if (m == NULL) {
     close(fd);
     return NULL;
   }
   m->fd = fd;
+  m->refs = 1;
+  m->diag_fd = -1;
+  m->prog_pid = m->init_pid = -1;
+  if (u != NULL) { /* before the thread starts: no call is served unjudged */
+    m->mediate_unix = 1;
+    m->netns_private = u->netns_private;
+    m->diag_fd = u->diag_fd;
+    m->prog_pid = u->prog_pid;
+    m->init_pid = u->init_pid;
+    m->unix_allowed = copy(u->allowed, u->nallowed);
+    m->nunix = m->unix_allowed ? u->nallowed : 0;
+  }
   m->mountns = mountns;
   m->roots = copy(roots, nroots);
   m->nroots = nroots;
@@ -233,18 +246,38 @@ sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths
   return m;
 }
 
+void sbx_monitor_retain(sbx_monitor *m) {
+  pthread_mutex_lock(&m->lock);
+  m->refs++;
+  pthread_mutex_unlock(&m->lock);
+}
+
+void sbx_monitor_release(sbx_monitor *m) {
+  pthread_mutex_lock(&m->lock);
+  int last = --m->refs == 0;
+  pthread_mutex_unlock(&m->lock);
+  if (!last) return;
+  close(m->fd);
+  if (m->diag_fd >= 0) close(m->diag_fd);
+  pthread_mutex_destroy(&m->lock);
+  for (int i = 0; i < m->nroots; i++) free(m->roots[i]);
+  for (int i = 0; i < m->nro; i++) free(m->ro_paths[i]);
+  for (int i = 0; i < m->nunix; i++) free(m->unix_allowed[i]);
+  free(m->roots);
+  free(m->ro_paths);
+  free(m->unix_allowed);
+  free(m);
+}
+
+/* The serving thread stops here; a connect still waiting on its own thread (its peer in the
+ * sandbox is gone, so it ends soon) keeps the rest until it answers. */
 void sbx_monitor_close(sbx_monitor *m) {
   if (m == NULL) return;
   if (m->stop_fd >= 0) {
     uint64_t one = 1;
     if (write(m->stop_fd, &one, sizeof one) == sizeof one) pthread_join(m->thread, NULL);
     close(m->stop_fd);
+    m->stop_fd = -1;
   }
-  close(m->fd);
-  pthread_mutex_destroy(&m->lock);
-  for (int i = 0; i < m->nroots; i++) free(m->roots[i]);
-  for (int i = 0; i < m->nro; i++) free(m->ro_paths[i]);
-  free(m->roots);
-  free(m->ro_paths);
-  free(m);
+  sbx_monitor_release(m);
 }

@@ -21,8 +21,15 @@ sbx_denial *record(sbx_monitor *m, const char *op, pid_t pid);
 
 /* 1 when the call was one of theirs (resp filled), else 0. */
 int notify_net_call(sbx_monitor *m, const struct seccomp_notif *req,
-                    struct seccomp_notif_resp *resp);
+                    struct seccomp_notif_resp *resp, int *handed_off);
 int notify_file_call(sbx_monitor *m, const struct seccomp_notif *req,
                      struct seccomp_notif_resp *resp);
+
+/* notify_unix.c: the target's descriptor duplicated into the host, or -1; and a call on an
+ * AF_UNIX socket (sock: that duplicate), always answered (resp, or later by a thread when
+ * *handed_off). */
+int unix_target_fd(pid_t tid, int fd);
+void notify_unix_call(sbx_monitor *m, const struct seccomp_notif *req, int sock,
+                      struct seccomp_notif_resp *resp, int *handed_off);
 
 #endif

@@ -59,9 +59,49 @@ static void net_call(sbx_monitor *m, const struct seccomp_notif *req, const char
   }
 }
 
+/* The domain of the target's socket fd (fixed when it was made: not raceable), with its
+ * duplicate in *dup (AF_UNIX only), or -1. */
+static int socket_domain(const struct seccomp_notif *req, int fd, int *dup) {
+  *dup = unix_target_fd((pid_t)req->pid, fd);
+  if (*dup < 0) return -1;
+  int domain = -1;
+  socklen_t len = sizeof domain;
+  if (getsockopt(*dup, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0) domain = -1;
+  if (domain != AF_UNIX) {
+    close(*dup);
+    *dup = -1;
+  }
+  return domain;
+}
+
 int notify_net_call(sbx_monitor *m, const struct seccomp_notif *req,
-                    struct seccomp_notif_resp *resp) {
+                    struct seccomp_notif_resp *resp, int *handed_off) {
   const __u64 *a = req->data.args;
+  int nr = req->data.nr;
+  if (nr == SYS_connect || nr == SYS_sendto || nr == SYS_sendmsg || nr == SYS_sendmmsg) {
+    int dup;
+    int domain = socket_domain(req, (int)a[0], &dup);
+    if (domain < 0) { /* gone, or not a socket: let the kernel say which */
+      resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+      return 1;
+    }
+    if (domain == AF_UNIX) {
+      if (!m->mediate_unix) {
+        close(dup);
+        resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+        return 1;
+      }
+      notify_unix_call(m, req, dup, resp, handed_off);
+      if (!*handed_off) close(dup);
+      return 1;
+    }
+    /* another family: its address cannot reach a socket file; without a network namespace
+     * of its own the sandbox may use the network */
+    if (!m->netns_private || nr == SYS_sendmmsg) {
+      resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+      return 1;
+    }
+  }
   switch (req->data.nr) {
     case SYS_socket: {
       resp->flags = 0;

@@ -59,6 +59,7 @@ int proc_sandbox_prepare(lua_State *L, int opts, sandbox_prep *prep, proc_sandbo
   spec.evidence_net = field_bool(L, t, "evidence_net", 1);
   spec.evidence_files = field_bool(L, t, "evidence_files", 1);
   spec.roots = strings(L, t, "roots", &spec.nroots);
+  spec.unix_sockets = strings(L, t, "unix_sockets", &spec.nunix);
   spec.ro_paths = strings(L, t, "ro_paths", &spec.nro);
   spec.masks = strings(L, t, "masks", &spec.nmasks);
   char err[512] = "";
@@ -88,8 +89,14 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
   info->degraded_ns = prep->degraded_ns;
   if (listener >= 0) {
     (void)loop;
+    /* the restricted modes: AF_UNIX calls are judged by the host (notify_unix.c) */
+    sbx_unix_cfg u = {.netns_private = prep->netns_ok, .diag_fd = prep->diag_fd,
+                      .prog_pid = p->pid, .init_pid = p->init_pid,
+                      .allowed = prep->unix_sockets, .nallowed = prep->nunix};
+    int judged = info->mode[0] != 'f'; /* not full-access */
+    if (judged) prep->diag_fd = -1; /* the monitor's now */
     p->sbx = sbx_monitor_start(listener, prep->roots, prep->nroots, prep->ro_paths, prep->nro,
-                               prep->mountns_ok);
+                               prep->mountns_ok, judged ? &u : NULL);
     info->notify = p->sbx != NULL;
   }
 }

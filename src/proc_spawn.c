@@ -112,7 +112,7 @@ int proc_core_spawn(lua_State *L) {
   sandbox_prep prep;
   proc_sandbox_info sbx_info;
   memset(&prep, 0, sizeof prep);
-  prep.ruleset_fd = prep.sock_child = prep.sock_parent = -1;
+  prep.ruleset_fd = prep.listener_fd = -1;
   if (proc_sandbox_prepare(L, 2, &prep, &sbx_info) < 0) return 3;
   if (sbx_info.used) req.sandbox = &prep;
 

@@ -155,6 +155,19 @@ int pfs_waiting_on(pid_t pid, const char *target) {
   }
 }
 
+pid_t pfs_tgid(pid_t tid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  const char *t = strstr(buf, "\nTgid:");
+  return t ? (pid_t)atoi(t + 6) : -1;
+}
+
 int pfs_has_env(pid_t pid, const char *entry) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);

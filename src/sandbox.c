@@ -129,7 +129,7 @@ static char **copy_strings(const char **in, int n) {
 
 int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t errlen) {
   memset(p, 0, sizeof *p);
-  p->ruleset_fd = p->sock_child = p->sock_parent = -1;
+  p->ruleset_fd = p->listener_fd = p->diag_fd = -1;
   p->best_effort = s->best_effort;
   if (s->mode == SBX_FULL && !s->network_deny) return 0;
   int root = sandbox_can_unshare();
@@ -170,15 +170,10 @@ int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t er
     }
   }
   p->drop_caps = root || p->want_userns;
-  int notify = s->evidence_net || s->evidence_files;
-  int sv[2];
-  if (notify && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0) {
-    p->sock_parent = sv[0];
-    p->sock_child = sv[1];
-  }
-  if ((notify && p->sock_child >= 0 &&
-       sandbox_build_filter(s, 1, p->want_netns, p->sock_child, &p->prog_notify) < 0) ||
-      sandbox_build_filter(s, 0, p->want_netns, -1, &p->prog_plain) < 0) {
+  /* a listener in the restricted modes even without evidence: AF_UNIX calls are judged there */
+  int notify = s->evidence_net || s->evidence_files || s->mode != SBX_FULL;
+  if ((notify && sandbox_build_filter(s, 1, p->want_netns, &p->prog_notify) < 0) ||
+      sandbox_build_filter(s, 0, p->want_netns, &p->prog_plain) < 0) {
     snprintf(err, errlen, "seccomp: cannot build the filter with libseccomp");
     sandbox_prep_free(p);
     return -1;
@@ -186,6 +181,8 @@ int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t er
   p->roots = copy_strings(s->roots, s->nroots);
   p->nroots = s->nroots;
   for (int i = 0; i < s->nroots; i++) p->shm_root |= strcmp(s->roots[i], "/dev/shm") == 0;
+  p->unix_sockets = copy_strings(s->unix_sockets, s->nunix);
+  p->nunix = p->unix_sockets ? s->nunix : 0;
   if (sandbox_paths_prepare(s, p, err, errlen) < 0) {
     sandbox_prep_free(p);
     return -1;
@@ -195,15 +192,17 @@ int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t er
 
 void sandbox_prep_free(sandbox_prep *p) {
   if (p->ruleset_fd >= 0) close(p->ruleset_fd);
-  if (p->sock_child >= 0) close(p->sock_child);
-  if (p->sock_parent >= 0) close(p->sock_parent);
+  if (p->got_listener && p->listener_fd >= 0) close(p->listener_fd); /* a failed launch's */
+  if (p->diag_fd >= 0) close(p->diag_fd);
+  for (int i = 0; i < p->nunix; i++) free(p->unix_sockets[i]);
+  free(p->unix_sockets);
   free(p->prog_notify.filter);
   free(p->prog_plain.filter);
   for (int i = 0; p->roots && i < p->nroots; i++) free(p->roots[i]);
   sandbox_paths_free(p);
   free(p->roots);
   memset(p, 0, sizeof *p);
-  p->ruleset_fd = p->sock_child = p->sock_parent = -1;
+  p->ruleset_fd = p->listener_fd = p->diag_fd = -1;
 }
 
 /* ---- child side: system calls only ---- */
@@ -218,24 +217,6 @@ static int drop_capabilities(void) {
   if (syscall(SYS_capset, &h, d) < 0) return -1;
   prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
   return 0;
-}
-
-static int send_fd(int sock, int fd) {
-  char byte = 'L';
-  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-  union {
-    char buf[CMSG_SPACE(sizeof(int))];
-    struct cmsghdr align;
-  } u;
-  memset(&u, 0, sizeof u);
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                       .msg_controllen = sizeof u.buf};
-  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
 }
 
 /* Landlock skips a mount point that something is mounted over and rules belong to inodes:
@@ -282,13 +263,8 @@ int sandbox_child_apply(sandbox_prep *p, const char **stage) {
   if (p->prog_notify.len > 0) {
     int listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
                                 SECCOMP_FILTER_FLAG_NEW_LISTENER, &p->prog_notify);
-    if (listener >= 0) {
-      int sent = p->sock_child >= 0 && send_fd(p->sock_child, listener) == 0;
-      close(listener);
-      if (!sent) { /* the filter is in place but nobody can answer it: fail closed */
-        *stage = "sandbox seccomp listener handoff";
-        return -1;
-      }
+    if (listener >= 0) { /* in the host's descriptor table, shared until the launch ends */
+      p->listener_fd = listener;
       p->got_listener = 1;
       return 0;
     }
@@ -307,19 +283,9 @@ int sandbox_child_apply(sandbox_prep *p, const char **stage) {
 }
 
 int sandbox_take_listener(sandbox_prep *p) {
-  if (!p->got_listener || p->sock_parent < 0) return -1;
-  char byte;
-  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-  union {
-    char buf[CMSG_SPACE(sizeof(int))];
-    struct cmsghdr align;
-  } u;
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                       .msg_controllen = sizeof u.buf};
-  if (recvmsg(p->sock_parent, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1) return -1;
-  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-  if (c == NULL || c->cmsg_type != SCM_RIGHTS) return -1;
-  int fd;
-  memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  if (!p->got_listener) return -1;
+  int fd = p->listener_fd;
+  p->got_listener = 0;
+  p->listener_fd = -1;
   return fd;
 }

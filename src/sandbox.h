@@ -21,6 +21,8 @@ typedef struct sandbox_spec {
   int nro;
   const char **masks;               /* deny_read: masked (empty, read-only) in the namespace */
   int nmasks;
+  const char **unix_sockets;        /* socket paths outside the sandbox it may connect to */
+  int nunix;
 } sandbox_spec;
 
 typedef struct sandbox_prep {
@@ -43,10 +45,11 @@ typedef struct sandbox_prep {
   char **masks;
   int nmasks;
   const char *failed_path; /* set by the child: the path its mount layer could not make */
-  int sock_child;       /* the child sends the listener here (SCM_RIGHTS) */
-  int sock_parent;
   /* written by the children, read by the parent after the launch */
-  volatile int got_listener, userns_ok, mountns_ok, pidns_ok, ipcns_ok, netns_ok, caps_dropped;
+  char **unix_sockets;
+  int nunix;
+  volatile int diag_fd; /* sock_diag in the sandbox's network namespace (the host's table) */
+  volatile int got_listener, listener_fd, userns_ok, mountns_ok, pidns_ok, ipcns_ok, netns_ok, caps_dropped;
   volatile int degraded_notify, degraded_ns;
 } sandbox_prep;
 
@@ -69,9 +72,8 @@ int sandbox_ns_setup(sandbox_prep *prep, const char **stage);
  * capabilities, no_new_privs, Landlock, seccomp. 0, or -1 with errno set and *stage. */
 int sandbox_child_apply(sandbox_prep *prep, const char **stage);
 /* Parent side (sandbox_filter.c): the BPF program for spec; with notify, the calls the host
- * records go to a listener (handoff_fd: the descriptor the listener is sent over). */
-int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, int handoff_fd,
-                         struct sock_fprog *out);
+ * judges go to a listener. */
+int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, struct sock_fprog *out);
 /* Parent side (sandbox_paths.c): copies the read-only paths and masks into prep; -1 with a
  * message when they need a mount namespace this process cannot make (and not best_effort). */
 int sandbox_paths_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t errlen);
@@ -79,7 +81,8 @@ void sandbox_paths_free(sandbox_prep *p);
 /* Child side (sandbox_paths.c), after the writable roots are bound back: the read-only
  * paths, then the masks. 0, or -1 with errno set and p->failed_path naming the path. */
 int sandbox_paths_apply(sandbox_prep *p);
-/* Parent side after the launch: the listener the child sent, or -1. */
+/* Parent side after the launch: the listener the program's process made in the host's
+ * descriptor table (it shared it until then), or -1. */
 int sandbox_take_listener(sandbox_prep *prep);
 
 #endif

@@ -38,8 +38,7 @@ static int export_bpf(scmp_filter_ctx ctx, struct sock_fprog *out) {
 
 /* The filter: denials that never depend on memory the child controls (EPERM, never KILL),
  * and, with notify, the calls the host records as evidence. */
-int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, int handoff_fd,
-                        struct sock_fprog *out) {
+int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, struct sock_fprog *out) {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (ctx == NULL) return -1;
   /* with a listener, every policy denial goes through the host, which records it and
@@ -52,7 +51,7 @@ int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, int hando
   static const char *const denied[] = {
     "ptrace", "process_vm_writev", "bpf", "mount", "umount2", "fsopen", "fsconfig", "fsmount",
     "fspick", "move_mount", "open_tree", "mount_setattr", "pivot_root", "chroot", "keyctl",
-    "add_key", "request_key", "unshare", "setns", "io_uring_setup", "io_uring_enter",
+    "add_key", "request_key", "setns", "io_uring_setup", "io_uring_enter",
     "io_uring_register", "kexec_load", "kexec_file_load", "init_module", "finit_module",
     "delete_module", "swapon", "swapoff", "reboot", "perf_event_open", "userfaultfd",
     "open_by_handle_at", "name_to_handle_at", "quotactl", "acct", "iopl", "ioperm", NULL};
@@ -65,6 +64,8 @@ int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, int hando
   for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0]; i++)
     RULE(deny, clone, 1, SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
   RULE(SCMP_ACT_ERRNO(ENOSYS), clone3, 0); /* its flags are in memory: libc falls back */
+  /* unshare(CLONE_FILES) only: the launcher's last step before exec, and harmless */
+  RULE(deny, unshare, 1, SCMP_A0(SCMP_CMP_NE, (uint64_t)CLONE_FILES));
   /* Typing into a terminal (TIOCSTI) or the console's selection (TIOCLINUX) reaches whoever
    * reads that terminal next, outside the sandbox. The kernel takes the request as 32 bits:
    * compare only those, or a request with high bits set would slip past. Refused in the
@@ -82,18 +83,25 @@ int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, int hando
         RULE(act, socket, 1, SCMP_A0(SCMP_CMP_EQ, (uint64_t)fam));
       }
       RULE(act, socket, 1, SCMP_A0(SCMP_CMP_GT, 64));
-      if (notify) {
-        RULE(SCMP_ACT_NOTIFY, connect, 0);
-        RULE(SCMP_ACT_NOTIFY, bind, 0);
-        RULE(SCMP_ACT_NOTIFY, sendto, 0);
-        /* the child hands the listener over with sendmsg while its parent waits for the
-         * exec: notifying that call would deadlock */
-        RULE(SCMP_ACT_NOTIFY, sendmsg, 1, SCMP_A0(SCMP_CMP_NE, (uint64_t)handoff_fd));
-      }
+      if (notify) RULE(SCMP_ACT_NOTIFY, bind, 0);
     } else {
       RULE(act, socket, 1, SCMP_A0(SCMP_CMP_NE, AF_UNIX));
     }
     RULE(deny, socketpair, 1, SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+  }
+  /* Where a call may reach a socket: the host judges it (notify_net.c, notify_unix.c). With
+   * the empty network namespace that is evidence for inet addresses; in the restricted modes
+   * it is also the enforcement for AF_UNIX, whose pathname sockets no namespace or Landlock
+   * rule covers: the host performs every AF_UNIX connect and addressed datagram itself, on its
+   * own copy of the address. sendto without an address (a register: not raceable) sends only
+   * to the connected peer and needs no look. */
+  int net_evidence = notify && s->network_deny && netns;
+  if (net_evidence || (notify && s->mode != SBX_FULL)) {
+    RULE(SCMP_ACT_NOTIFY, connect, 0);
+    RULE(SCMP_ACT_NOTIFY, sendmsg, 0);
+    RULE(SCMP_ACT_NOTIFY, sendmmsg, 0);
+    if (net_evidence) RULE(SCMP_ACT_NOTIFY, sendto, 0);
+    else RULE(SCMP_ACT_NOTIFY, sendto, 1, SCMP_A4(SCMP_CMP_NE, 0));
   }
   if (notify && s->evidence_files && s->mode != SBX_FULL) {
     /* log-only: the host records what falls outside the roots and lets the kernel layers

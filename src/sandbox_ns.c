@@ -13,7 +13,9 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <stdint.h>
+#include <linux/netlink.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -117,6 +119,9 @@ int sandbox_ns_setup(sandbox_prep *p, const char **stage) {
   p->pidns_ok = p->want_pidns;
   p->ipcns_ok = p->want_ipcns;
   p->netns_ok = p->want_netns;
+  /* the host's way to see which unix sockets were made inside (notify_unix.c) */
+  if (p->want_netns)
+    p->diag_fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
   if (p->want_mountns) {
     if (mount_layer(p) < 0) {
       *stage = "sandbox mount namespace";

@@ -14,6 +14,8 @@ local M = {}
 ---@field evidence boolean|{network: boolean, files: boolean}|nil  record denials (true)
 ---@field tmp boolean|nil  /tmp, $TMPDIR and /dev/shm writable in workspace-write (true)
 ---@field workspace string|nil  the writable workspace (absolute); default: the session's cwd
+---@field unix_sockets string[]|nil  sockets outside the sandbox it may connect to (absolute
+---  paths); every other socket file whose server is not inside the sandbox is refused
 ---@field protect false|string[]|nil  read-only in each writable root besides git (paths
 ---  relative to each root, or absolute); a list adds to the defaults, `defaults = false` in
 ---  it replaces them, false clears them (luxec.sandbox_paths.DEFAULT_PROTECT)
@@ -24,10 +26,35 @@ local M = {}
 
 local MODES = { ["full-access"] = true, ["read-only"] = true, ["workspace-write"] = true }
 local KEYS = { mode = true, network = true, roots = true, best_effort = true, evidence = true,
-  tmp = true, workspace = true, protect = true, deny_read = true, git_scan = true }
+  tmp = true, workspace = true, protect = true, deny_read = true, git_scan = true,
+  unix_sockets = true }
 
 local function fail(msg, ...)
   error("bad sandbox policy: " .. msg:format(...), 0)
+end
+
+--- policy[key] as a list of absolute paths (strings), or an error naming the key and item.
+local function absolute_list(policy, key, what)
+  local list = policy[key]
+  if list == nil then return {} end
+  if type(list) ~= "table" then
+    fail("'%s' must be a list of absolute paths, got %s", key, type(list))
+  end
+  for k in pairs(list) do -- (a key that is no index would be ignored)
+    if math.type(k) ~= "integer" or k < 1 or k > #list then
+      fail("'%s' must be a list of absolute paths, got the key %s", key, type(k) == "string"
+        and ("%q"):format(k) or type(k) == "number" and tostring(k) or "(a " .. type(k) .. ")")
+    end
+  end
+  for i = 1, #list do -- (ipairs would stop at a hole)
+    if type(list[i]) ~= "string" then
+      fail("%s[%d] must be a string, got %s", key, i, type(list[i]))
+    end
+    if list[i]:sub(1, 1) ~= "/" then
+      fail("%s[%d] is relative: %q (%s must be absolute)", key, i, list[i], what)
+    end
+  end
+  return list
 end
 
 local function realpath(path)
@@ -84,24 +111,10 @@ function M.resolve(policy, cwd, home)
   elseif ev ~= nil then
     fail("'evidence' must be a boolean or {network=, files=}, got %s", type(ev))
   end
-  if policy.roots ~= nil and type(policy.roots) ~= "table" then
-    fail("'roots' must be a list of absolute paths, got %s", type(policy.roots))
-  end
-  for k in pairs(policy.roots or {}) do -- (a key that is no index would be ignored)
-    if math.type(k) ~= "integer" or k < 1 or k > #policy.roots then
-      fail("'roots' must be a list of absolute paths, got the key %s", type(k) == "string"
-        and ("%q"):format(k) or type(k) == "number" and tostring(k) or "(a " .. type(k) .. ")")
-    end
-  end
+  local root_list = absolute_list(policy, "roots", "writable roots")
+  local unix_sockets = absolute_list(policy, "unix_sockets", "socket paths")
   local wanted = {}
-  for i = 1, policy.roots and #policy.roots or 0 do -- (ipairs would stop at a hole)
-    local root = policy.roots[i]
-    if type(root) ~= "string" then
-      fail("roots[%d] must be a string, got %s", i, type(root))
-    end
-    if root:sub(1, 1) ~= "/" then
-      fail("roots[%d] is relative: %q (writable roots must be absolute)", i, root)
-    end
+  for i, root in ipairs(root_list) do
     local real = realpath(root)
     if not real then
       fail("roots[%d] does not exist: %q", i, root)
@@ -178,6 +191,7 @@ function M.resolve(policy, cwd, home)
     evidence_net = ev_net,
     evidence_files = ev_files,
     roots = roots,
+    unix_sockets = unix_sockets,
     ro_paths = found.ro,
     masks = masks,
     unprotected = found.unprotected,
