@@ -1,46 +1,67 @@
-/* notify.h: the host end of a session's seccomp listener, served on the shared loop. Each
- * denied network call is answered EPERM and recorded with its address; each write-intent
- * file call is recorded when it falls outside the writable roots and let through (CONTINUE)
- * for the kernel's layers to refuse. A thread of its own serves each listener (the loop's
- * wake-ups cost several times more per call); it touches no Lua and no loop handle. */
+/* notify.h: the host end of a session's seccomp listener. A record is made only for a call
+ * the sandbox refused: the listener's thread judges each notified call with the rules the
+ * kernel layers enforce and, when the policy refuses it, answers it itself with the errno the
+ * kernel would give (the call never runs) and records it; every other call goes on to the
+ * kernel (CONTINUE) unrecorded. Records are distinct (op, target) pairs with a count, so a
+ * flood of one kind cannot push a later, different refusal out. A thread of its own serves
+ * each listener (the loop's wake-ups cost several times more per call); it touches no Lua
+ * and no loop handle. */
 #ifndef LUXEC_NOTIFY_H
 #define LUXEC_NOTIFY_H
 
 #include <pthread.h>
-#include <uv.h>
 
-#define SBX_KEEP 100 /* denials kept; all are counted */
+#define SBX_KEEP 512       /* distinct records kept in all */
+#define SBX_KEEP_PER_OP 32 /* of one op: past it, that op's new records are only counted */
+#define SBX_OVERFLOW_OPS 32
+#define SBX_CHUNK 32       /* records are allocated in chunks that never move */
 
 typedef struct sbx_denial {
-  char op[48];
-  char path[512];
+  char op[64];
+  const char *source; /* "supervisor": it answered the call itself; "kernel": a kernel log */
+  char *path, *to;    /* file calls: the path the kernel would have used; rename/link: both */
   char family[16];
   char addr[64];
-  int port, type, protocol, pid;
+  int port, type, protocol;
+  int pid;            /* the first caller (host pid of its thread) */
+  int err;            /* the errno the call got */
   char comm[17];
+  long long count;    /* calls refused with this same (op, target); atomic */
 } sbx_denial;
+
+typedef struct sbx_overflow {
+  char op[64];
+  long long count;
+} sbx_overflow;
 
 typedef struct sbx_monitor {
   pthread_t thread;
-  pthread_mutex_t lock; /* guards the denials and counts below */
+  pthread_mutex_t lock; /* guards the records and counts below */
   int fd;
   int stop_fd;          /* an eventfd: written to end the thread */
-  int mountns;    /* chmod/chown/utime outside the roots fail only with the mount layer */
-  int force;      /* record the call being handled even inside a root */
+  int mountns;          /* the read-only mount layer is in place */
+  int net_deny;         /* the network is denied (in a network namespace) */
   char **roots;
   int nroots;
   char **ro_paths;
   int nro;
-  sbx_denial denials[SBX_KEEP];
-  sbx_denial pending;   /* the one being filled by the thread, published by commit() */
+  /* the records, in chunks allocated on demand: entries below ndenials never change but
+   * for their count, so a reader needs the lock only to read ndenials */
+  sbx_denial *chunks[SBX_KEEP / SBX_CHUNK];
   int ndenials;
-  long long total;
+  sbx_overflow overflow[SBX_OVERFLOW_OPS]; /* refusals past the limits, per op */
+  int noverflow;
+  long long total;      /* every refusal */
   unsigned long long served;
 } sbx_monitor;
 
+static inline sbx_denial *sbx_record(sbx_monitor *m, int i) {
+  return &m->chunks[i / SBX_CHUNK][i % SBX_CHUNK];
+}
+
 /* Takes ownership of fd; roots are copied. NULL on failure (fd closed). */
 sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths, int nro,
-                               int mountns);
+                               int mountns, int net_deny);
 /* Stop serving, close the listener and free the monitor. Call only after the session's
  * processes are gone (a live one would get ENOSYS). */
 void sbx_monitor_close(sbx_monitor *m);

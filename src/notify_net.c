@@ -1,14 +1,19 @@
-/* notify_net.c: network calls the sandbox's listener sees: refused (EPERM) and recorded with
- * the address they tried. */
+/* notify_net.c: network calls the sandbox's listener sees. With the network denied, a socket
+ * of another family than AF_UNIX, or an address of one, is refused (EPERM) and recorded with
+ * what it tried; a unix socket's bind makes a file, judged as any new name. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 
 #include "notify_int.h"
+
+#define MMSG_MAX 1024 /* the kernel's UIO_MAXIOV: sendmmsg sends at most that many */
 
 static const char *family_name(int f) {
   switch (f) {
@@ -24,71 +29,103 @@ static const char *family_name(int f) {
   }
 }
 
-static void net_call(sbx_monitor *m, const struct seccomp_notif *req, const char *op,
-                     uint64_t addr, uint64_t len, struct seccomp_notif_resp *resp) {
-  struct sockaddr_storage ss;
-  memset(&ss, 0, sizeof ss);
-  if (addr == 0) { /* a connected socket: its address was checked at connect */
-    resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-    return;
-  }
-  if (len > sizeof ss) len = sizeof ss;
-  if (len < sizeof(sa_family_t) || read_mem((pid_t)req->pid, addr, &ss, (size_t)len) < 0 ||
-      !notif_valid(m, req->id)) {
-    resp->error = -EPERM; /* cannot tell: refuse */
-    return;
-  }
-  if (ss.ss_family == AF_UNIX) { /* a network namespace makes this safe even if raced */
-    resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-    return;
-  }
-  resp->error = -EPERM;
-  sbx_denial *d = record(m, op, (pid_t)req->pid);
-  if (d == NULL) return;
-  const char *fam = family_name(ss.ss_family);
+static void set_family(sbx_denial *d, int f) {
+  const char *fam = family_name(f);
   if (fam) snprintf(d->family, sizeof d->family, "%s", fam);
-  else snprintf(d->family, sizeof d->family, "AF_%d", ss.ss_family);
-  if (ss.ss_family == AF_INET) {
-    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+  else snprintf(d->family, sizeof d->family, "AF_%d", f);
+}
+
+/* Refuse a call that gives the address ss. */
+static void refuse_addr(sbx_call *c, const char *op, const struct sockaddr_storage *ss) {
+  sbx_denial *d = refuse(c, op, EPERM, NULL, NULL);
+  set_family(d, ss->ss_family);
+  if (ss->ss_family == AF_INET) {
+    const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
     inet_ntop(AF_INET, &in->sin_addr, d->addr, sizeof d->addr);
     d->port = ntohs(in->sin_port);
-  } else if (ss.ss_family == AF_INET6) {
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+  } else if (ss->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
     inet_ntop(AF_INET6, &in6->sin6_addr, d->addr, sizeof d->addr);
     d->port = ntohs(in6->sin6_port);
   }
 }
 
-int notify_net_call(sbx_monitor *m, const struct seccomp_notif *req,
-                    struct seccomp_notif_resp *resp) {
-  const __u64 *a = req->data.args;
-  switch (req->data.nr) {
+/* The address at (addr, len) of the task: 1 read, 0 none given, -1 unreadable. */
+static int read_addr(sbx_call *c, uint64_t addr, uint64_t len, struct sockaddr_storage *ss) {
+  memset(ss, 0, sizeof *ss);
+  if (addr == 0) return 0; /* a connected socket: its address was judged at connect */
+  if (len > sizeof *ss) len = sizeof *ss;
+  if (len < sizeof(sa_family_t) || read_mem((pid_t)c->req->pid, addr, ss, (size_t)len) < 0)
+    return -1;
+  return 1;
+}
+
+/* connect, sendto, sendmsg: a destination. */
+static void judge_dest(sbx_call *c, const char *op, uint64_t addr, uint64_t len) {
+  struct sockaddr_storage ss;
+  int rc = read_addr(c, addr, len, &ss);
+  if (rc == 0) return;
+  if (rc < 0) { /* cannot tell where it goes: refuse, unrecorded (the call cannot succeed) */
+    answer(c, EFAULT);
+    return;
+  }
+  /* unix sockets are judged by the kernel layers; the network namespace keeps the rest
+   * in, whatever the memory says by then: a refusal here is the evidence */
+  if (ss.ss_family == AF_UNIX || !c->m->net_deny) return;
+  refuse_addr(c, op, &ss);
+}
+
+static void judge_bind(sbx_call *c, uint64_t addr, uint64_t len) {
+  struct sockaddr_storage ss;
+  if (read_addr(c, addr, len, &ss) <= 0) return; /* EFAULT, EINVAL */
+  if (ss.ss_family != AF_UNIX) {
+    if (c->m->net_deny) refuse_addr(c, "bind", &ss);
+    return;
+  }
+  const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
+  size_t n = len > sizeof ss ? sizeof ss : (size_t)len;
+  size_t max = n - offsetof(struct sockaddr_un, sun_path);
+  if (n <= offsetof(struct sockaddr_un, sun_path) || un->sun_path[0] == '\0') return; /* abstract */
+  char *path = c->to;
+  size_t k = strnlen(un->sun_path, max);
+  memcpy(path, un->sun_path, k);
+  path[k] = '\0';
+  judge_create(c, "bind", AT_FDCWD, path, MK_NODE, 0);
+}
+
+static void judge_sendmmsg(sbx_call *c, uint64_t vec, unsigned vlen) {
+  if (vlen > MMSG_MAX) vlen = MMSG_MAX;
+  for (unsigned i = 0; i < vlen; i++) {
+    struct mmsghdr mh;
+    if (read_mem((pid_t)c->req->pid, vec + i * sizeof mh, &mh, sizeof mh) < 0) {
+      answer(c, EFAULT);
+      return;
+    }
+    judge_dest(c, "sendmmsg", (uint64_t)(uintptr_t)mh.msg_hdr.msg_name, mh.msg_hdr.msg_namelen);
+    if (c->resp->flags == 0) return; /* refused: one record for the call */
+  }
+}
+
+int notify_net_call(sbx_call *c) {
+  const __u64 *a = c->req->data.args;
+  switch (c->req->data.nr) {
     case SYS_socket: {
-      resp->flags = 0;
-      resp->error = -EPERM;
-      sbx_denial *d = record(m, "socket", (pid_t)req->pid);
-      if (d) {
-        const char *fam = family_name((int)a[0]);
-        if (fam) snprintf(d->family, sizeof d->family, "%s", fam);
-        else snprintf(d->family, sizeof d->family, "AF_%d", (int)a[0]);
-        d->type = (int)(a[1] & 0xf);
-        d->protocol = (int)a[2];
-      }
+      sbx_denial *d = refuse(c, "socket", EPERM, NULL, NULL);
+      set_family(d, (int)a[0]);
+      d->type = (int)(a[1] & 0xf);
+      d->protocol = (int)a[2];
       return 1;
     }
-    case SYS_connect: resp->flags = 0; net_call(m, req, "connect", a[1], a[2], resp); return 1;
-    case SYS_bind: resp->flags = 0; net_call(m, req, "bind", a[1], a[2], resp); return 1;
-    case SYS_sendto: resp->flags = 0; net_call(m, req, "sendto", a[4], a[5], resp); return 1;
+    case SYS_connect: judge_dest(c, "connect", a[1], a[2]); return 1;
+    case SYS_bind: judge_bind(c, a[1], a[2]); return 1;
+    case SYS_sendto: judge_dest(c, "sendto", a[4], a[5]); return 1;
     case SYS_sendmsg: {
       struct msghdr msg;
-      resp->flags = 0;
-      if (read_mem((pid_t)req->pid, a[1], &msg, sizeof msg) < 0) {
-        resp->error = -EPERM;
-        return 1;
-      }
-      net_call(m, req, "sendmsg", (uint64_t)(uintptr_t)msg.msg_name, msg.msg_namelen, resp);
+      if (read_mem((pid_t)c->req->pid, a[1], &msg, sizeof msg) < 0) answer(c, EFAULT);
+      else judge_dest(c, "sendmsg", (uint64_t)(uintptr_t)msg.msg_name, msg.msg_namelen);
       return 1;
     }
+    case SYS_sendmmsg: judge_sendmmsg(c, a[1], (unsigned)a[2]); return 1;
     default: return 0;
   }
 }

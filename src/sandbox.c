@@ -211,14 +211,16 @@ static int send_fd(int sock, int fd) {
     struct cmsghdr align;
   } u;
   memset(&u, 0, sizeof u);
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                       .msg_controllen = sizeof u.buf};
-  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+  /* this very message: the filter lets only it through unnotified */
+  struct msghdr *msg = &sandbox_handoff_msg;
+  *msg = (struct msghdr){.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                         .msg_controllen = sizeof u.buf};
+  struct cmsghdr *c = CMSG_FIRSTHDR(msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+  return sendmsg(sock, msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
 }
 
 int sandbox_child_apply(sandbox_prep *p, const char **stage) {

@@ -47,6 +47,10 @@ int sandbox_prepare(const sandbox_spec *spec, sandbox_prep *prep, char *err, siz
 void sandbox_prep_free(sandbox_prep *prep);
 /* Child side, async-signal-safe. 0, or -1 with errno set and *stage naming the layer. */
 int sandbox_child_apply(sandbox_prep *prep, const char **stage);
+/* The message the child hands the listener over with (sandbox_filter.c lets only this one
+ * through unnotified). */
+struct msghdr;
+extern struct msghdr sandbox_handoff_msg;
 /* Parent side (sandbox_filter.c): the BPF program for spec; with notify, the calls the host
  * records go to a listener (handoff_fd: the descriptor the listener is sent over). */
 int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, int handoff_fd,
