@@ -86,6 +86,8 @@ static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, ui
   }
   for (;;) {
     if (l.type == LAST_NORM && creat && l.slash) goto out; /* EISDIR */
+    /* a new name in a writable directory, or EEXIST: the kernel's (O_EXCL never follows) */
+    if (l.type == LAST_NORM && creat && (flags & O_EXCL) && path_writable(c->m, l.dir)) goto out;
     rc = loc_lstat(&t, &l, &st);
     if (rc == -ENOENT && l.type == LAST_NORM) {
       if (!creat || l.slash) goto out; /* ENOENT */

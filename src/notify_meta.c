@@ -43,9 +43,12 @@ static int opath(pid_t tid, int fd) {
   return flags == NULL || (strtoul(flags + 6, NULL, 8) & O_PATH) != 0;
 }
 
-/* (dirfd, path) or, with M_FD or an empty path and AT_EMPTY_PATH, the descriptor itself. */
+static int times_ok(sbx_call *c, uint64_t addr, int nsec);
+
+/* (dirfd, path) or, with M_FD or an empty path and AT_EMPTY_PATH, the descriptor itself.
+ * times: utime*'s times, checked only for a call that would be refused (nsec: timespec). */
 static void judge_meta(sbx_call *c, const char *op, int dirfd, uint64_t addr, int how,
-                       int empty_ok) {
+                       int empty_ok, uint64_t times, int nsec) {
   pid_t tid = (pid_t)c->req->pid;
   char *path = c->to;
   int by_fd = (how & M_FD) != 0;
@@ -72,6 +75,7 @@ static void judge_meta(sbx_call *c, const char *op, int dirfd, uint64_t addr, in
   loc_path(&l, full, sizeof full);
   if (full[0] != '/' || path_meta_ok(c->m, full)) goto out;
   if ((how & M_FD) && opath(tid, dirfd)) goto out; /* EBADF */
+  if (!times_ok(c, times, nsec)) goto out;            /* EINVAL, or nothing to change */
   refuse(c, op, loc_readonly(&t, &l, 1) ? EROFS : EPERM, full, NULL);
 out:
   loc_free(&l);
@@ -114,67 +118,66 @@ int notify_meta_call(sbx_call *c) {
   const __u64 *a = c->req->data.args;
   const int at = AT_FDCWD;
   switch (c->req->data.nr) {
-    case SYS_chmod: judge_meta(c, "chmod", at, a[0], M_FOLLOW, 0); return 1;
-    case SYS_fchmodat: judge_meta(c, "chmod", (int)a[0], a[1], M_FOLLOW, 0); return 1;
+    case SYS_chmod: judge_meta(c, "chmod", at, a[0], M_FOLLOW, 0, 0, 0); return 1;
+    case SYS_fchmodat: judge_meta(c, "chmod", (int)a[0], a[1], M_FOLLOW, 0, 0, 0); return 1;
     case NR_fchmodat2:
       if (at_flags_ok(a[3]))
-        judge_meta(c, "chmod", (int)a[0], a[1], follow(a[3]), (a[3] & AT_EMPTY_PATH) != 0);
+        judge_meta(c, "chmod", (int)a[0], a[1], follow(a[3]), (a[3] & AT_EMPTY_PATH) != 0, 0, 0);
       return 1;
-    case SYS_fchmod: judge_meta(c, "chmod", (int)a[0], 0, M_FD, 0); return 1;
-    case SYS_chown: judge_meta(c, "chown", at, a[0], M_FOLLOW, 0); return 1;
-    case SYS_lchown: judge_meta(c, "chown", at, a[0], 0, 0); return 1;
+    case SYS_fchmod: judge_meta(c, "chmod", (int)a[0], 0, M_FD, 0, 0, 0); return 1;
+    case SYS_chown: judge_meta(c, "chown", at, a[0], M_FOLLOW, 0, 0, 0); return 1;
+    case SYS_lchown: judge_meta(c, "chown", at, a[0], 0, 0, 0, 0); return 1;
     case SYS_fchownat:
       if (at_flags_ok(a[4]))
-        judge_meta(c, "chown", (int)a[0], a[1], follow(a[4]), (a[4] & AT_EMPTY_PATH) != 0);
+        judge_meta(c, "chown", (int)a[0], a[1], follow(a[4]), (a[4] & AT_EMPTY_PATH) != 0, 0, 0);
       return 1;
-    case SYS_fchown: judge_meta(c, "chown", (int)a[0], 0, M_FD, 0); return 1;
-    case SYS_utime: judge_meta(c, "utime", at, a[0], M_FOLLOW, 0); return 1;
-    case SYS_utimes:
-      if (times_ok(c, a[1], 0)) judge_meta(c, "utime", at, a[0], M_FOLLOW, 0);
-      return 1;
+    case SYS_fchown: judge_meta(c, "chown", (int)a[0], 0, M_FD, 0, 0, 0); return 1;
+    case SYS_utime: judge_meta(c, "utime", at, a[0], M_FOLLOW, 0, 0, 0); return 1;
+    case SYS_utimes: judge_meta(c, "utime", at, a[0], M_FOLLOW, 0, a[1], 0); return 1;
     case SYS_futimesat:
-      if (a[1] == 0) judge_meta(c, "utime", (int)a[0], 0, M_FD, 0);
-      else judge_meta(c, "utime", (int)a[0], a[1], M_FOLLOW, 0);
+      if (a[1] == 0) judge_meta(c, "utime", (int)a[0], 0, M_FD, 0, a[2], 0);
+      else judge_meta(c, "utime", (int)a[0], a[1], M_FOLLOW, 0, a[2], 0);
       return 1;
     case SYS_utimensat:
-      if (!at_flags_ok(a[3]) || !times_ok(c, a[2], 1)) return 1;
+      if (!at_flags_ok(a[3])) return 1;
       if (a[1] == 0) {
-        if ((int)a[0] != at && a[3] == 0) judge_meta(c, "utime", (int)a[0], 0, M_FD, 0);
+        if ((int)a[0] != at && a[3] == 0) judge_meta(c, "utime", (int)a[0], 0, M_FD, 0, a[2], 1);
       } else {
-        judge_meta(c, "utime", (int)a[0], a[1], follow(a[3]), (a[3] & AT_EMPTY_PATH) != 0);
+        judge_meta(c, "utime", (int)a[0], a[1], follow(a[3]), (a[3] & AT_EMPTY_PATH) != 0, a[2],
+                   1);
       }
       return 1;
     case SYS_setxattr:
     case SYS_lsetxattr:
       if (xattr_ok(c, a[1], a[3], a[4]))
-        judge_meta(c, "setxattr", at, a[0], c->req->data.nr == SYS_setxattr ? M_FOLLOW : 0, 0);
+        judge_meta(c, "setxattr", at, a[0], c->req->data.nr == SYS_setxattr ? M_FOLLOW : 0, 0, 0, 0);
       return 1;
     case SYS_fsetxattr:
-      if (xattr_ok(c, a[1], a[3], a[4])) judge_meta(c, "setxattr", (int)a[0], 0, M_FD, 0);
+      if (xattr_ok(c, a[1], a[3], a[4])) judge_meta(c, "setxattr", (int)a[0], 0, M_FD, 0, 0, 0);
       return 1;
     case SYS_removexattr:
     case SYS_lremovexattr:
       if (xattr_name_ok(c, a[1]))
         judge_meta(c, "removexattr", at, a[0],
-                   c->req->data.nr == SYS_removexattr ? M_FOLLOW : 0, 0);
+                   c->req->data.nr == SYS_removexattr ? M_FOLLOW : 0, 0, 0, 0);
       return 1;
     case SYS_fremovexattr:
-      if (xattr_name_ok(c, a[1])) judge_meta(c, "removexattr", (int)a[0], 0, M_FD, 0);
+      if (xattr_name_ok(c, a[1])) judge_meta(c, "removexattr", (int)a[0], 0, M_FD, 0, 0, 0);
       return 1;
     case NR_setxattrat:
     case NR_removexattrat: {
       int set = c->req->data.nr == NR_setxattrat;
       if (at_flags_ok(a[2]) && xattr_name_ok(c, a[3]) && (!set || a[5] >= 16))
         judge_meta(c, set ? "setxattr" : "removexattr", (int)a[0], a[1], follow(a[2]),
-                   (a[2] & AT_EMPTY_PATH) != 0);
+                   (a[2] & AT_EMPTY_PATH) != 0, 0, 0);
       return 1;
     }
     case NR_file_setattr:
       if (at_flags_ok(a[4]) && a[3] >= 24)
-        judge_meta(c, "setattr", (int)a[0], a[1], follow(a[4]), (a[4] & AT_EMPTY_PATH) != 0);
+        judge_meta(c, "setattr", (int)a[0], a[1], follow(a[4]), (a[4] & AT_EMPTY_PATH) != 0, 0, 0);
       return 1;
     case SYS_ioctl: /* only the inode-flag setters are notified: chattr */
-      judge_meta(c, "chattr", (int)a[0], 0, M_FD, 0);
+      judge_meta(c, "chattr", (int)a[0], 0, M_FD, 0, 0, 0);
       return 1;
     default: return 0;
   }

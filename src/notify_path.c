@@ -283,6 +283,14 @@ int loc_fd(sbx_task *t, int fd, sbx_loc *l) {
 }
 
 int loc_lstat(sbx_task *t, sbx_loc *l, struct stat *st) {
+  if (l->dirfd < 0 && l->type == LAST_NORM) { /* one call, not open + fstatat + close */
+    char path[PATH_MAX + 64];
+    if (l->lazy[0] != '\0') snprintf(path, sizeof path, "%s/%s", l->lazy, l->name);
+    else if (strcmp(t->rootpath, "/") == 0)
+      snprintf(path, sizeof path, "/proc/%d/root/%s", (int)t->tid, l->name);
+    else path[0] = '\0';
+    if (path[0] != '\0') return fstatat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+  }
   int fd = loc_dirfd(t, l);
   if (fd < 0) return fd;
   if (l->type != LAST_NORM) return fstat(fd, st) < 0 ? -errno : 0;
