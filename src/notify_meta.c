@@ -150,7 +150,8 @@ int notify_meta_call(sbx_call *c) {
     case SYS_setxattr:
     case SYS_lsetxattr:
       if (xattr_ok(c, a[1], a[3], a[4]))
-        judge_meta(c, "setxattr", at, a[0], c->req->data.nr == SYS_setxattr ? M_FOLLOW : 0, 0, 0, 0);
+        judge_meta(c, "setxattr", at, a[0], c->req->data.nr == SYS_setxattr ? M_FOLLOW : 0, 0,
+                   0, 0);
       return 1;
     case SYS_fsetxattr:
       if (xattr_ok(c, a[1], a[3], a[4])) judge_meta(c, "setxattr", (int)a[0], 0, M_FD, 0, 0, 0);
