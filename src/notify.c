@@ -238,7 +238,11 @@ static void *serve(void *arg) {
     if (ioctl(m->fd, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0) continue; /* ENOENT: caller died */
     struct seccomp_notif_resp resp;
     memset(&resp, 0, sizeof resp);
-    sbx_call c = {.m = m, .req = &req, .resp = &resp};
+    sbx_call c;
+    c.m = m; /* (c's buffers are only read once written: no memset of 8 KiB a call) */
+    c.req = &req;
+    c.resp = &resp;
+    c.rec.op[0] = '\0';
     handle(&c);
     m->served++;
     if (c.rec.op[0] != '\0') read_comm(&c.rec); /* while the caller surely lives */

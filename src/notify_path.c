@@ -246,9 +246,12 @@ static int walk(sbx_task *t, sbx_loc *l, const char *path) {
 
 /* Start at the task's cwd, one of its descriptors, or (absolute paths) its root. */
 static int start(sbx_task *t, int dirfd, const char *path, sbx_loc *l) {
-  memset(l, 0, sizeof *l);
+  /* (not a memset: the buffers are large, and written before they are read) */
   l->dirfd = -1;
   l->proc = -1;
+  l->links = l->slash = 0;
+  l->type = LAST_NORM;
+  l->name[0] = l->lazy[0] = '\0';
   if (path[0] == '/' && !(t->flags & (W_INROOT | W_BENEATH))) {
     strcpy(l->dir, "/");
     return 0;
