@@ -359,10 +359,10 @@ static int under(const char *path, const char *root) {
   return strncmp(path, root, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
-/* Writable file systems of their own in the sandbox's view: its terminals (a devpts) and
- * its POSIX shared memory (a private tmpfs). */
+/* The terminals (Landlock grants /dev/pts; its devpts is writable). /dev/shm is writable
+ * where it is a root (the policy's tmp). */
 static int own_mount(const char *path) {
-  return under(path, "/dev/pts") || under(path, "/dev/shm");
+  return under(path, "/dev/pts");
 }
 
 static int in_roots(const sbx_monitor *m, const char *path) {
