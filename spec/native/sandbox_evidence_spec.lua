@@ -335,6 +335,7 @@ describe("sandbox evidence (workspace-write, network denied)", function()
 
     it("rmdir and rename of a writable root itself are refused and recorded", function()
       local ws = assert(uv.fs_realpath(assert(uv.fs_mkdtemp("/var/tmp/luxec-ws-XXXXXX"))))
+      finally(function() os.execute("rm -rf '" .. ws .. "' '" .. ws .. "x'") end)
       local policy = { mode = "workspace-write", network = "deny", workspace = ws, tmp = false }
       local out, _, report = jail({ EV, "rmdir", ws }, { cwd = ws, sandbox = policy })
       assert.equals("EROFS", out)
@@ -343,7 +344,6 @@ describe("sandbox evidence (workspace-write, network denied)", function()
       assert.equals("EROFS", out)
       only(report, { op = "rename", path = ws, to = ws .. "x" })
       assert.is_true(exists(ws))
-      os.execute("rm -rf '" .. ws .. "'")
     end)
   end)
 
@@ -393,13 +393,13 @@ describe("sandbox evidence (workspace-write, network denied)", function()
 
     it("mv between a workspace and /tmp (EXDEV between the two mounts: mv copies)", function()
       local ws = assert(uv.fs_realpath(assert(uv.fs_mkdtemp("/var/tmp/luxec-ws-XXXXXX"))))
+      finally(function() os.execute("rm -rf '" .. ws .. "' '" .. ws .. "x'") end)
       write_file(ws .. "/f", "moved\n")
       local out, code, report = jail({ "mv", ws .. "/f", root .. "/f" }, { cwd = ws,
         sandbox = { mode = "workspace-write", network = "deny", workspace = ws } })
       assert.equals(0, code, out)
       assert.equals("moved\n", read_file(root .. "/f"))
       none(report)
-      os.execute("rm -rf '" .. ws .. "'")
     end)
   end)
 
