@@ -1,27 +1,21 @@
-/* notify.c: serving seccomp user notifications (see notify.h). */
+/* notify.c: serving seccomp user notifications and keeping the records (see notify.h). */
 #include "notify.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/seccomp.h>
-#include <sys/stat.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/eventfd.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "luxec.h"
 #include "notify_int.h"
 
 #ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
@@ -30,6 +24,7 @@
 #ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
 #define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
 #endif
+#define X32_SYSCALL_BIT 0x40000000
 
 /* Copy with truncation (a recorded path longer than the record is cut, not overflowed). */
 void copy_str(char *dst, size_t size, const char *src) {
@@ -57,8 +52,7 @@ int read_string(pid_t pid, uint64_t addr, char *out, size_t size) {
     if (memchr(out + got, '\0', (size_t)n) != NULL) return 0;
     got += (size_t)n;
   }
-  out[size - 1] = '\0';
-  return 0;
+  return -1; /* longer than any path the kernel takes: ENAMETOOLONG there */
 }
 
 int read_mem(pid_t pid, uint64_t addr, void *out, size_t len) {
@@ -66,107 +60,162 @@ int read_mem(pid_t pid, uint64_t addr, void *out, size_t len) {
   return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
 }
 
-/* The record for a new denial (NULL past SBX_KEEP); filled by the caller, so the slot is
- * published under the lock only once complete: see commit(). */
-sbx_denial *record(sbx_monitor *m, const char *op, pid_t pid) {
-  pthread_mutex_lock(&m->lock);
-  m->total++;
-  int full = m->ndenials >= SBX_KEEP;
-  pthread_mutex_unlock(&m->lock);
-  if (full) return NULL;
-  sbx_denial *d = &m->pending;
+void answer(sbx_call *c, int err) {
+  c->resp->flags = 0;
+  c->resp->error = -err;
+}
+
+sbx_denial *refuse(sbx_call *c, const char *op, int err, const char *path, const char *to) {
+  answer(c, err);
+  sbx_denial *d = &c->rec;
   memset(d, 0, sizeof *d);
   snprintf(d->op, sizeof d->op, "%s", op);
-  d->pid = pid;
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ssize_t n = read(fd, d->comm, sizeof d->comm - 1);
-    close(fd);
-    if (n > 0) d->comm[strcspn(d->comm, "\n")] = '\0';
+  if (path != NULL) {
+    if (path != c->path) copy_str(c->path, sizeof c->path, path);
+    d->path = c->path;
   }
+  if (to != NULL) {
+    if (to != c->to) copy_str(c->to, sizeof c->to, to);
+    d->to = c->to;
+  }
+  d->source = "supervisor";
+  d->pid = (int)c->req->pid;
+  d->err = err;
+  d->count = 1;
   return d;
 }
 
-int notif_valid(const sbx_monitor *m, uint64_t id) {
-  return ioctl(m->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+/* ---- the records ---- */
+
+static int opt_eq(const char *a, const char *b) {
+  return (a == NULL || b == NULL) ? a == b : strcmp(a, b) == 0;
 }
 
-/* Calls the filter refuses outright: recorded by name and answered EPERM. */
-static int refused(sbx_monitor *m, const struct seccomp_notif *req,
-                   struct seccomp_notif_resp *resp) {
-  int nr = req->data.nr;
-  const char *name = NULL;
-  char other[48];
-  if (req->data.arch != AUDIT_ARCH_X86_64) {
-    snprintf(other, sizeof other, "syscall %d of arch 0x%x", nr, req->data.arch);
-    name = other;
-  } else {
-    switch (nr) {
-      case SYS_ptrace: name = "ptrace"; break;
-      case SYS_process_vm_writev: name = "process_vm_writev"; break;
-      case SYS_bpf: name = "bpf"; break;
-      case SYS_mount: name = "mount"; break;
-      case SYS_umount2: name = "umount2"; break;
-      case SYS_fsopen: name = "fsopen"; break;
-      case SYS_fsconfig: name = "fsconfig"; break;
-      case SYS_fsmount: name = "fsmount"; break;
-      case SYS_fspick: name = "fspick"; break;
-      case SYS_move_mount: name = "move_mount"; break;
-      case SYS_open_tree: name = "open_tree"; break;
-      case SYS_mount_setattr: name = "mount_setattr"; break;
-      case SYS_pivot_root: name = "pivot_root"; break;
-      case SYS_chroot: name = "chroot"; break;
-      case SYS_keyctl: name = "keyctl"; break;
-      case SYS_add_key: name = "add_key"; break;
-      case SYS_request_key: name = "request_key"; break;
-      case SYS_unshare: name = "unshare"; break;
-      case SYS_setns: name = "setns"; break;
-      case SYS_io_uring_setup: name = "io_uring_setup"; break;
-      case SYS_io_uring_enter: name = "io_uring_enter"; break;
-      case SYS_io_uring_register: name = "io_uring_register"; break;
-      case SYS_clone: name = "clone (new namespace)"; break;
-      case SYS_socketpair: name = "socketpair"; break;
-      case SYS_perf_event_open: name = "perf_event_open"; break;
-      case SYS_userfaultfd: name = "userfaultfd"; break;
-      case SYS_open_by_handle_at: name = "open_by_handle_at"; break;
-      case SYS_name_to_handle_at: name = "name_to_handle_at"; break;
-      case SYS_kexec_load: case SYS_kexec_file_load: name = "kexec"; break;
-      case SYS_init_module: case SYS_finit_module: case SYS_delete_module: name = "module"; break;
-      case SYS_swapon: case SYS_swapoff: name = "swap"; break;
-      case SYS_reboot: name = "reboot"; break;
-      case SYS_quotactl: name = "quotactl"; break;
-      case SYS_acct: name = "acct"; break;
-      case SYS_iopl: case SYS_ioperm: name = "ioperm"; break;
-      default: return 0;
-    }
+static int same(const sbx_denial *a, const sbx_denial *b) {
+  return a->port == b->port && a->type == b->type && a->protocol == b->protocol &&
+         a->err == b->err && strcmp(a->op, b->op) == 0 && opt_eq(a->path, b->path) &&
+         opt_eq(a->to, b->to) && strcmp(a->family, b->family) == 0 &&
+         strcmp(a->addr, b->addr) == 0;
+}
+
+static void count_overflow(sbx_monitor *m, const char *op) {
+  int i = 0;
+  while (i < m->noverflow && strcmp(m->overflow[i].op, op) != 0) i++;
+  if (i == m->noverflow) {
+    if (i == SBX_OVERFLOW_OPS) i--; /* the last slot stands for every other op */
+    else m->noverflow++;
+    copy_str(m->overflow[i].op, sizeof m->overflow[i].op, i == SBX_OVERFLOW_OPS - 1 ? "other" : op);
   }
-  resp->flags = 0;
-  resp->error = -EPERM;
-  record(m, name, (pid_t)req->pid);
-  return 1;
+  m->overflow[i].count++;
 }
 
-static void handle(sbx_monitor *m, const struct seccomp_notif *req,
-                   struct seccomp_notif_resp *resp, int *handed_off) {
-  resp->id = req->id;
-  resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE; /* file evidence only looks */
-  resp->error = 0;
-  resp->val = 0;
-  if (refused(m, req, resp)) return;
-  if (notify_net_call(m, req, resp, handed_off)) return;
-  notify_file_call(m, req, resp);
+static void read_comm(sbx_denial *d) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/comm", d->pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t k = read(fd, d->comm, sizeof d->comm - 1);
+  close(fd);
+  if (k > 0) d->comm[k - (d->comm[k - 1] == '\n')] = '\0';
 }
 
-/* Publish the denial record() handed out, if any. */
-static void commit(sbx_monitor *m, long long before) {
+/* Keep a refusal that reached its caller. Only the serving thread writes the records. */
+static void keep(sbx_monitor *m, sbx_denial *d) {
+  int of_op = 0, n;
   pthread_mutex_lock(&m->lock);
-  if (m->total > before && m->pending.op[0] != '\0' && m->ndenials < SBX_KEEP) {
-    m->denials[m->ndenials++] = m->pending;
-  }
+  m->total++;
+  n = m->ndenials;
   pthread_mutex_unlock(&m->lock);
-  m->pending.op[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    sbx_denial *r = sbx_record(m, i);
+    if (same(r, d)) {
+      __atomic_fetch_add(&r->count, 1, __ATOMIC_RELAXED);
+      return;
+    }
+    of_op += strcmp(r->op, d->op) == 0;
+  }
+  if (of_op < SBX_KEEP_PER_OP && n < SBX_KEEP && m->chunks[n / SBX_CHUNK] == NULL)
+    m->chunks[n / SBX_CHUNK] = calloc(SBX_CHUNK, sizeof(sbx_denial));
+  if (of_op >= SBX_KEEP_PER_OP || n >= SBX_KEEP || m->chunks[n / SBX_CHUNK] == NULL) {
+    pthread_mutex_lock(&m->lock);
+    count_overflow(m, d->op);
+    pthread_mutex_unlock(&m->lock);
+    return;
+  }
+  sbx_denial *r = sbx_record(m, n);
+  *r = *d;
+  r->path = d->path ? strdup(d->path) : NULL;
+  r->to = d->to ? strdup(d->to) : NULL;
+  pthread_mutex_lock(&m->lock); /* published complete */
+  m->ndenials = n + 1;
+  pthread_mutex_unlock(&m->lock);
+}
+
+/* ---- judging ---- */
+
+static const char *refused_name(int nr) {
+  switch (nr) {
+    case SYS_ptrace: return "ptrace";
+    case SYS_process_vm_writev: return "process_vm_writev";
+    case SYS_bpf: return "bpf";
+    case SYS_mount: return "mount";
+    case SYS_umount2: return "umount2";
+    case SYS_fsopen: return "fsopen";
+    case SYS_fsconfig: return "fsconfig";
+    case SYS_fsmount: return "fsmount";
+    case SYS_fspick: return "fspick";
+    case SYS_move_mount: return "move_mount";
+    case SYS_open_tree: return "open_tree";
+    case SYS_mount_setattr: return "mount_setattr";
+    case SYS_pivot_root: return "pivot_root";
+    case SYS_chroot: return "chroot";
+    case SYS_keyctl: return "keyctl";
+    case SYS_add_key: return "add_key";
+    case SYS_request_key: return "request_key";
+    case SYS_unshare: return "unshare";
+    case SYS_setns: return "setns";
+    case SYS_io_uring_setup: return "io_uring_setup";
+    case SYS_io_uring_enter: return "io_uring_enter";
+    case SYS_io_uring_register: return "io_uring_register";
+    case SYS_clone: return "clone (new namespace)";
+    case SYS_socketpair: return "socketpair";
+    case SYS_perf_event_open: return "perf_event_open";
+    case SYS_userfaultfd: return "userfaultfd";
+    case SYS_open_by_handle_at: return "open_by_handle_at";
+    case SYS_name_to_handle_at: return "name_to_handle_at";
+    case SYS_kexec_load: case SYS_kexec_file_load: return "kexec";
+    case SYS_init_module: case SYS_finit_module: case SYS_delete_module: return "module";
+    case SYS_swapon: case SYS_swapoff: return "swap";
+    case SYS_reboot: return "reboot";
+    case SYS_quotactl: return "quotactl";
+    case SYS_acct: return "acct";
+    case SYS_iopl: case SYS_ioperm: return "ioperm";
+    default: return NULL;
+  }
+}
+
+static void handle(sbx_call *c) {
+  const struct seccomp_notif *req = c->req;
+  c->resp->id = req->id;
+  c->resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+  char other[64];
+  if (req->data.arch != AUDIT_ARCH_X86_64 || (req->data.nr & X32_SYSCALL_BIT)) {
+    /* another ABI (i386 int 0x80, x32) would skip every rule: never let one through */
+    if (req->data.arch == AUDIT_ARCH_X86_64)
+      snprintf(other, sizeof other, "syscall %d of x32", req->data.nr & ~X32_SYSCALL_BIT);
+    else snprintf(other, sizeof other, "syscall %d of arch 0x%x", req->data.nr, req->data.arch);
+    refuse(c, other, EPERM, NULL, NULL);
+    return;
+  }
+  const char *name = refused_name(req->data.nr);
+  if (name != NULL) {
+    refuse(c, name, EPERM, NULL, NULL);
+    return;
+  }
+  if (notify_net_call(c) || notify_file_call(c) || notify_meta_call(c)) return;
+  /* a notified call nobody judges would pass unseen: refuse it, and say which */
+  snprintf(other, sizeof other, "syscall %d", req->data.nr);
+  refuse(c, other, EPERM, NULL, NULL);
 }
 
 static void *serve(void *arg) {
@@ -189,20 +238,26 @@ static void *serve(void *arg) {
     if (ioctl(m->fd, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0) continue; /* ENOENT: caller died */
     struct seccomp_notif_resp resp;
     memset(&resp, 0, sizeof resp);
-    pthread_mutex_lock(&m->lock);
-    long long before = m->total;
-    pthread_mutex_unlock(&m->lock);
-    int handed_off = 0; /* a connect that may wait answers from its own thread */
-    handle(m, &req, &resp, &handed_off);
-    commit(m, before);
+    sbx_call c;
+    c.m = m; /* (c's buffers are only read once written: no memset of 8 KiB a call) */
+    c.req = &req;
+    c.resp = &resp;
+    c.rec.op[0] = '\0';
+    c.handed_off = 0;
+    handle(&c);
     m->served++;
-    if (!handed_off) ioctl(m->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: died meanwhile */
+    if (c.handed_off) continue; /* a connect that may wait answers from its own thread */
+    if (c.rec.op[0] != '\0') read_comm(&c.rec); /* while the caller surely lives */
+    /* a refusal is kept only once it reached the caller: if the caller died or was
+     * interrupted meanwhile, nothing was refused (and its memory may be another's) */
+    if (ioctl(m->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) == 0 && c.rec.op[0] != '\0')
+      keep(m, &c.rec);
   }
   return NULL;
 }
 
 sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths, int nro,
-                               int mountns, const sbx_unix_cfg *u) {
+                               int mountns, int net_deny, const sbx_unix_cfg *u) {
   sbx_monitor *m = calloc(1, sizeof *m);
   if (m == NULL) {
     close(fd);
@@ -222,6 +277,7 @@ sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths
     m->nunix = m->unix_allowed ? u->nallowed : 0;
   }
   m->mountns = mountns;
+  m->net_deny = net_deny;
   m->roots = copy(roots, nroots);
   m->nroots = nroots;
   m->ro_paths = copy(ro_paths, nro);
@@ -263,14 +319,17 @@ void sbx_monitor_release(sbx_monitor *m) {
   for (int i = 0; i < m->nroots; i++) free(m->roots[i]);
   for (int i = 0; i < m->nro; i++) free(m->ro_paths[i]);
   for (int i = 0; i < m->nunix; i++) free(m->unix_allowed[i]);
+  for (int i = 0; i < m->ndenials; i++) {
+    free(sbx_record(m, i)->path);
+    free(sbx_record(m, i)->to);
+  }
+  for (int i = 0; i < SBX_KEEP / SBX_CHUNK; i++) free(m->chunks[i]);
   free(m->roots);
   free(m->ro_paths);
   free(m->unix_allowed);
   free(m);
 }
 
-/* The serving thread stops here; a connect still waiting on its own thread (its peer in the
- * sandbox is gone, so it ends soon) keeps the rest until it answers. */
 void sbx_monitor_close(sbx_monitor *m) {
   if (m == NULL) return;
   if (m->stop_fd >= 0) {

@@ -1,38 +1,59 @@
-/* notify.h: the host end of a session's seccomp listener, served on the shared loop. Each
- * denied network call is answered EPERM and recorded with its address; each write-intent
- * file call is recorded when it falls outside the writable roots and let through (CONTINUE)
- * for the kernel's layers to refuse. A thread of its own serves each listener (the loop's
- * wake-ups cost several times more per call); it touches no Lua and no loop handle. */
+/* notify.h: the host end of a session's seccomp listener. A record is made only for a call
+ * the sandbox refused: the listener's thread judges each notified call with the rules the
+ * kernel layers enforce and, when the policy refuses it, answers it itself with the errno the
+ * kernel would give (the call never runs) and records it; every other call goes on to the
+ * kernel (CONTINUE) unrecorded. Records are distinct (op, target) pairs with a count, so a
+ * flood of one kind cannot push a later, different refusal out. A thread of its own serves
+ * each listener (the loop's wake-ups cost several times more per call); it touches no Lua
+ * and no loop handle. */
 #ifndef LUXEC_NOTIFY_H
 #define LUXEC_NOTIFY_H
 
 #include <pthread.h>
-#include <uv.h>
+#include <sys/types.h>
 
-#define SBX_KEEP 100 /* denials kept; all are counted */
+#define SBX_KEEP 512       /* distinct records kept in all */
+#define SBX_KEEP_PER_OP 32 /* of one op: past it, that op's new records are only counted */
+#define SBX_OVERFLOW_OPS 32
+#define SBX_CHUNK 32       /* records are allocated in chunks that never move */
 
 typedef struct sbx_denial {
-  char op[48];
-  char path[512];
+  char op[64];
+  const char *source; /* "supervisor": it answered the call itself; "kernel": a kernel log */
+  char *path, *to;    /* file calls: the path the kernel would have used; rename/link: both */
   char family[16];
   char addr[64];
-  int port, type, protocol, pid;
+  int port, type, protocol;
+  int pid;            /* the first caller (host pid of its thread) */
+  int err;            /* the errno the call got */
   char comm[17];
+  long long count;    /* calls refused with this same (op, target); atomic */
 } sbx_denial;
+
+typedef struct sbx_overflow {
+  char op[64];
+  long long count;
+} sbx_overflow;
 
 typedef struct sbx_monitor {
   pthread_t thread;
-  pthread_mutex_t lock; /* guards the denials and counts below */
+  pthread_mutex_t lock; /* guards the records and counts below */
   int fd;
   int stop_fd;          /* an eventfd: written to end the thread */
-  int mountns;    /* chmod/chown/utime outside the roots fail only with the mount layer */
-  int force;      /* record the call being handled even inside a root */
+  int mountns;          /* the read-only mount layer is in place */
+  int net_deny;         /* the network is denied (in a network namespace) */
   char **roots;
   int nroots;
   char **ro_paths;
   int nro;
-  sbx_denial denials[SBX_KEEP];
-  sbx_denial pending;   /* the one being filled by the thread, published by commit() */
+  /* the records, in chunks allocated on demand: entries below ndenials never change but
+   * for their count, so a reader needs the lock only to read ndenials */
+  sbx_denial *chunks[SBX_KEEP / SBX_CHUNK];
+  int ndenials;
+  sbx_overflow overflow[SBX_OVERFLOW_OPS]; /* refusals past the limits, per op */
+  int noverflow;
+  long long total;      /* every refusal */
+  unsigned long long served;
   /* AF_UNIX calls (notify_unix.c) */
   int mediate_unix;     /* judge and perform them (the restricted modes) */
   int netns_private;    /* the sandbox has its own network namespace */
@@ -41,10 +62,11 @@ typedef struct sbx_monitor {
   char **unix_allowed;  /* socket paths the policy names */
   int nunix;
   int refs;             /* the session, and each connect still waiting on its own thread */
-  int ndenials;
-  long long total;
-  unsigned long long served;
 } sbx_monitor;
+
+static inline sbx_denial *sbx_record(sbx_monitor *m, int i) {
+  return &m->chunks[i / SBX_CHUNK][i % SBX_CHUNK];
+}
 
 /* How AF_UNIX calls are judged (notify_unix.c); NULL: not at all (full access). */
 typedef struct sbx_unix_cfg {
@@ -57,11 +79,12 @@ typedef struct sbx_unix_cfg {
 
 /* Takes ownership of fd; roots are copied. NULL on failure (fd closed). */
 sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths, int nro,
-                               int mountns, const sbx_unix_cfg *unix_cfg);
+                               int mountns, int net_deny, const sbx_unix_cfg *unix_cfg);
+/* Stop serving and drop the session's hold: the listener closes and the monitor is freed once
+ * no connect waits on its own thread. Call only after the session's processes are gone (a
+ * live one would get ENOSYS). */
+void sbx_monitor_close(sbx_monitor *m);
 void sbx_monitor_retain(sbx_monitor *m);
 void sbx_monitor_release(sbx_monitor *m);
-/* Stop serving, close the listener and free the monitor. Call only after the session's
- * processes are gone (a live one would get ENOSYS). */
-void sbx_monitor_close(sbx_monitor *m);
 
 #endif

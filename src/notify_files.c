@@ -1,184 +1,329 @@
-/* notify_files.c: file calls the sandbox's listener sees: resolved as the target sees them and
- * recorded when they fall outside the writable roots. */
+/* notify_files.c: file calls that write (open for writing, create, remove, rename, link,
+ * truncate), judged as the kernel would: the path is resolved as the calling task sees it,
+ * following a final symbolic link only where the call does; the kernel's own errors that
+ * come before the sandbox's (EEXIST, ENOENT, EISDIR...) are left to it, unrecorded; a call
+ * the policy refuses is answered here with the errno the kernel layers would give (EROFS
+ * where the file system is read-only in the sandbox, else Landlock's EACCES, EXDEV for a
+ * link or rename across) and recorded. Everything else goes on to the kernel. The walk in
+ * the supervisor and the kernel's read the task's memory at different times: a task that
+ * changes the path in between can at worst make a refusal go unrecorded (the kernel still
+ * refuses it), never get through. */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
+#include <linux/openat2.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "notify_int.h"
 
-/* ---- paths ---- */
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#define RENAME_EXCHANGE (1 << 1)
+#endif
 
-static void normalize(char *path) {
-  char out[PATH_MAX];
-  size_t n = 0;
-  const char *p = path;
-  while (*p) {
-    while (*p == '/') p++;
-    const char *end = strchr(p, '/');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
-    if (len == 0) break;
-    if (len == 1 && p[0] == '.') {
-    } else if (len == 2 && p[0] == '.' && p[1] == '.') {
-      while (n > 0 && out[n - 1] != '/') n--;
-      if (n > 0) n--;
-    } else if (n + 1 + len < sizeof out) {
-      out[n++] = '/';
-      memcpy(out + n, p, len);
-      n += len;
+/* The task's path argument at addr; -1 when unreadable (the kernel says EFAULT). */
+static int arg_path(sbx_call *c, uint64_t addr, char *out) {
+  if (addr == 0) return -1;
+  return read_string((pid_t)c->req->pid, addr, out, PATH_MAX);
+}
+
+/* Resolve to the object (following final links when follow). 0 or -errno. */
+static int resolve_obj(sbx_task *t, sbx_loc *l, int follow, struct stat *st) {
+  for (;;) {
+    int rc = loc_lstat(t, l, st);
+    if (rc < 0) return rc;
+    if (l->type != LAST_NORM) return 0;
+    if (S_ISLNK(st->st_mode) && (follow || l->slash)) {
+      if ((rc = loc_follow(t, l)) < 0) return rc;
+      continue;
     }
-    p += len;
+    if (l->slash && !S_ISDIR(st->st_mode)) return -ENOTDIR;
+    return 0;
   }
-  if (n == 0) out[n++] = '/';
-  out[n] = '\0';
-  strcpy(path, out);
 }
 
-/* Absolute, normalised path of (dirfd, path) as the target sees it; symlinks in the
- * directories are resolved where they exist. */
-static int resolve(pid_t pid, int dirfd, const char *path, char *out) {
-  char base[PATH_MAX] = "/";
-  if (path[0] != '/') {
-    char link[64];
-    if (dirfd == AT_FDCWD) snprintf(link, sizeof link, "/proc/%d/cwd", (int)pid);
-    else snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)pid, dirfd);
-    ssize_t n = readlink(link, base, sizeof base - 1);
-    if (n < 0) return -1;
-    base[n] = '\0';
-  }
-  char joined[PATH_MAX * 2];
-  if (path[0] == '/') snprintf(joined, sizeof joined, "%s", path);
-  else if (path[0] == '\0') snprintf(joined, sizeof joined, "%s", base);
-  else snprintf(joined, sizeof joined, "%s/%s", base, path);
-  joined[PATH_MAX - 1] = '\0';
-  normalize(joined);
-  /* a final component that is a symlink is where an open lands (Landlock checks that) */
-  for (int hops = 0; hops < 8; hops++) {
-    struct stat st;
-    char target[PATH_MAX * 2];
-    if (lstat(joined, &st) < 0 || !S_ISLNK(st.st_mode)) break;
-    ssize_t n = readlink(joined, target, sizeof target - 1);
-    if (n <= 0) break;
-    target[n] = '\0';
-    if (target[0] == '/') {
-      copy_str(joined, sizeof joined, target);
-    } else {
-      char *cut = strrchr(joined, '/');
-      cut[1] = '\0';
-      size_t used = strlen(joined);
-      copy_str(joined + used, sizeof joined - used, target);
-    }
-    normalize(joined);
-  }
-  char *slash = strrchr(joined, '/');
-  char dir[PATH_MAX], real[PATH_MAX];
-  snprintf(dir, sizeof dir, "%.*s", slash == joined ? 1 : (int)(slash - joined), joined);
-  if (realpath(dir, real) != NULL) {
-    char both[PATH_MAX * 2 + 2];
-    snprintf(both, sizeof both, "%s%s%s", real, strcmp(real, "/") == 0 ? "" : "/", slash + 1);
-    copy_str(out, PATH_MAX, both);
-  } else {
-    copy_str(out, PATH_MAX, joined);
-  }
-  if (out[0] == '\0') strcpy(out, "/");
-  return 0;
-}
-
-static int under(const char *path, const char *root) {
-  size_t n = strlen(root);
-  if (n == 1 && root[0] == '/') return 1;
-  return strncmp(path, root, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
-static int writable(const sbx_monitor *m, const char *path) {
-  static const char *const devices[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
-                                        "/dev/urandom", "/dev/tty", "/dev/ptmx", NULL};
-  for (int i = 0; devices[i]; i++)
-    if (strcmp(path, devices[i]) == 0) return 1;
-  if (under(path, "/dev/pts")) return 1;
+static int ro_ro_path(const sbx_monitor *m, const char *path) {
   for (int i = 0; i < m->nro; i++)
-    if (under(path, m->ro_paths[i])) return 0;
-  for (int i = 0; i < m->nroots; i++)
-    if (under(path, m->roots[i])) return 1;
+    if (strcmp(path, m->ro_paths[i]) == 0) return 1;
   return 0;
 }
 
-static void file_call(sbx_monitor *m, const struct seccomp_notif *req, const char *op,
-                      int dirfd, uint64_t path_addr) {
-  char path[PATH_MAX], full[PATH_MAX];
-  pid_t pid = (pid_t)req->pid;
-  if (path_addr == 0) { /* utimensat(fd, NULL, ...): the descriptor itself */
-    path[0] = '\0';
-  } else if (read_string(pid, path_addr, path, sizeof path) < 0) {
-    return;
-  }
-  if (resolve(pid, dirfd, path, full) < 0 || !notif_valid(m, req->id)) return;
-  if (!m->force && writable(m, full)) return;
-  sbx_denial *d = record(m, op, pid);
-  if (d) copy_str(d->path, sizeof d->path, full);
+/* The errno of a write refused in dir (obj: on the last component itself). */
+static int write_errno(sbx_task *t, sbx_loc *l, int obj) {
+  return loc_readonly(t, l, obj) ? EROFS : EACCES;
 }
 
-int notify_file_call(sbx_monitor *m, const struct seccomp_notif *req,
-                     struct seccomp_notif_resp *resp) {
-  const __u64 *a = req->data.args;
-  int nr = req->data.nr;
-  int at = AT_FDCWD;
-  (void)resp;
-  switch (nr) {
-    case SYS_open: file_call(m, req, "open", at, a[0]); return 1;
-    case SYS_creat: file_call(m, req, "creat", at, a[0]); return 1;
-    case SYS_openat: file_call(m, req, "open", (int)a[0], a[1]); return 1;
-    case SYS_openat2: {
-      uint64_t flags = 0;
-      if (read_mem((pid_t)req->pid, a[2], &flags, sizeof flags) == 0 &&
-          (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC)))
-        file_call(m, req, "open", (int)a[0], a[1]);
-      return 1;
-    }
-    case SYS_mkdir: file_call(m, req, "mkdir", at, a[0]); return 1;
-    case SYS_mkdirat: file_call(m, req, "mkdir", (int)a[0], a[1]); return 1;
-    case SYS_unlink: file_call(m, req, "unlink", at, a[0]); return 1;
-    case SYS_unlinkat: file_call(m, req, "unlink", (int)a[0], a[1]); return 1;
-    case SYS_rmdir: file_call(m, req, "rmdir", at, a[0]); return 1;
-    case SYS_rename: file_call(m, req, "rename", at, a[0]); file_call(m, req, "rename", at, a[1]);
-      return 1;
-    case SYS_renameat:
-    case SYS_renameat2:
-      file_call(m, req, "rename", (int)a[0], a[1]);
-      file_call(m, req, "rename", (int)a[2], a[3]);
-      return 1;
-    case SYS_link: file_call(m, req, "link", at, a[1]); return 1;
-    case SYS_linkat: file_call(m, req, "link", (int)a[2], a[3]); return 1;
-    case SYS_symlink: file_call(m, req, "symlink", at, a[1]); return 1;
-    case SYS_symlinkat: file_call(m, req, "symlink", (int)a[1], a[2]); return 1;
-    case SYS_truncate: file_call(m, req, "truncate", at, a[0]); return 1;
-    case SYS_mknod:
-    case SYS_mknodat: {
-      /* Landlock never grants device nodes: refused even inside a root */
-      int dirfd = nr == SYS_mknod ? at : (int)a[0];
-      uint64_t path = nr == SYS_mknod ? a[0] : a[1];
-      unsigned mode = (unsigned)(nr == SYS_mknod ? a[1] : a[2]);
-      m->force = S_ISCHR(mode) || S_ISBLK(mode);
-      file_call(m, req, "mknod", dirfd, path);
-      m->force = 0;
-      return 1;
-    }
-    default: break;
+/* ---- open ---- */
+
+static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, uint64_t resolve) {
+  if (flags & O_PATH) return; /* no access at all */
+  int tmpfile = (flags & O_TMPFILE) == O_TMPFILE;
+  int creat = (flags & O_CREAT) && !tmpfile;
+  int acc = (int)(flags & O_ACCMODE);
+  if (acc == O_RDONLY && !(flags & (O_CREAT | O_TRUNC)) && !tmpfile) return;
+  char *path = c->path;
+  if (arg_path(c, addr, path) < 0 || path[0] == '\0') return;
+  sbx_task t;
+  task_init(&t, (pid_t)c->req->pid);
+  if (resolve & RESOLVE_NO_SYMLINKS) t.flags |= W_NOSYM;
+  if (resolve & RESOLVE_NO_MAGICLINKS) t.flags |= W_NOMAGIC;
+  if (resolve & RESOLVE_BENEATH) t.flags |= W_BENEATH;
+  if (resolve & RESOLVE_IN_ROOT) t.flags |= W_INROOT;
+  sbx_loc l;
+  struct stat st;
+  char full[PATH_MAX];
+  int rc = loc_parent(&t, dirfd, path, &l);
+  if (rc < 0) goto out;
+  if (tmpfile) { /* an unnamed file made in the directory path names */
+    if (resolve_obj(&t, &l, 1, &st) < 0 || !S_ISDIR(st.st_mode)) goto out;
+    loc_path(&l, full, sizeof full);
+    if (!path_writable(c->m, full)) refuse(c, "open", write_errno(&t, &l, 1), full, NULL);
+    goto out;
   }
-  if (!m->mountns) return 0; /* metadata calls outside the roots succeed without the mount layer */
-  switch (nr) {
-    case SYS_chmod: file_call(m, req, "chmod", at, a[0]); break;
-    case SYS_fchmodat: file_call(m, req, "chmod", (int)a[0], a[1]); break;
-    case SYS_chown: file_call(m, req, "chown", at, a[0]); break;
-    case SYS_lchown: file_call(m, req, "chown", at, a[0]); break;
-    case SYS_fchownat: file_call(m, req, "chown", (int)a[0], a[1]); break;
-    case SYS_utimensat: file_call(m, req, "utime", (int)a[0], a[1]); break;
+  for (;;) {
+    if (l.type == LAST_NORM && creat && l.slash) goto out; /* EISDIR */
+    /* a new name in a writable directory, or EEXIST: the kernel's (O_EXCL never follows) */
+    if (l.type == LAST_NORM && creat && (flags & O_EXCL) && path_writable(c->m, l.dir)) goto out;
+    rc = loc_lstat(&t, &l, &st);
+    if (rc == -ENOENT && l.type == LAST_NORM) {
+      if (!creat || l.slash) goto out; /* ENOENT */
+      if (path_writable(c->m, l.dir)) goto out;
+      loc_path(&l, full, sizeof full);
+      refuse(c, "open", write_errno(&t, &l, 0), full, NULL);
+      goto out;
+    }
+    if (rc < 0) goto out;
+    if (creat && (flags & O_EXCL)) goto out; /* EEXIST (O_EXCL never follows a link) */
+    if (l.type == LAST_NORM && S_ISLNK(st.st_mode)) {
+      if ((flags & O_NOFOLLOW) && !l.slash) goto out; /* ELOOP */
+      if (loc_follow(&t, &l) < 0) goto out;
+      continue;
+    }
+    break;
+  }
+  if (S_ISDIR(st.st_mode)) goto out; /* EISDIR */
+  if ((l.slash || (flags & O_DIRECTORY)) && !S_ISDIR(st.st_mode)) goto out; /* ENOTDIR */
+  loc_path(&l, full, sizeof full);
+  /* a pipe or socket reopened through /proc/<pid>/fd is in no file system */
+  if (full[0] != '/' || path_writable(c->m, full)) goto out;
+  int special = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode) ||
+                S_ISSOCK(st.st_mode);
+  if (special && acc == O_RDONLY) goto out; /* O_TRUNC means nothing there */
+  /* a device, a fifo or a socket is written without the file system's write access:
+   * only Landlock refuses it */
+  refuse(c, "open", special ? EACCES : write_errno(&t, &l, 1), full, NULL);
+out:
+  loc_free(&l);
+  task_free(&t);
+}
+
+/* ---- mkdir, mknod, symlink, a unix socket's bind: a new name in a directory ---- */
+
+void judge_create(sbx_call *c, const char *op, int dirfd, const char *path, int kind,
+                  int device) {
+  if (path[0] == '\0') return; /* ENOENT */
+  sbx_task t;
+  task_init(&t, (pid_t)c->req->pid);
+  sbx_loc l;
+  struct stat st;
+  char full[PATH_MAX];
+  if (loc_parent(&t, dirfd, path, &l) < 0 || l.type != LAST_NORM) goto out; /* EEXIST */
+  int rc = loc_lstat(&t, &l, &st);
+  if (rc != -ENOENT) goto out;           /* EEXIST, or the kernel's own error */
+  if (l.slash && kind != MK_DIR) goto out; /* ENOENT */
+  if (path_writable(c->m, l.dir) && !device) goto out;
+  loc_path(&l, full, sizeof full);
+  refuse(c, op, write_errno(&t, &l, 0), full, NULL);
+out:
+  loc_free(&l);
+  task_free(&t);
+}
+
+static void create_call(sbx_call *c, const char *op, int dirfd, uint64_t addr, int kind,
+                        unsigned mode) {
+  if (arg_path(c, addr, c->to) < 0) return;
+  int device = 0;
+  if (kind == MK_NODE) {
+    unsigned type = mode & S_IFMT;
+    if (type != 0 && type != S_IFREG && type != S_IFCHR && type != S_IFBLK &&
+        type != S_IFIFO && type != S_IFSOCK)
+      return; /* EINVAL / EPERM */
+    device = type == S_IFCHR || type == S_IFBLK;
+  }
+  judge_create(c, op, dirfd, c->to, kind, device);
+}
+
+/* ---- unlink, rmdir ---- */
+
+static void judge_remove(sbx_call *c, const char *op, int dirfd, uint64_t addr) {
+  char *path = c->to;
+  if (arg_path(c, addr, path) < 0 || path[0] == '\0') return;
+  sbx_task t;
+  task_init(&t, (pid_t)c->req->pid);
+  sbx_loc l;
+  struct stat st;
+  char full[PATH_MAX];
+  if (loc_parent(&t, dirfd, path, &l) < 0 || l.type != LAST_NORM) goto out;
+  int inside = path_writable(c->m, l.dir);
+  loc_path(&l, full, sizeof full);
+  if (inside && !ro_ro_path(c->m, full)) goto out;
+  int rc = loc_lstat(&t, &l, &st);
+  if (rc == -ENOENT) {
+    /* nothing to protect: the error a program expects, not the mount layer's EROFS */
+    answer(c, ENOENT);
+    goto out;
+  }
+  if (rc < 0) goto out;
+  /* a read-only path inside a root is a mount point in the sandbox: EBUSY */
+  int err = inside ? (c->m->mountns ? EBUSY : EACCES) : write_errno(&t, &l, 0);
+  refuse(c, op, err, full, NULL);
+out:
+  loc_free(&l);
+  task_free(&t);
+}
+
+/* ---- rename, link: two names ---- */
+
+static long mount_id(sbx_task *t, sbx_loc *l) {
+  struct statx sx;
+  int fd = loc_dirfd(t, l);
+  if (fd < 0 || statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) < 0) return -1;
+  return (long)sx.stx_mnt_id;
+}
+
+static void judge_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t newaddr,
+                         unsigned flags) {
+  if (arg_path(c, oldaddr, c->path) < 0 || arg_path(c, newaddr, c->to) < 0) return;
+  if (c->path[0] == '\0' || c->to[0] == '\0') return;
+  sbx_task t;
+  task_init(&t, (pid_t)c->req->pid);
+  sbx_loc a, b;
+  struct stat st;
+  char from[PATH_MAX], to[PATH_MAX];
+  b.dirfd = -1;
+  if (loc_parent(&t, olddir, c->path, &a) < 0 || loc_parent(&t, newdir, c->to, &b) < 0 ||
+      a.type != LAST_NORM || b.type != LAST_NORM)
+    goto out;
+  loc_path(&a, from, sizeof from);
+  loc_path(&b, to, sizeof to);
+  int wa = path_writable(c->m, a.dir), wb = path_writable(c->m, b.dir);
+  int pinned = ro_ro_path(c->m, from) || ro_ro_path(c->m, to);
+  if (wa && wb && !pinned) goto out;
+  int rc = loc_lstat(&t, &a, &st);
+  if (rc == -ENOENT) {
+    answer(c, ENOENT);
+    goto out;
+  }
+  if (rc < 0) goto out;
+  rc = loc_lstat(&t, &b, &st);
+  if ((flags & RENAME_NOREPLACE) && rc == 0) {
+    answer(c, EEXIST);
+    goto out;
+  }
+  if ((flags & RENAME_EXCHANGE) && rc == -ENOENT) {
+    answer(c, ENOENT);
+    goto out;
+  }
+  int err;
+  if (!wa || !wb) {
+    int ro = loc_readonly(&t, &a, 0) || loc_readonly(&t, &b, 0);
+    err = !ro ? EACCES : mount_id(&t, &a) != mount_id(&t, &b) ? EXDEV : EROFS;
+  } else {
+    err = c->m->mountns ? EBUSY : EACCES;
+  }
+  refuse(c, "rename", err, from, to);
+out:
+  loc_free(&a);
+  loc_free(&b);
+  task_free(&t);
+}
+
+static void judge_link(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t newaddr,
+                       int flags) {
+  if (arg_path(c, oldaddr, c->path) < 0 || arg_path(c, newaddr, c->to) < 0) return;
+  if (c->to[0] == '\0') return;
+  sbx_task t;
+  task_init(&t, (pid_t)c->req->pid);
+  sbx_loc a, b;
+  struct stat st;
+  char from[PATH_MAX], to[PATH_MAX];
+  b.dirfd = -1;
+  int rc;
+  if (c->path[0] == '\0' && (flags & AT_EMPTY_PATH)) rc = loc_fd(&t, olddir, &a);
+  else if (c->path[0] == '\0') goto out_t; /* ENOENT */
+  else rc = loc_parent(&t, olddir, c->path, &a);
+  if (rc < 0 || resolve_obj(&t, &a, flags & AT_SYMLINK_FOLLOW, &st) < 0) goto out;
+  if (loc_parent(&t, newdir, c->to, &b) < 0 || b.type != LAST_NORM) goto out;
+  if (loc_lstat(&t, &b, &st) != -ENOENT || b.slash) goto out; /* EEXIST, ENOENT */
+  loc_path(&a, from, sizeof from);
+  loc_path(&b, to, sizeof to);
+  int wb = path_writable(c->m, b.dir), wa = path_writable(c->m, from);
+  if (wa && wb) goto out;
+  /* the new name is refused first (EROFS, EACCES); a name in a root for a file outside it
+   * would give it rights it has not: EXDEV (a mount boundary, or Landlock's refer rule) */
+  refuse(c, "link", wb ? EXDEV : write_errno(&t, &b, 0), from, to);
+out:
+  loc_free(&a);
+  loc_free(&b);
+out_t:
+  task_free(&t);
+}
+
+/* ---- truncate ---- */
+
+static void judge_truncate(sbx_call *c, uint64_t addr, int64_t length) {
+  if (length < 0 || arg_path(c, addr, c->to) < 0 || c->to[0] == '\0') return;
+  sbx_task t;
+  task_init(&t, (pid_t)c->req->pid);
+  sbx_loc l;
+  struct stat st;
+  char full[PATH_MAX];
+  if (loc_parent(&t, AT_FDCWD, c->to, &l) < 0 || resolve_obj(&t, &l, 1, &st) < 0) goto out;
+  if (!S_ISREG(st.st_mode)) goto out; /* EISDIR, EINVAL */
+  loc_path(&l, full, sizeof full);
+  if (!path_writable(c->m, full)) refuse(c, "truncate", write_errno(&t, &l, 1), full, NULL);
+out:
+  loc_free(&l);
+  task_free(&t);
+}
+
+int notify_file_call(sbx_call *c) {
+  const __u64 *a = c->req->data.args;
+  const int at = AT_FDCWD;
+  switch (c->req->data.nr) {
+    case SYS_open: judge_open(c, at, a[0], a[1], 0); return 1;
+    case SYS_creat: judge_open(c, at, a[0], O_CREAT | O_WRONLY | O_TRUNC, 0); return 1;
+    case SYS_openat: judge_open(c, (int)a[0], a[1], a[2], 0); return 1;
+    case SYS_openat2: {
+      struct open_how how;
+      memset(&how, 0, sizeof how);
+      size_t size = a[3] < sizeof how ? (size_t)a[3] : sizeof how;
+      if (size >= 8 && read_mem((pid_t)c->req->pid, a[2], &how, size) == 0)
+        judge_open(c, (int)a[0], a[1], how.flags, how.resolve);
+      return 1;
+    }
+    case SYS_mkdir: create_call(c, "mkdir", at, a[0], MK_DIR, 0); return 1;
+    case SYS_mkdirat: create_call(c, "mkdir", (int)a[0], a[1], MK_DIR, 0); return 1;
+    case SYS_mknod: create_call(c, "mknod", at, a[0], MK_NODE, (unsigned)a[1]); return 1;
+    case SYS_mknodat: create_call(c, "mknod", (int)a[0], a[1], MK_NODE, (unsigned)a[2]); return 1;
+    case SYS_symlink: create_call(c, "symlink", at, a[1], MK_LINK, 0); return 1;
+    case SYS_symlinkat: create_call(c, "symlink", (int)a[1], a[2], MK_LINK, 0); return 1;
+    case SYS_unlink: judge_remove(c, "unlink", at, a[0]); return 1;
+    case SYS_rmdir: judge_remove(c, "rmdir", at, a[0]); return 1;
+    case SYS_unlinkat:
+      judge_remove(c, (a[2] & AT_REMOVEDIR) ? "rmdir" : "unlink", (int)a[0], a[1]);
+      return 1;
+    case SYS_rename: judge_rename(c, at, a[0], at, a[1], 0); return 1;
+    case SYS_renameat: judge_rename(c, (int)a[0], a[1], (int)a[2], a[3], 0); return 1;
+    case SYS_renameat2: judge_rename(c, (int)a[0], a[1], (int)a[2], a[3], (unsigned)a[4]);
+      return 1;
+    case SYS_link: judge_link(c, at, a[0], at, a[1], 0); return 1;
+    case SYS_linkat: judge_link(c, (int)a[0], a[1], (int)a[2], a[3], (int)a[4]); return 1;
+    case SYS_truncate: judge_truncate(c, a[0], (int64_t)a[1]); return 1;
     default: return 0;
   }
-  return 1;
 }

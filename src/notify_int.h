@@ -1,35 +1,110 @@
 /* notify_int.h: what the parts of the seccomp listener's host end share (notify.c serves and
- * records; notify_net.c judges network calls; notify_files.c file calls). */
+ * records; notify_path.c resolves paths as the calling process sees them; notify_files.c
+ * judges file calls; notify_net.c network calls). */
 #ifndef LUXEC_NOTIFY_INT_H
 #define LUXEC_NOTIFY_INT_H
 
+#include <limits.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "notify.h"
+
+/* One notification being judged. A handler either leaves resp as CONTINUE (the kernel
+ * decides, nothing is recorded) or answers it with an errno; a refusal fills rec, which is
+ * kept only once the answer reached the caller (the call then never ran). */
+typedef struct sbx_call {
+  sbx_monitor *m;
+  const struct seccomp_notif *req;
+  struct seccomp_notif_resp *resp;
+  sbx_denial rec; /* rec.op[0] != 0: a refusal to keep */
+  int handed_off;  /* answered later, by a thread of its own (a connect that may wait) */
+  char path[PATH_MAX], to[PATH_MAX]; /* what rec.path and rec.to point to */
+} sbx_call;
 
 void copy_str(char *dst, size_t size, const char *src);
 /* A NUL-terminated string / len bytes from the target's memory; 0 or -1. */
 int read_string(pid_t pid, uint64_t addr, char *out, size_t size);
 int read_mem(pid_t pid, uint64_t addr, void *out, size_t len);
-/* Whether the notification is still pending (the target's memory was read in time). */
-int notif_valid(const sbx_monitor *m, uint64_t id);
-/* The record for a new denial (NULL past SBX_KEEP), published by the serve loop. */
-sbx_denial *record(sbx_monitor *m, const char *op, pid_t pid);
+/* Answer the call with -err (no record). */
+void answer(sbx_call *c, int err);
+/* Refuse the call with -err and start its record (fill addr after); path and to may be
+ * NULL. */
+sbx_denial *refuse(sbx_call *c, const char *op, int err, const char *path, const char *to);
 
-/* 1 when the call was one of theirs (resp filled), else 0. */
-int notify_net_call(sbx_monitor *m, const struct seccomp_notif *req,
-                    struct seccomp_notif_resp *resp, int *handed_off);
-int notify_file_call(sbx_monitor *m, const struct seccomp_notif *req,
-                     struct seccomp_notif_resp *resp);
+/* ---- notify_path.c: where a path leads, as the calling task sees it ---- */
 
-/* notify_unix.c: the target's descriptor duplicated into the host, or -1; and a call on an
- * AF_UNIX socket (sock: that duplicate), always answered (resp, or later by a thread when
- * *handed_off). */
+enum { LAST_NORM, LAST_DOT, LAST_DOTDOT, LAST_ROOT, LAST_OBJ };
+
+/* The task's view: its root, its cwd and descriptors, reached through /proc/<tid>. */
+typedef struct sbx_task {
+  pid_t tid;
+  int rootfd; /* O_PATH of the walk's root (the task's root, or a RESOLVE_IN_ROOT dirfd) */
+  char rootpath[PATH_MAX];
+  int flags;  /* W_* */
+} sbx_task;
+
+enum { W_NOSYM = 1, W_NOMAGIC = 2, W_BENEATH = 4, W_INROOT = 8 };
+
+/* A resolved location: the directory that holds the last component, or (LAST_OBJ) an object
+ * reached through a magic link such as /proc/<pid>/fd/N. */
+typedef struct sbx_loc {
+  int dirfd;               /* O_PATH of dir (or of the object), opened on demand; -1 */
+  char dir[PATH_MAX];      /* its path as the task sees it (the object's for LAST_OBJ) */
+  char name[NAME_MAX + 1]; /* the last component */
+  int type;
+  int slash;               /* a '/' followed the last component */
+  int links;               /* symbolic links followed so far (40 at most, as the kernel) */
+  char lazy[48];           /* the /proc link dirfd is opened from when needed ("" : root) */
+  int proc;                /* dir is in a procfs: -1 unknown, 0 no, 1 its root, 2 below */
+} sbx_loc;
+
+void task_init(sbx_task *t, pid_t tid);
+void task_free(sbx_task *t);
+/* Walk every component of path but the last, from dirfd (AT_FDCWD or a descriptor number of
+ * the task). 0, or -errno when the kernel would fail the walk itself (its error wins). */
+int loc_parent(sbx_task *t, int dirfd, const char *path, sbx_loc *l);
+/* The object a descriptor of the task refers to, as a LAST_OBJ location. */
+int loc_fd(sbx_task *t, int fd, sbx_loc *l);
+/* The O_PATH descriptor of the location's dir (of the object for LAST_OBJ); or -errno. */
+int loc_dirfd(sbx_task *t, sbx_loc *l);
+/* lstat of the last component (fstat of the object); 0 or -errno. */
+int loc_lstat(sbx_task *t, sbx_loc *l, struct stat *st);
+/* The last component is a symbolic link: go where it points. 0 or -errno. */
+int loc_follow(sbx_task *t, sbx_loc *l);
+/* The full path (dir + "/" + name). */
+void loc_path(const sbx_loc *l, char *out, size_t size);
+/* Whether the file system holding the location's dir (obj: the last component itself) is
+ * read-only in the task's view: a write there fails with EROFS before Landlock is asked. */
+int loc_readonly(sbx_task *t, sbx_loc *l, int obj);
+void loc_free(sbx_loc *l);
+
+/* The policy, as the kernel layers enforce it: may this path be written (opened for
+ * writing, created in, removed from)? meta: may its metadata change (mode, owner, times,
+ * xattrs)? Devices such as /dev/null are writable, not changeable. */
+int path_writable(const sbx_monitor *m, const char *path);
+int path_meta_ok(const sbx_monitor *m, const char *path);
+
+/* A new name at (dirfd, path) of the task (mkdir, mknod, symlink, a unix socket's bind);
+ * device: a device node, which Landlock never grants. */
+void judge_create(sbx_call *c, const char *op, int dirfd, const char *path, int kind,
+                  int device);
+enum { MK_DIR, MK_NODE, MK_LINK };
+
+/* ---- notify_unix.c: AF_UNIX calls, judged and performed by the host ---- */
+
+/* The target's descriptor duplicated into the host, or -1. */
 int unix_target_fd(pid_t tid, int fd);
-void notify_unix_call(sbx_monitor *m, const struct seccomp_notif *req, int sock,
-                      struct seccomp_notif_resp *resp, int *handed_off);
+/* A call on an AF_UNIX socket (sock: the host's duplicate, kept by a thread when the call is
+ * handed off); always answered. */
+void notify_unix_call(sbx_call *c, int sock);
+
+/* ---- the judges: 1 when the call was one of theirs (resp filled), else 0 ---- */
+int notify_net_call(sbx_call *c);
+int notify_file_call(sbx_call *c);
+int notify_meta_call(sbx_call *c);
 
 #endif

@@ -1,14 +1,20 @@
-/* notify_net.c: network calls the sandbox's listener sees: refused (EPERM) and recorded with
- * the address they tried. */
+/* notify_net.c: network calls the sandbox's listener sees. With the network denied, a socket
+ * of another family than AF_UNIX, or an address of one, is refused (EPERM) and recorded with
+ * what it tried; a unix socket's bind makes a file, judged as any new name. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <unistd.h>
+#include <sys/un.h>
 
 #include "notify_int.h"
+
+#define MMSG_MAX 1024 /* the kernel's UIO_MAXIOV: sendmmsg sends at most that many */
 
 static const char *family_name(int f) {
   switch (f) {
@@ -24,49 +30,93 @@ static const char *family_name(int f) {
   }
 }
 
-static void net_call(sbx_monitor *m, const struct seccomp_notif *req, const char *op,
-                     uint64_t addr, uint64_t len, struct seccomp_notif_resp *resp) {
-  struct sockaddr_storage ss;
-  memset(&ss, 0, sizeof ss);
-  if (addr == 0) { /* a connected socket: its address was checked at connect */
-    resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-    return;
-  }
-  if (len > sizeof ss) len = sizeof ss;
-  if (len < sizeof(sa_family_t) || read_mem((pid_t)req->pid, addr, &ss, (size_t)len) < 0 ||
-      !notif_valid(m, req->id)) {
-    resp->error = -EPERM; /* cannot tell: refuse */
-    return;
-  }
-  if (ss.ss_family == AF_UNIX) { /* a network namespace makes this safe even if raced */
-    resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-    return;
-  }
-  resp->error = -EPERM;
-  sbx_denial *d = record(m, op, (pid_t)req->pid);
-  if (d == NULL) return;
-  const char *fam = family_name(ss.ss_family);
+static void set_family(sbx_denial *d, int f) {
+  const char *fam = family_name(f);
   if (fam) snprintf(d->family, sizeof d->family, "%s", fam);
-  else snprintf(d->family, sizeof d->family, "AF_%d", ss.ss_family);
-  if (ss.ss_family == AF_INET) {
-    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+  else snprintf(d->family, sizeof d->family, "AF_%d", f);
+}
+
+/* Refuse a call that gives the address ss. */
+static void refuse_addr(sbx_call *c, const char *op, const struct sockaddr_storage *ss) {
+  sbx_denial *d = refuse(c, op, EPERM, NULL, NULL);
+  set_family(d, ss->ss_family);
+  if (ss->ss_family == AF_INET) {
+    const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
     inet_ntop(AF_INET, &in->sin_addr, d->addr, sizeof d->addr);
     d->port = ntohs(in->sin_port);
-  } else if (ss.ss_family == AF_INET6) {
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+  } else if (ss->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
     inet_ntop(AF_INET6, &in6->sin6_addr, d->addr, sizeof d->addr);
     d->port = ntohs(in6->sin6_port);
   }
 }
 
-/* The domain of the target's socket fd (fixed when it was made: not raceable), with its
- * duplicate in *dup (AF_UNIX only), or -1. */
-static int socket_domain(const struct seccomp_notif *req, int fd, int *dup) {
-  *dup = unix_target_fd((pid_t)req->pid, fd);
-  if (*dup < 0) return -1;
+/* The address at (addr, len) of the task: 1 read, 0 none given, -1 unreadable. */
+static int read_addr(sbx_call *c, uint64_t addr, uint64_t len, struct sockaddr_storage *ss) {
+  memset(ss, 0, sizeof *ss);
+  if (addr == 0) return 0; /* a connected socket: its address was judged at connect */
+  if (len > sizeof *ss) len = sizeof *ss;
+  if (len < sizeof(sa_family_t) || read_mem((pid_t)c->req->pid, addr, ss, (size_t)len) < 0)
+    return -1;
+  return 1;
+}
+
+/* connect, sendto, sendmsg: a destination. */
+static void judge_dest(sbx_call *c, const char *op, uint64_t addr, uint64_t len) {
+  struct sockaddr_storage ss;
+  int rc = read_addr(c, addr, len, &ss);
+  if (rc == 0) return;
+  if (rc < 0) { /* cannot tell where it goes: refuse, unrecorded (the call cannot succeed) */
+    answer(c, EFAULT);
+    return;
+  }
+  /* unix sockets are judged by the kernel layers; the network namespace keeps the rest
+   * in, whatever the memory says by then: a refusal here is the evidence */
+  if (ss.ss_family == AF_UNIX || !c->m->net_deny) return;
+  refuse_addr(c, op, &ss);
+}
+
+static void judge_bind(sbx_call *c, uint64_t addr, uint64_t len) {
+  struct sockaddr_storage ss;
+  if (read_addr(c, addr, len, &ss) <= 0) return; /* EFAULT, EINVAL */
+  if (ss.ss_family != AF_UNIX) {
+    if (c->m->net_deny) refuse_addr(c, "bind", &ss);
+    return;
+  }
+  const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
+  size_t n = len > sizeof ss ? sizeof ss : (size_t)len;
+  size_t max = n - offsetof(struct sockaddr_un, sun_path);
+  if (n <= offsetof(struct sockaddr_un, sun_path) || un->sun_path[0] == '\0') return; /* abstract */
+  char *path = c->to;
+  size_t k = strnlen(un->sun_path, max);
+  memcpy(path, un->sun_path, k);
+  path[k] = '\0';
+  judge_create(c, "bind", AT_FDCWD, path, MK_NODE, 0);
+}
+
+static void judge_sendmmsg(sbx_call *c, uint64_t vec, unsigned vlen) {
+  if (vlen > MMSG_MAX) vlen = MMSG_MAX;
+  for (unsigned i = 0; i < vlen; i++) {
+    struct mmsghdr mh;
+    if (read_mem((pid_t)c->req->pid, vec + i * sizeof mh, &mh, sizeof mh) < 0) {
+      answer(c, EFAULT);
+      return;
+    }
+    judge_dest(c, "sendmmsg", (uint64_t)(uintptr_t)mh.msg_hdr.msg_name, mh.msg_hdr.msg_namelen);
+    if (c->resp->flags == 0) return; /* refused: one record for the call */
+  }
+}
+
+/* The domain of the target's socket fd (fixed when it was made: not raceable); an AF_UNIX
+ * socket's duplicate in *dup. -1 when it is no socket (the kernel fails the call itself),
+ * -2 when it cannot be looked at (the call is refused: never let through unjudged). */
+static int socket_domain(const sbx_call *c, int fd, int *dup) {
+  *dup = unix_target_fd((pid_t)c->req->pid, fd);
+  if (*dup < 0) return errno == EBADF ? -1 : -2;
   int domain = -1;
   socklen_t len = sizeof domain;
-  if (getsockopt(*dup, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0) domain = -1;
+  if (getsockopt(*dup, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0)
+    domain = errno == ENOTSOCK ? -1 : -2;
   if (domain != AF_UNIX) {
     close(*dup);
     *dup = -1;
@@ -74,61 +124,43 @@ static int socket_domain(const struct seccomp_notif *req, int fd, int *dup) {
   return domain;
 }
 
-int notify_net_call(sbx_monitor *m, const struct seccomp_notif *req,
-                    struct seccomp_notif_resp *resp, int *handed_off) {
-  const __u64 *a = req->data.args;
-  int nr = req->data.nr;
+int notify_net_call(sbx_call *c) {
+  const __u64 *a = c->req->data.args;
+  int nr = c->req->data.nr;
   if (nr == SYS_connect || nr == SYS_sendto || nr == SYS_sendmsg || nr == SYS_sendmmsg) {
     int dup;
-    int domain = socket_domain(req, (int)a[0], &dup);
-    if (domain < 0) { /* gone, or not a socket: let the kernel say which */
-      resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    int domain = socket_domain(c, (int)a[0], &dup);
+    if (domain == -1) return 1; /* no socket: the kernel says so (CONTINUE) */
+    if (domain == -2) {
+      answer(c, EPERM);
       return 1;
     }
     if (domain == AF_UNIX) {
-      if (!m->mediate_unix) {
-        close(dup);
-        resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-        return 1;
-      }
-      notify_unix_call(m, req, dup, resp, handed_off);
-      if (!*handed_off) close(dup);
+      if (c->m->mediate_unix) notify_unix_call(c, dup);
+      else close(dup);
       return 1;
     }
-    /* another family: its address cannot reach a socket file; without a network namespace
-     * of its own the sandbox may use the network */
-    if (!m->netns_private || nr == SYS_sendmmsg) {
-      resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-      return 1;
-    }
+    /* another family cannot reach a socket file; with the network allowed it may go out */
+    if (!c->m->net_deny) return 1;
   }
-  switch (req->data.nr) {
+  switch (c->req->data.nr) {
     case SYS_socket: {
-      resp->flags = 0;
-      resp->error = -EPERM;
-      sbx_denial *d = record(m, "socket", (pid_t)req->pid);
-      if (d) {
-        const char *fam = family_name((int)a[0]);
-        if (fam) snprintf(d->family, sizeof d->family, "%s", fam);
-        else snprintf(d->family, sizeof d->family, "AF_%d", (int)a[0]);
-        d->type = (int)(a[1] & 0xf);
-        d->protocol = (int)a[2];
-      }
+      sbx_denial *d = refuse(c, "socket", EPERM, NULL, NULL);
+      set_family(d, (int)a[0]);
+      d->type = (int)(a[1] & 0xf);
+      d->protocol = (int)a[2];
       return 1;
     }
-    case SYS_connect: resp->flags = 0; net_call(m, req, "connect", a[1], a[2], resp); return 1;
-    case SYS_bind: resp->flags = 0; net_call(m, req, "bind", a[1], a[2], resp); return 1;
-    case SYS_sendto: resp->flags = 0; net_call(m, req, "sendto", a[4], a[5], resp); return 1;
+    case SYS_connect: judge_dest(c, "connect", a[1], a[2]); return 1;
+    case SYS_bind: judge_bind(c, a[1], a[2]); return 1;
+    case SYS_sendto: judge_dest(c, "sendto", a[4], a[5]); return 1;
     case SYS_sendmsg: {
       struct msghdr msg;
-      resp->flags = 0;
-      if (read_mem((pid_t)req->pid, a[1], &msg, sizeof msg) < 0) {
-        resp->error = -EPERM;
-        return 1;
-      }
-      net_call(m, req, "sendmsg", (uint64_t)(uintptr_t)msg.msg_name, msg.msg_namelen, resp);
+      if (read_mem((pid_t)c->req->pid, a[1], &msg, sizeof msg) < 0) answer(c, EFAULT);
+      else judge_dest(c, "sendmsg", (uint64_t)(uintptr_t)msg.msg_name, msg.msg_namelen);
       return 1;
     }
+    case SYS_sendmmsg: judge_sendmmsg(c, a[1], (unsigned)a[2]); return 1;
     default: return 0;
   }
 }

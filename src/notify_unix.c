@@ -54,12 +54,17 @@ int unix_target_fd(pid_t tid, int fd) {
   int pidfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
   if (pidfd < 0) { /* before 6.9 only a thread group leader: the table is shared anyway */
     pid_t tgid = pfs_tgid(tid);
-    if (tgid <= 0) return -1;
+    if (tgid <= 0) {
+      errno = ESRCH;
+      return -1;
+    }
     pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
     if (pidfd < 0) return -1;
   }
   int dup = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+  int e = errno;
   close(pidfd);
+  errno = e;
   return dup;
 }
 
@@ -68,10 +73,60 @@ int unix_target_fd(pid_t tid, int fd) {
 /* An O_PATH descriptor of the file path names for the target, or -1 with errno (ENOENT and the
  * like are the kernel's own answers; EACCES when it cannot be told). out: the path, absolute
  * in the target's view, for the record. */
+/* The last number of a "NSpid:"/"NStgid:" line of /proc/<tid>/status: the id the task has
+ * in its own pid namespace. */
+static long own_id(pid_t tid, const char *field) {
+  char path[64], buf[2048];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  char *line = strstr(buf, field);
+  if (line == NULL) return -1;
+  char *end = strchr(line + 1, '\n');
+  if (end) *end = '\0';
+  char *last = strrchr(line, '\t');
+  return last ? strtol(last + 1, NULL, 10) : -1;
+}
+
 static int resolve_target(pid_t tid, const char *path, char *out, size_t size) {
   char link[64], base[PATH_MAX];
   if (path[0] == '/') {
-    snprintf(out, size, "%s", path);
+    /* the task's /proc/self is itself: from here that link names nobody (the host is not in
+     * its pid namespace), so it is spelled out; what lies beyond (root, cwd, fd/N) are magic
+     * links, which are refused below */
+    const char *rest = NULL;
+    const char *field = NULL;
+    if (strncmp(path, "/proc/self/", 11) == 0) {
+      rest = path + 10;
+      field = "\nNStgid:";
+    } else if (strncmp(path, "/proc/thread-self/", 18) == 0) {
+      rest = path + 17;
+      field = "\nNSpid:";
+    }
+    long id = field ? own_id(tid, field) : -1;
+    if (rest != NULL && id > 0) {
+      if (strcmp(field, "\nNSpid:") == 0) snprintf(out, size, "/proc/%ld/task/%ld%s",
+                                                  own_id(tid, "\nNStgid:"), id, rest);
+      else snprintf(out, size, "/proc/%ld%s", id, rest);
+    } else {
+      snprintf(out, size, "%s", path);
+    }
+    /* /proc/<pid>/root of a process of the sandbox is the sandbox's root (no process in it
+     * may chroot): the path beyond it is the one meant */
+    for (int hops = 0; hops < 8; hops++) {
+      int skip = 0;
+      long p1, p2;
+      int k = 0;
+      if (sscanf(out, "/proc/%ld/task/%ld/root%n", &p1, &p2, &k) == 2 && k > 0) skip = k;
+      else if (k = 0, sscanf(out, "/proc/%ld/root%n", &p1, &k) == 1 && k > 0) skip = k;
+      if (skip == 0 || (out[skip] != '\0' && out[skip] != '/')) break;
+      memmove(out, out + skip, strlen(out + skip) + 1);
+      if (out[0] == '\0') snprintf(out, size, "/");
+    }
   } else {
     snprintf(link, sizeof link, "/proc/%d/cwd", (int)tid);
     ssize_t n = readlink(link, base, sizeof base - 1);
@@ -219,8 +274,10 @@ typedef struct judged {
 } judged;
 
 /* 0: allowed, j filled; else the errno to answer (a refusal is recorded). */
-static int judge(sbx_monitor *m, const struct seccomp_notif *req, const char *op,
-                 const struct sockaddr_un *sun, socklen_t len, judged *j) {
+static int judge(sbx_call *c, const char *op, const struct sockaddr_un *sun, socklen_t len,
+                 judged *j) {
+  sbx_monitor *m = c->m;
+  const struct seccomp_notif *req = c->req;
   j->opath = -1;
   memcpy(&j->to, sun, len < sizeof j->to ? len : sizeof j->to);
   j->tolen = len;
@@ -270,14 +327,9 @@ static int judge(sbx_monitor *m, const struct seccomp_notif *req, const char *op
     snprintf(shown, sizeof shown, "%s", n > 0 ? real : full);
     close(fd);
   }
-refuse:
-  if (notif_valid(m, req->id)) {
-    sbx_denial *d = record(m, op, (pid_t)req->pid);
-    if (d != NULL) {
-      snprintf(d->family, sizeof d->family, "AF_UNIX");
-      copy_str(d->path, sizeof d->path, shown);
-    }
-  }
+refuse:; /* recorded once the answer reached the caller (notify.c) */
+  sbx_denial *d = refuse(c, op, EACCES, shown, NULL);
+  snprintf(d->family, sizeof d->family, "AF_UNIX");
   return EACCES;
 }
 
@@ -290,7 +342,7 @@ typedef struct pending_connect {
   judged j;
 } pending_connect;
 
-static void answer(sbx_monitor *m, uint64_t id, int rc, int err) {
+static void answer_later(sbx_monitor *m, uint64_t id, int rc, int err) {
   struct seccomp_notif_resp resp;
   memset(&resp, 0, sizeof resp);
   resp.id = id;
@@ -304,7 +356,7 @@ static void answer(sbx_monitor *m, uint64_t id, int rc, int err) {
 static void *connect_thread(void *arg) {
   pending_connect *pc = arg;
   int rc = connect(pc->sock, (struct sockaddr *)&pc->j.to, pc->j.tolen);
-  answer(pc->m, pc->id, rc, errno);
+  answer_later(pc->m, pc->id, rc, errno);
   close(pc->sock);
   if (pc->j.opath >= 0) close(pc->j.opath);
   sbx_monitor_release(pc->m);
@@ -312,11 +364,11 @@ static void *connect_thread(void *arg) {
   return NULL;
 }
 
-/* 1 when answered here or handed to a thread (resp->id left for nobody: *handled set), else
- * fills resp. */
-static void do_connect(sbx_monitor *m, const struct seccomp_notif *req, int sock,
-                       uint64_t addr, uint64_t len, struct seccomp_notif_resp *resp,
-                       int *handed_off) {
+/* Answered in c->resp, or (c->handed_off) by a thread of its own later. */
+static void do_connect(sbx_call *c, int sock, uint64_t addr, uint64_t len) {
+  sbx_monitor *m = c->m;
+  const struct seccomp_notif *req = c->req;
+  struct seccomp_notif_resp *resp = c->resp;
   struct sockaddr_un sun;
   memset(&sun, 0, sizeof sun);
   if (len > sizeof sun) len = sizeof sun;
@@ -325,8 +377,8 @@ static void do_connect(sbx_monitor *m, const struct seccomp_notif *req, int sock
     return;
   }
   judged j;
-  int verdict = judge(m, req, "connect", &sun, (socklen_t)len, &j);
-  if (verdict != 0) {
+  int verdict = judge(c, "connect", &sun, (socklen_t)len, &j);
+  if (verdict != 0) { /* refused (the record made), or the kernel's own answer */
     resp->error = -verdict;
     return;
   }
@@ -343,7 +395,7 @@ static void do_connect(sbx_monitor *m, const struct seccomp_notif *req, int sock
       int rc = pthread_create(&t, &at, connect_thread, pc);
       pthread_attr_destroy(&at);
       if (rc == 0) {
-        *handed_off = 1;
+        c->handed_off = 1; /* the thread owns sock now */
         return;
       }
       sbx_monitor_release(m);
@@ -358,10 +410,10 @@ static void do_connect(sbx_monitor *m, const struct seccomp_notif *req, int sock
  * and descriptors (remote: the target's iovecs, already copied here). >= 0 bytes sent, or
  * -errno. Without an address it goes to the peer the socket is connected to, judged at its
  * connect: sent here too, since the target could add an address after the host's read. */
-static long send_one(sbx_monitor *m, const struct seccomp_notif *req, int sock, const char *op,
-                     uint64_t name, uint64_t namelen, const struct iovec *remote, size_t niov,
-                     uint64_t ctl, uint64_t ctllen, int flags) {
-  pid_t pid = (pid_t)req->pid;
+static long send_one(sbx_call *c, int sock, const char *op, uint64_t name, uint64_t namelen,
+                     const struct iovec *remote, size_t niov, uint64_t ctl, uint64_t ctllen,
+                     int flags) {
+  pid_t pid = (pid_t)c->req->pid;
   size_t total = 0;
   for (size_t i = 0; i < niov; i++) total += remote[i].iov_len;
   if (total > MAX_DGRAM) return -EMSGSIZE;
@@ -373,15 +425,15 @@ static long send_one(sbx_monitor *m, const struct seccomp_notif *req, int sock, 
     char cbuf[CMSG_SPACE(sizeof(int) * 64)];
     if (ctllen > sizeof cbuf || read_mem(pid, ctl, cbuf, (size_t)ctllen) < 0) return -EINVAL;
     struct msghdr mh = {.msg_control = cbuf, .msg_controllen = (size_t)ctllen};
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm != NULL; cm = CMSG_NXTHDR(&mh, cm)) {
+      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) {
         rc = -EINVAL;
         goto out;
       }
-      int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+      int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
       for (int i = 0; i < k && nfds < 64; i++) {
         int tfd;
-        memcpy(&tfd, CMSG_DATA(c) + i * sizeof(int), sizeof tfd);
+        memcpy(&tfd, CMSG_DATA(cm) + i * sizeof(int), sizeof tfd);
         if ((fds[nfds] = unix_target_fd(pid, tfd)) < 0) {
           rc = -EBADF;
           goto out;
@@ -412,7 +464,7 @@ static long send_one(sbx_monitor *m, const struct seccomp_notif *req, int sock, 
       rc = -EFAULT;
       goto out;
     }
-    int verdict = judge(m, req, op, &sun, (socklen_t)namelen, &j);
+    int verdict = judge(c, op, &sun, (socklen_t)namelen, &j);
     if (verdict != 0) {
       rc = -verdict;
       goto out;
@@ -429,11 +481,11 @@ static long send_one(sbx_monitor *m, const struct seccomp_notif *req, int sock, 
     memset(cbuf, 0, sizeof cbuf);
     mh.msg_control = cbuf;
     mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-    memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+    memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
   }
   /* never wait on the host's thread: a full receiver answers EAGAIN as to a non-blocking
    * sender */
@@ -446,35 +498,39 @@ out:
   return rc;
 }
 
-static void set_result(struct seccomp_notif_resp *resp, long rc) {
-  if (rc < 0) resp->error = (int)rc;
-  else resp->val = rc;
+static void set_result(sbx_call *c, long rc) {
+  if (c->rec.op[0] != '\0') return; /* refused: answered with the record */
+  c->resp->flags = 0;
+  if (rc < 0) c->resp->error = (int)rc;
+  else c->resp->val = rc;
 }
 
 /* The target's call on an AF_UNIX socket (sock: the host's duplicate of it). Always answers:
- * resp filled, or *handed_off when a thread answers later. */
-void notify_unix_call(sbx_monitor *m, const struct seccomp_notif *req, int sock,
-                      struct seccomp_notif_resp *resp, int *handed_off) {
+ * c->resp filled, or c->handed_off when a thread answers later (it then owns sock). */
+void notify_unix_call(sbx_call *c, int sock) {
+  const struct seccomp_notif *req = c->req;
   const __u64 *a = req->data.args;
   pid_t pid = (pid_t)req->pid;
   int type = 0;
   socklen_t tl = sizeof type;
   getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &tl);
-  resp->flags = 0;
   int nr = req->data.nr;
   if (nr == SYS_connect) {
-    do_connect(m, req, sock, a[1], a[2], resp, handed_off);
+    c->resp->flags = 0;
+    do_connect(c, sock, a[1], a[2]);
+    if (!c->handed_off) close(sock);
     return;
   }
   /* stream and seqpacket sockets ignore an address; sendto without one goes to the peer */
   if (type != SOCK_DGRAM || (nr == SYS_sendto && a[4] == 0) ||
       (nr != SYS_sendto && nr != SYS_sendmsg && nr != SYS_sendmmsg)) {
-    resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-    return;
+    close(sock);
+    return; /* (CONTINUE) */
   }
   if (nr == SYS_sendto) {
     struct iovec one = {(void *)(uintptr_t)a[1], (size_t)a[2]};
-    set_result(resp, send_one(m, req, sock, "sendto", a[4], a[5], &one, 1, 0, 0, (int)a[3]));
+    set_result(c, send_one(c, sock, "sendto", a[4], a[5], &one, 1, 0, 0, (int)a[3]));
+    close(sock);
     return;
   }
   int many = nr == SYS_sendmmsg;
@@ -499,7 +555,7 @@ void notify_unix_call(sbx_monitor *m, const struct seccomp_notif *req, int sock,
       rc = -EFAULT;
       break;
     }
-    rc = send_one(m, req, sock, many ? "sendmmsg" : "sendmsg", (uint64_t)(uintptr_t)h.msg_name,
+    rc = send_one(c, sock, many ? "sendmmsg" : "sendmsg", (uint64_t)(uintptr_t)h.msg_name,
                   h.msg_namelen, remote, h.msg_iovlen, (uint64_t)(uintptr_t)h.msg_control,
                   h.msg_controllen, flags);
     if (rc < 0) break;
@@ -511,5 +567,6 @@ void notify_unix_call(sbx_monitor *m, const struct seccomp_notif *req, int sock,
     }
     done++;
   }
-  set_result(resp, many ? (done > 0 ? done : (rc < 0 ? rc : -EINVAL)) : rc);
+  set_result(c, many ? (done > 0 ? done : (rc < 0 ? rc : -EINVAL)) : rc);
+  close(sock);
 }

@@ -96,7 +96,8 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
     int judged = info->mode[0] != 'f'; /* not full-access */
     if (judged) prep->diag_fd = -1; /* the monitor's now */
     p->sbx = sbx_monitor_start(listener, prep->roots, prep->nroots, prep->ro_paths, prep->nro,
-                               prep->mountns_ok, judged ? &u : NULL);
+                               prep->mountns_ok, strcmp(info->network, "deny") == 0,
+                               judged ? &u : NULL);
     info->notify = p->sbx != NULL;
   }
 }
@@ -106,9 +107,44 @@ static void set_bool(lua_State *L, const char *k, int v) {
   lua_setfield(L, -2, k);
 }
 
+static void set_str(lua_State *L, const char *k, const char *v) {
+  if (v == NULL || v[0] == '\0') return;
+  lua_pushstring(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static void set_int(lua_State *L, const char *k, lua_Integer v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, k);
+}
+
+/* One record as a table (no Lua error can happen half-way: all fields are plain). */
+static void push_denial(lua_State *L, const sbx_denial *d) {
+  lua_createtable(L, 0, 10);
+  set_str(L, "op", d->op);
+  set_str(L, "source", d->source);
+  set_str(L, "error", strerrorname_np(d->err));
+  set_int(L, "count", __atomic_load_n(&d->count, __ATOMIC_RELAXED));
+  set_str(L, "path", d->path);
+  set_str(L, "to", d->to);
+  set_str(L, "family", d->family);
+  if (d->addr[0]) {
+    set_str(L, "addr", d->addr);
+    set_int(L, "port", d->port);
+  }
+  if (strcmp(d->op, "socket") == 0) {
+    set_int(L, "type", d->type);
+    set_int(L, "protocol", d->protocol);
+  }
+  set_int(L, "pid", d->pid);
+  lua_pushstring(L, d->comm); /* may be empty: the process was gone */
+  lua_setfield(L, -2, "comm");
+}
+
 /* p:sandbox_report() -> nil (no sandbox) | {mode, network, layers = {landlock = ABI,
  * seccomp, notify, mountns, netns, userns, caps_dropped}, degraded = {...}, denials =
- * {{op, path | family, addr, port, pid, comm}}, denials_total} */
+ * {{op, source, error, count, path, to | family, addr, port, pid, comm}}, denials_total,
+ * denials_overflow = {[op] = refusals past the kept records}} */
 static int proc_sandbox_report(lua_State *L) {
   proc *p = proc_check(L, 1);
   proc_sandbox_info *info = &p->sbx_info;
@@ -147,43 +183,31 @@ static int proc_sandbox_report(lua_State *L) {
     lua_rawseti(L, -2, ++k);
   }
   lua_setfield(L, -2, "degraded");
-  lua_newtable(L);
   sbx_monitor *m = p->sbx;
-  if (m != NULL) pthread_mutex_lock(&m->lock); /* its thread appends meanwhile */
-  for (int i = 0; m != NULL && i < m->ndenials; i++) {
-    sbx_denial *d = &m->denials[i];
-    lua_createtable(L, 0, 6);
-    lua_pushstring(L, d->op);
-    lua_setfield(L, -2, "op");
-    if (d->path[0]) {
-      lua_pushstring(L, d->path);
-      lua_setfield(L, -2, "path");
-    }
-    if (d->family[0]) {
-      lua_pushstring(L, d->family);
-      lua_setfield(L, -2, "family");
-    }
-    if (d->addr[0]) {
-      lua_pushstring(L, d->addr);
-      lua_setfield(L, -2, "addr");
-      lua_pushinteger(L, d->port);
-      lua_setfield(L, -2, "port");
-    }
-    if (strcmp(d->op, "socket") == 0) {
-      lua_pushinteger(L, d->type);
-      lua_setfield(L, -2, "type");
-      lua_pushinteger(L, d->protocol);
-      lua_setfield(L, -2, "protocol");
-    }
-    lua_pushinteger(L, d->pid);
-    lua_setfield(L, -2, "pid");
-    lua_pushstring(L, d->comm);
-    lua_setfield(L, -2, "comm");
+  int n = 0, nover = 0;
+  long long total = 0;
+  sbx_overflow over[SBX_OVERFLOW_OPS];
+  if (m != NULL) { /* its thread appends meanwhile: take what is published */
+    pthread_mutex_lock(&m->lock);
+    n = m->ndenials;
+    total = m->total;
+    nover = m->noverflow;
+    memcpy(over, m->overflow, sizeof over);
+    pthread_mutex_unlock(&m->lock);
+  }
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    push_denial(L, sbx_record(m, i));
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "denials");
-  lua_pushinteger(L, m ? m->total : 0);
-  if (m != NULL) pthread_mutex_unlock(&m->lock);
+  lua_createtable(L, 0, nover);
+  for (int i = 0; i < nover; i++) {
+    lua_pushinteger(L, over[i].count);
+    lua_setfield(L, -2, over[i].op);
+  }
+  lua_setfield(L, -2, "denials_overflow");
+  lua_pushinteger(L, total);
   lua_setfield(L, -2, "denials_total");
   lua_pushinteger(L, m ? (lua_Integer)m->served : 0);
   lua_setfield(L, -2, "notified"); /* calls the host looked at, denied or not */

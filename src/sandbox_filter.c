@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -11,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 static int export_bpf(scmp_filter_ctx ctx, struct sock_fprog *out) {
@@ -36,6 +38,45 @@ static int export_bpf(scmp_filter_ctx ctx, struct sock_fprog *out) {
 #define RULE(action, name, ...) \
   rc |= seccomp_rule_add(ctx, action, SCMP_SYS(name), __VA_ARGS__)
 
+/* The file calls the host judges (see notify_files.c, notify_meta.c): every call that
+ * writes, makes, removes or renames a name, or changes a file's metadata, by path or by
+ * descriptor; a unix socket's bind (it makes a file). Opens only with a write intent. */
+static int file_rules(scmp_filter_ctx ctx) {
+  const uint32_t n = SCMP_ACT_NOTIFY;
+  int rc = 0;
+  static const struct { const char *name; unsigned arg; } opens[] = {{"open", 1}, {"openat", 2}};
+  for (int i = 0; i < 2; i++) {
+    int nr = seccomp_syscall_resolve_name(opens[i].name);
+    struct scmp_arg_cmp w = {opens[i].arg, SCMP_CMP_MASKED_EQ, O_ACCMODE, O_WRONLY};
+    struct scmp_arg_cmp rw = {opens[i].arg, SCMP_CMP_MASKED_EQ, O_ACCMODE, O_RDWR};
+    struct scmp_arg_cmp cr = {opens[i].arg, SCMP_CMP_MASKED_EQ, O_CREAT, O_CREAT};
+    struct scmp_arg_cmp tr = {opens[i].arg, SCMP_CMP_MASKED_EQ, O_TRUNC, O_TRUNC};
+    rc |= seccomp_rule_add_array(ctx, n, nr, 1, &w);
+    rc |= seccomp_rule_add_array(ctx, n, nr, 1, &rw);
+    rc |= seccomp_rule_add_array(ctx, n, nr, 1, &cr);
+    rc |= seccomp_rule_add_array(ctx, n, nr, 1, &tr);
+  }
+  static const char *const calls[] = {
+    "creat", "openat2", "mkdir", "mkdirat", "unlink", "unlinkat", "rmdir", "rename",
+    "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat", "truncate", "mknod",
+    "mknodat", "chmod", "fchmodat", "fchmod", "chown", "lchown", "fchownat", "fchown",
+    "utime", "utimes", "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr",
+    "removexattr", "lremovexattr", "fremovexattr", "bind", NULL};
+  for (int i = 0; calls[i]; i++) {
+    int nr = seccomp_syscall_resolve_name(calls[i]);
+    if (nr != __NR_SCMP_ERROR) rc |= seccomp_rule_add(ctx, n, nr, 0);
+  }
+  /* newer than this libseccomp: fchmodat2, setxattrat, removexattrat, file_setattr */
+  static const int newer[] = {452, 463, 466, 469};
+  for (size_t i = 0; i < sizeof newer / sizeof newer[0]; i++)
+    rc |= seccomp_rule_add(ctx, n, newer[i], 0);
+  /* chattr: the inode-flag setters (cmd is an int: compare its low 32 bits only) */
+  static const uint64_t setflags[] = {FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR};
+  for (size_t i = 0; i < sizeof setflags / sizeof setflags[0]; i++)
+    RULE(n, ioctl, 1, SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, setflags[i] & 0xffffffffu));
+  return rc;
+}
+
 /* The filter: denials that never depend on memory the child controls (EPERM, never KILL),
  * and, with notify, the calls the host records as evidence. */
 int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, struct sock_fprog *out) {
@@ -48,6 +89,9 @@ int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, struct so
   /* another architecture's system calls (int 0x80) would skip every rule below */
   rc |= seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, deny);
   rc |= seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0); /* set by the child itself */
+  /* a binary tree of system call numbers: every call pays a few comparisons, not one per
+   * rule (a long filter costs the unnotified calls too) */
+  seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
   static const char *const denied[] = {
     "ptrace", "process_vm_writev", "bpf", "mount", "umount2", "fsopen", "fsconfig", "fsmount",
     "fspick", "move_mount", "open_tree", "mount_setattr", "pivot_root", "chroot", "keyctl",
@@ -103,33 +147,7 @@ int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, struct so
     if (net_evidence) RULE(SCMP_ACT_NOTIFY, sendto, 0);
     else RULE(SCMP_ACT_NOTIFY, sendto, 1, SCMP_A4(SCMP_CMP_NE, 0));
   }
-  if (notify && s->evidence_files && s->mode != SBX_FULL) {
-    /* log-only: the host records what falls outside the roots and lets the kernel layers
-     * decide (CONTINUE) */
-    const uint32_t n = SCMP_ACT_NOTIFY;
-    static const struct { const char *name; int arg; } opens[] = {{"open", 1}, {"openat", 2}};
-    for (int i = 0; i < 2; i++) {
-      int nr = seccomp_syscall_resolve_name(opens[i].name);
-      struct scmp_arg_cmp w = {(unsigned)opens[i].arg, SCMP_CMP_MASKED_EQ, O_ACCMODE, O_WRONLY};
-      struct scmp_arg_cmp rw = {(unsigned)opens[i].arg, SCMP_CMP_MASKED_EQ, O_ACCMODE, O_RDWR};
-      struct scmp_arg_cmp cr = {(unsigned)opens[i].arg, SCMP_CMP_MASKED_EQ, O_CREAT, O_CREAT};
-      struct scmp_arg_cmp tr = {(unsigned)opens[i].arg, SCMP_CMP_MASKED_EQ, O_TRUNC, O_TRUNC};
-      rc |= seccomp_rule_add_array(ctx, n, nr, 1, &w);
-      rc |= seccomp_rule_add_array(ctx, n, nr, 1, &rw);
-      rc |= seccomp_rule_add_array(ctx, n, nr, 1, &cr);
-      rc |= seccomp_rule_add_array(ctx, n, nr, 1, &tr);
-    }
-    static const char *const writes[] = {
-      "creat", "openat2", "mkdir", "mkdirat", "unlink", "unlinkat", "rmdir", "rename",
-      "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat", "truncate", "chmod",
-      "fchmodat", "chown", "lchown", "fchownat", "mknod", "mknodat", NULL};
-    for (int i = 0; writes[i]; i++) {
-      int nr = seccomp_syscall_resolve_name(writes[i]);
-      if (nr != __NR_SCMP_ERROR) rc |= seccomp_rule_add(ctx, n, nr, 0);
-    }
-    /* futimens (no path) changes a file already open for writing: nothing to tell */
-    RULE(n, utimensat, 1, SCMP_A1(SCMP_CMP_NE, 0));
-  }
+  if (notify && s->evidence_files && s->mode != SBX_FULL) rc |= file_rules(ctx);
   if (rc == 0) rc = export_bpf(ctx, out);
   seccomp_release(ctx);
   return rc == 0 ? 0 : -1;

@@ -84,10 +84,14 @@ function M.verdict(s, st, res)
   local report = type(st.sandbox) == "table" and st.sandbox or nil
   local denials = report and report.denials
   if denials and #denials > 0 then
-    local list = {}
-    for i = 1, math.min(#denials, SHOWN_DENIALS) do list[i] = sandbox.describe(denials[i]) end
-    local total = math.max(report.denials_total or #denials, #denials)
-    if total > SHOWN_DENIALS then list[#list + 1] = ("%d more"):format(total - SHOWN_DENIALS) end
+    -- each record is one (op, target) with a count: "more" counts the refusals not shown
+    local list, shown = {}, 0
+    for i = 1, math.min(#denials, SHOWN_DENIALS) do
+      list[i] = sandbox.describe(denials[i])
+      shown = shown + (math.tointeger(denials[i].count) or 1)
+    end
+    local total = math.max(math.tointeger(report.denials_total) or 0, shown)
+    if total > shown then list[#list + 1] = ("%d more"):format(total - shown) end
     return { denied = true, guess = false, evidence = denials, report = report,
       reason = table.concat(list, "; ") }
   end

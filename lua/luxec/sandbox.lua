@@ -227,21 +227,70 @@ function M.annotate(report, spec)
   return report
 end
 
+-- Bytes that may not reach a terminal or a model as they are: C0 and C1 controls, DEL, the
+-- backslash (so an escape cannot be forged), bidirectional overrides, and bytes that are
+-- no UTF-8. Each becomes \n, \t, \\ or \xNN (every byte of a bad sequence).
+local BIDI = { [0x200E] = true, [0x200F] = true, [0x202A] = true, [0x202B] = true,
+  [0x202C] = true, [0x202D] = true, [0x202E] = true, [0x2066] = true, [0x2067] = true,
+  [0x2068] = true, [0x2069] = true }
+local NAMED = { ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r", ["\\"] = "\\\\" }
+
+local function hex(s)
+  return (s:gsub(".", function(c) return ("\\x%02x"):format(c:byte()) end))
+end
+
+--- A path, command name or address as printable text: nothing in it can move a cursor,
+--- end a line, or pass for an escape. Valid UTF-8 text is kept as it is.
+---@param s string
+---@return string
+function M.escape(s)
+  s = tostring(s)
+  local out, i, n = {}, 1, #s
+  while i <= n do
+    local b = s:byte(i)
+    local len = b < 0x80 and 1 or b >= 0xC2 and b <= 0xDF and 2 or b >= 0xE0 and b <= 0xEF and 3
+      or b >= 0xF0 and b <= 0xF4 and 4 or 0
+    local ch = len > 0 and s:sub(i, i + len - 1) or s:sub(i, i)
+    local cp = len > 0 and #ch == len and utf8.len(ch) == 1 and utf8.codepoint(ch) or nil
+    if not cp then
+      out[#out + 1], i = hex(s:sub(i, i)), i + 1
+    else
+      if NAMED[ch] then
+        out[#out + 1] = NAMED[ch]
+      elseif cp < 0x20 or cp == 0x7F or (cp >= 0x80 and cp <= 0x9F) or BIDI[cp] then
+        out[#out + 1] = hex(ch)
+      else
+        out[#out + 1] = ch
+      end
+      i = i + len
+    end
+  end
+  return table.concat(out)
+end
+
 --- One line a model or a person reads for a denial, e.g.
---- "connect 93.184.216.34:443 (pid 12 curl)" or "open /etc/passwd (pid 7 sh)".
+--- "connect 93.184.216.34:443 (pid 12 curl)", "open /etc/passwd: EROFS (pid 7 sh, 3 times)"
+--- or "rename /w/a -> /etc/a: EXDEV (pid 9 mv)". Every path and name in it is escaped.
+---@param d table  a record of status().sandbox.denials
+---@return string
 function M.describe(d)
+  local e = M.escape
   local what
   if d.addr then
-    local addr = d.family == "AF_INET6" and ("[" .. d.addr .. "]") or d.addr
-    what = ("%s %s:%d"):format(d.op, addr, d.port or 0)
+    local addr = d.family == "AF_INET6" and ("[" .. e(d.addr) .. "]") or e(d.addr)
+    what = ("%s %s:%d"):format(e(d.op), addr, math.tointeger(d.port) or 0)
   elseif d.path then
-    what = ("%s %s"):format(d.op, d.path)
+    what = ("%s %s"):format(e(d.op), e(d.path))
+    if d.to then what = what .. " -> " .. e(d.to) end
   elseif d.family then
-    what = ("%s %s"):format(d.op, d.family)
+    what = ("%s %s"):format(e(d.op), e(d.family))
   else
-    what = d.op
+    what = e(d.op)
   end
-  return ("%s (pid %d %s)"):format(what, d.pid or 0, d.comm or "?")
+  if d.error and d.path then what = what .. ": " .. e(d.error) end
+  local count = math.tointeger(d.count)
+  local times = count and count > 1 and (", %d times"):format(count) or ""
+  return ("%s (pid %d %s%s)"):format(what, math.tointeger(d.pid) or 0, e(d.comm or "?"), times)
 end
 
 return M

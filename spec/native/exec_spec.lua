@@ -515,7 +515,7 @@ describe("exec engine improvements", function()
     end
     assert(r, err)
     assert.is_false(r.sandbox.guess)
-    assert.matches("\nSandbox denied: [%w_]+ /etc/luxec%-exec%-spec %(pid %d+ touch%)",
+    assert.matches("\nSandbox denied: [%w_]+ /etc/luxec%-exec%-spec: E%u+ %(pid %d+ touch%)",
       exec.format(r))
     assert.equals("read-only", r.sandbox.report.mode)
   end)

@@ -115,8 +115,13 @@ describe("sandbox escapes (workspace-write, network denied)", function()
     "mkdir", function() return outside .. "/dir" end)
   file_attempt("symlink outside", "ln -s /etc/passwd $OUT/link",
     "symlink", function() return outside .. "/link" end)
-  file_attempt("hard link from a root to outside", "ln inside $OUT/hard",
-    "link", function() return outside .. "/hard" end)
+  it("hard link from a root to outside", function()
+    local out, code, report = sh("ln inside $OUT/hard")
+    assert.is_not.equals(0, code, out)
+    -- a link names both ends: the file it was asked for, and the new name
+    has_denial(report, { op = "link", path = root .. "/inside", to = outside .. "/hard" })
+    assert.is_nil(read_file(outside .. "/hard"))
+  end)
   file_attempt("chmod a file outside", "chmod 777 $OUT/existing",
     "chmod", function() return outside .. "/existing" end)
   file_attempt("chown a file outside", "chown 1:1 $OUT/existing",
@@ -253,16 +258,16 @@ describe("sandbox escapes (workspace-write, network denied)", function()
     assert.equals(1, code, out)
     assert.matches("^ECONNREFUSED", out)
     assert.is_true(report.layers.netns)
-    -- network allowed: Landlock's abstract-socket scope refuses it
-    if core.sandbox_layers().landlock >= 6 then
-      local p = assert(luxec.spawn({ ESCAPE, "abstract", name }, { cwd = root,
-        sandbox = { mode = "workspace-write", network = "allow" } }))
-      local st = p:wait({ timeout = 5 })
-      out = p:read()
-      p:close()
-      assert.equals(1, st.code, out)
-      assert.matches("^EPERM", out)
-    end
+    -- network allowed: the host judges the connect (the listener is not the sandbox's)
+    local p = assert(luxec.spawn({ ESCAPE, "abstract", name }, { cwd = root,
+      sandbox = { mode = "workspace-write", network = "allow" } }))
+    local st = p:wait({ timeout = 5 })
+    out = p:read()
+    p:close()
+    assert.equals(1, st.code, out)
+    assert.matches("^EACCES", out)
+    has_denial(st.sandbox, { op = "connect", family = "AF_UNIX", path = "@" .. name,
+      source = "supervisor" })
   end)
 
   it("writing to /dev/stdout reaches the session's own pipe, never a file", function()
@@ -379,22 +384,32 @@ describe("sandbox policy", function()
     assert.same({}, st.sandbox.denials)
   end)
 
-  it("keeps the first 100 denials and counts all", function()
+  it("keeps distinct refusals with counts, a bounded number of one op, and counts all",
+    function()
     local ok, why = usable()
     if not ok then
       pending("skipped: " .. why)
       return
     end
     local p = assert(luxec.spawn({ "sh", "-c",
-      "i=0; while [ $i -lt 150 ]; do true > /etc/luxec-$i 2>/dev/null; i=$((i+1)); done" },
+      "i=0; while [ $i -lt 150 ]; do true > /etc/luxec-$i 2>/dev/null; " ..
+      "true > /etc/luxec-same 2>/dev/null; i=$((i+1)); done" },
       { sandbox = { mode = "workspace-write" } }))
     local st = p:wait({ timeout = 20 })
     p:close()
-    assert.equals(100, #st.sandbox.denials)
-    assert.equals(150, st.sandbox.denials_total)
+    -- the same path 150 times is one record; 31 more distinct paths fill the op's share
+    assert.equals(32, #st.sandbox.denials)
+    assert.equals(300, st.sandbox.denials_total)
+    assert.same({ open = 119 }, st.sandbox.denials_overflow)
+    local same
+    for _, d in ipairs(st.sandbox.denials) do
+      if d.path == "/etc/luxec-same" then same = d end
+    end
+    assert.equals(150, same.count)
   end)
 
-  it("without evidence still enforces, and says notify is off", function()
+  it("without evidence still enforces and records no file call (the listener stays, for the "
+    .. "AF_UNIX calls the host judges)", function()
     local ok, why = usable()
     if not ok then
       pending("skipped: " .. why)
@@ -405,7 +420,7 @@ describe("sandbox policy", function()
     local st = p:wait({ timeout = 5 })
     p:close()
     assert.is_not.equals(0, st.code)
-    assert.is_false(st.sandbox.layers.notify)
+    assert.is_true(st.sandbox.layers.notify)
     assert.equals(0, st.sandbox.denials_total)
   end)
 end)

@@ -1,0 +1,185 @@
+/* notify_meta.c: calls that change a file's metadata (mode, owner, times, extended
+ * attributes, inode flags), by path or by descriptor. Landlock does not govern them; the
+ * read-only mount layer refuses them (EROFS) everywhere outside the writable roots, so a
+ * call that would land outside is answered here with that errno and recorded. A descriptor
+ * opened read-only (or O_PATH) on a file outside is how such a call reaches it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "notify_int.h"
+
+/* Newer than Debian 12's headers (x86_64 numbers). */
+#define NR_fchmodat2 452
+#define NR_setxattrat 463
+#define NR_removexattrat 466
+#define NR_file_setattr 469
+#ifndef UTIME_NOW
+#define UTIME_NOW ((1l << 30) - 1l)
+#define UTIME_OMIT ((1l << 30) - 2l)
+#endif
+
+enum { M_FOLLOW = 1, M_FD = 2 };
+
+/* Whether the task's descriptor fd is an O_PATH one (its metadata calls fail EBADF). */
+static int opath(pid_t tid, int fd) {
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int)tid, fd);
+  int f = open(path, O_RDONLY | O_CLOEXEC);
+  if (f < 0) return 1; /* gone: EBADF */
+  ssize_t n = read(f, buf, sizeof buf - 1);
+  close(f);
+  if (n <= 0) return 1;
+  buf[n] = '\0';
+  const char *flags = strstr(buf, "flags:");
+  return flags == NULL || (strtoul(flags + 6, NULL, 8) & O_PATH) != 0;
+}
+
+static int times_ok(sbx_call *c, uint64_t addr, int nsec);
+
+/* (dirfd, path) or, with M_FD or an empty path and AT_EMPTY_PATH, the descriptor itself.
+ * times: utime*'s times, checked only for a call that would be refused (nsec: timespec). */
+static void judge_meta(sbx_call *c, const char *op, int dirfd, uint64_t addr, int how,
+                       int empty_ok, uint64_t times, int nsec) {
+  pid_t tid = (pid_t)c->req->pid;
+  char *path = c->to;
+  int by_fd = (how & M_FD) != 0;
+  if (by_fd && dirfd < 0) return; /* EBADF */
+  if (!by_fd) {
+    if (addr == 0 || read_string(tid, addr, path, PATH_MAX) < 0) return; /* EFAULT */
+    if (path[0] == '\0' && !empty_ok) return;                          /* ENOENT */
+    if (path[0] == '\0' && dirfd == AT_FDCWD) strcpy(path, "."); /* the cwd itself */
+    by_fd = path[0] == '\0';
+  }
+  sbx_task t;
+  task_init(&t, tid);
+  sbx_loc l;
+  struct stat st;
+  char full[PATH_MAX];
+  int rc = by_fd ? loc_fd(&t, dirfd, &l) : loc_parent(&t, dirfd, path, &l);
+  if (rc < 0) goto out;
+  for (;;) { /* to the object, through final links where the call follows them */
+    if ((rc = loc_lstat(&t, &l, &st)) < 0) goto out;
+    if (l.type != LAST_NORM || !S_ISLNK(st.st_mode) || !((how & M_FOLLOW) || l.slash)) break;
+    if (loc_follow(&t, &l) < 0) goto out;
+  }
+  if (l.type == LAST_NORM && l.slash && !S_ISDIR(st.st_mode)) goto out; /* ENOTDIR */
+  loc_path(&l, full, sizeof full);
+  if (full[0] != '/' || path_meta_ok(c->m, full)) goto out;
+  if ((how & M_FD) && opath(tid, dirfd)) goto out; /* EBADF */
+  if (!times_ok(c, times, nsec)) goto out;            /* EINVAL, or nothing to change */
+  refuse(c, op, loc_readonly(&t, &l, 1) ? EROFS : EPERM, full, NULL);
+out:
+  loc_free(&l);
+  task_free(&t);
+}
+
+/* An xattr name the kernel takes (else ERANGE / EFAULT before anything else). */
+static int xattr_name_ok(sbx_call *c, uint64_t addr) {
+  char name[XATTR_NAME_MAX + 2];
+  if (addr == 0 || read_string((pid_t)c->req->pid, addr, name, sizeof name) < 0) return 0;
+  return name[0] != '\0';
+}
+
+static int xattr_ok(sbx_call *c, uint64_t name, uint64_t size, uint64_t flags) {
+  return xattr_name_ok(c, name) && size <= XATTR_SIZE_MAX &&
+         !(flags & ~(uint64_t)(XATTR_CREATE | XATTR_REPLACE));
+}
+
+/* utime*: invalid times fail EINVAL first; both omitted changes nothing. */
+static int times_ok(sbx_call *c, uint64_t addr, int nsec) {
+  if (addr == 0 || !nsec) return 1;
+  struct timespec ts[2];
+  if (read_mem((pid_t)c->req->pid, addr, ts, sizeof ts) < 0) return 0;
+  for (int i = 0; i < 2; i++) {
+    long ns = ts[i].tv_nsec;
+    if (ns != UTIME_NOW && ns != UTIME_OMIT && (ns < 0 || ns > 999999999)) return 0;
+  }
+  return !(ts[0].tv_nsec == UTIME_OMIT && ts[1].tv_nsec == UTIME_OMIT);
+}
+
+static int at_flags_ok(uint64_t flags) {
+  return !(flags & ~(uint64_t)(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH));
+}
+
+static int follow(uint64_t flags) {
+  return (flags & AT_SYMLINK_NOFOLLOW) ? 0 : M_FOLLOW;
+}
+
+int notify_meta_call(sbx_call *c) {
+  const __u64 *a = c->req->data.args;
+  const int at = AT_FDCWD;
+  switch (c->req->data.nr) {
+    case SYS_chmod: judge_meta(c, "chmod", at, a[0], M_FOLLOW, 0, 0, 0); return 1;
+    case SYS_fchmodat: judge_meta(c, "chmod", (int)a[0], a[1], M_FOLLOW, 0, 0, 0); return 1;
+    case NR_fchmodat2:
+      if (at_flags_ok(a[3]))
+        judge_meta(c, "chmod", (int)a[0], a[1], follow(a[3]), (a[3] & AT_EMPTY_PATH) != 0, 0, 0);
+      return 1;
+    case SYS_fchmod: judge_meta(c, "chmod", (int)a[0], 0, M_FD, 0, 0, 0); return 1;
+    case SYS_chown: judge_meta(c, "chown", at, a[0], M_FOLLOW, 0, 0, 0); return 1;
+    case SYS_lchown: judge_meta(c, "chown", at, a[0], 0, 0, 0, 0); return 1;
+    case SYS_fchownat:
+      if (at_flags_ok(a[4]))
+        judge_meta(c, "chown", (int)a[0], a[1], follow(a[4]), (a[4] & AT_EMPTY_PATH) != 0, 0, 0);
+      return 1;
+    case SYS_fchown: judge_meta(c, "chown", (int)a[0], 0, M_FD, 0, 0, 0); return 1;
+    case SYS_utime: judge_meta(c, "utime", at, a[0], M_FOLLOW, 0, 0, 0); return 1;
+    case SYS_utimes: judge_meta(c, "utime", at, a[0], M_FOLLOW, 0, a[1], 0); return 1;
+    case SYS_futimesat:
+      if (a[1] == 0) judge_meta(c, "utime", (int)a[0], 0, M_FD, 0, a[2], 0);
+      else judge_meta(c, "utime", (int)a[0], a[1], M_FOLLOW, 0, a[2], 0);
+      return 1;
+    case SYS_utimensat:
+      if (!at_flags_ok(a[3])) return 1;
+      if (a[1] == 0) {
+        if ((int)a[0] != at && a[3] == 0) judge_meta(c, "utime", (int)a[0], 0, M_FD, 0, a[2], 1);
+      } else {
+        judge_meta(c, "utime", (int)a[0], a[1], follow(a[3]), (a[3] & AT_EMPTY_PATH) != 0, a[2],
+                   1);
+      }
+      return 1;
+    case SYS_setxattr:
+    case SYS_lsetxattr:
+      if (xattr_ok(c, a[1], a[3], a[4]))
+        judge_meta(c, "setxattr", at, a[0], c->req->data.nr == SYS_setxattr ? M_FOLLOW : 0, 0,
+                   0, 0);
+      return 1;
+    case SYS_fsetxattr:
+      if (xattr_ok(c, a[1], a[3], a[4])) judge_meta(c, "setxattr", (int)a[0], 0, M_FD, 0, 0, 0);
+      return 1;
+    case SYS_removexattr:
+    case SYS_lremovexattr:
+      if (xattr_name_ok(c, a[1]))
+        judge_meta(c, "removexattr", at, a[0],
+                   c->req->data.nr == SYS_removexattr ? M_FOLLOW : 0, 0, 0, 0);
+      return 1;
+    case SYS_fremovexattr:
+      if (xattr_name_ok(c, a[1])) judge_meta(c, "removexattr", (int)a[0], 0, M_FD, 0, 0, 0);
+      return 1;
+    case NR_setxattrat:
+    case NR_removexattrat: {
+      int set = c->req->data.nr == NR_setxattrat;
+      if (at_flags_ok(a[2]) && xattr_name_ok(c, a[3]) && (!set || a[5] >= 16))
+        judge_meta(c, set ? "setxattr" : "removexattr", (int)a[0], a[1], follow(a[2]),
+                   (a[2] & AT_EMPTY_PATH) != 0, 0, 0);
+      return 1;
+    }
+    case NR_file_setattr:
+      if (at_flags_ok(a[4]) && a[3] >= 24)
+        judge_meta(c, "setattr", (int)a[0], a[1], follow(a[4]), (a[4] & AT_EMPTY_PATH) != 0, 0, 0);
+      return 1;
+    case SYS_ioctl: /* only the inode-flag setters are notified: chattr */
+      judge_meta(c, "chattr", (int)a[0], 0, M_FD, 0, 0, 0);
+      return 1;
+    default: return 0;
+  }
+}

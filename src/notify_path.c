@@ -1,0 +1,386 @@
+/* notify_path.c: where a path of a sandboxed task leads, as that task sees it. The walk goes
+ * through the task's own root, cwd and descriptors (/proc/<tid>/root, cwd, fd/N), one
+ * component at a time with O_PATH descriptors, the way the kernel's walk goes: symbolic links
+ * are followed in the middle of a path and, only where the caller asks, at its end; ".."
+ * stops at the task's root; an absolute link starts again there; /proc/self and
+ * /proc/thread-self name the task (never the host); a magic link (/proc/<pid>/fd/N, cwd,
+ * root) jumps to the object it stands for. The paths it builds are the task's view: a
+ * directory's path read back from /proc is relative to the root of the task's mount
+ * namespace when the host cannot reach it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "notify_int.h"
+
+#define MAX_LINKS 40 /* the kernel's MAXSYMLINKS */
+#define PROC_ROOT_INO 1
+
+void task_init(sbx_task *t, pid_t tid) {
+  t->tid = tid;
+  t->rootfd = -1;
+  strcpy(t->rootpath, "/");
+  t->flags = 0;
+}
+
+void task_free(sbx_task *t) {
+  if (t->rootfd >= 0) close(t->rootfd);
+  t->rootfd = -1;
+}
+
+void loc_free(sbx_loc *l) {
+  if (l->dirfd >= 0) close(l->dirfd);
+  l->dirfd = -1;
+}
+
+static int task_root(sbx_task *t) {
+  if (t->rootfd < 0) {
+    char link[48];
+    snprintf(link, sizeof link, "/proc/%d/root", (int)t->tid);
+    t->rootfd = open(link, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (t->rootfd < 0) return -errno;
+  }
+  return t->rootfd;
+}
+
+/* The path of one of our descriptors (the task's view, see the top). */
+static int fd_path(int fd, char *out, size_t size) {
+  char link[48];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, out, size - 1);
+  if (n < 0) return -errno;
+  out[n] = '\0';
+  return 0;
+}
+
+int loc_dirfd(sbx_task *t, sbx_loc *l) {
+  if (l->dirfd >= 0) return l->dirfd;
+  if (l->lazy[0] != '\0') {
+    l->dirfd = open(l->lazy, O_PATH | O_CLOEXEC);
+  } else {
+    int root = task_root(t);
+    if (root < 0) return root;
+    l->dirfd = fcntl(root, F_DUPFD_CLOEXEC, 0);
+  }
+  return l->dirfd < 0 ? -errno : l->dirfd;
+}
+
+static void set_dir(sbx_loc *l, int fd, const char *path) {
+  loc_free(l);
+  l->dirfd = fd;
+  l->lazy[0] = '\0';
+  l->proc = -1;
+  if (path != NULL) copy_str(l->dir, sizeof l->dir, path);
+}
+
+static int to_root(sbx_task *t, sbx_loc *l) {
+  if (t->flags & W_BENEATH) return -EXDEV;
+  set_dir(l, -1, t->rootpath);
+  if (t->rootfd >= 0 && strcmp(t->rootpath, "/") != 0) {
+    l->dirfd = fcntl(t->rootfd, F_DUPFD_CLOEXEC, 0);
+    if (l->dirfd < 0) return -errno;
+  }
+  return 0;
+}
+
+/* 1: dir is a procfs's root; 2: inside a procfs; 0: elsewhere. */
+static int in_proc(sbx_task *t, sbx_loc *l) {
+  if (l->proc >= 0) return l->proc;
+  int fd = loc_dirfd(t, l);
+  struct statfs sf;
+  struct stat st;
+  if (fd < 0 || fstatfs(fd, &sf) < 0 || fstat(fd, &st) < 0) return 0;
+  l->proc = sf.f_type != PROC_SUPER_MAGIC ? 0 : st.st_ino == PROC_ROOT_INO ? 1 : 2;
+  return l->proc;
+}
+
+/* What "self" / "thread-self" name in the task's /proc: its ids in its own pid namespace
+ * (the last of NStgid / NSpid; the sandbox's /proc belongs to that namespace). */
+static int self_name(sbx_task *t, int thread, char *out, size_t size) {
+  char path[48], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)t->tid);
+  FILE *f = fopen(path, "re");
+  if (f == NULL) return -errno;
+  long tgid = -1, tid = -1;
+  while (fgets(line, sizeof line, f) != NULL) {
+    long *to = strncmp(line, "NStgid:", 7) == 0 ? &tgid : strncmp(line, "NSpid:", 6) == 0 ? &tid
+                                                                                          : NULL;
+    if (to == NULL) continue;
+    for (char *p = strchr(line, ':') + 1, *end; *p != '\0'; p = end) {
+      long v = strtol(p, &end, 10);
+      if (end == p) break;
+      *to = v;
+    }
+  }
+  fclose(f);
+  if (tgid < 0 || tid < 0) return -ESRCH;
+  if (thread) snprintf(out, size, "%ld/task/%ld", tgid, tid);
+  else snprintf(out, size, "%ld", tgid);
+  return 0;
+}
+
+static int append(sbx_loc *l, const char *name) {
+  size_t n = strlen(l->dir), k = strlen(name);
+  int slash = !(n == 1 && l->dir[0] == '/');
+  if (n + slash + k + 1 > sizeof l->dir) return -ENAMETOOLONG;
+  if (slash) l->dir[n++] = '/';
+  memcpy(l->dir + n, name, k + 1);
+  return 0;
+}
+
+static int dotdot(sbx_task *t, sbx_loc *l) {
+  if (strcmp(l->dir, t->rootpath) == 0) return (t->flags & W_BENEATH) ? -EXDEV : 0;
+  int fd = loc_dirfd(t, l);
+  if (fd < 0) return fd;
+  int up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (up < 0) return -errno;
+  char *cut = strrchr(l->dir, '/');
+  if (cut == l->dir) cut[1] = '\0';
+  else if (cut != NULL) *cut = '\0';
+  set_dir(l, up, NULL);
+  return 0;
+}
+
+/* Jump through the magic link name in dir (a /proc/<pid>/... entry) to its object. */
+static int magic(sbx_task *t, sbx_loc *l, const char *name) {
+  if (t->flags & (W_NOMAGIC | W_NOSYM)) return -ELOOP;
+  if (t->flags & (W_BENEATH | W_INROOT)) return -EXDEV;
+  int obj = openat(loc_dirfd(t, l), name, O_PATH | O_CLOEXEC);
+  if (obj < 0) return -errno;
+  char path[PATH_MAX];
+  int rc = fd_path(obj, path, sizeof path);
+  if (rc < 0) {
+    close(obj);
+    return rc;
+  }
+  set_dir(l, obj, path);
+  return 0;
+}
+
+/* Put text, then what is left of the path, in rest (a link's expansion). */
+static int expand(char *rest, size_t size, const char *text, const char *left) {
+  char tmp[PATH_MAX * 2];
+  int n = snprintf(tmp, sizeof tmp, "%s%s%s", text, *left ? "/" : "", left);
+  if (n < 0 || (size_t)n >= size || (size_t)n >= sizeof tmp) return -ENAMETOOLONG;
+  memcpy(rest, tmp, (size_t)n + 1);
+  return 0;
+}
+
+/* Walk path from the directory in l; leaves the last component in l. */
+static int walk(sbx_task *t, sbx_loc *l, const char *path) {
+  char rest[PATH_MAX * 2];
+  if (strlen(path) >= PATH_MAX) return -ENAMETOOLONG;
+  strcpy(rest, path);
+  char *p = rest;
+  int rc;
+  if (*p == '/' && (rc = to_root(t, l)) < 0) return rc;
+  for (;;) {
+    int abs_start = *p == '/';
+    while (*p == '/') p++;
+    if (*p == '\0') { /* "/" (or a link to it): the root itself */
+      if (!abs_start) return -ENOENT;
+      l->type = LAST_ROOT;
+      l->name[0] = '\0';
+      return 0;
+    }
+    char *end = strchr(p, '/');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len > NAME_MAX) return -ENAMETOOLONG;
+    char comp[NAME_MAX + 1];
+    memcpy(comp, p, len);
+    comp[len] = '\0';
+    char *left = p + len;
+    while (*left == '/') left++;
+    int dot = strcmp(comp, ".") == 0, dots = strcmp(comp, "..") == 0;
+    if (*left == '\0') { /* the last component: the caller decides what to do with it */
+      l->slash = end != NULL;
+      if (dots && (rc = dotdot(t, l)) < 0) return rc;
+      l->type = dot ? LAST_DOT : dots ? LAST_DOTDOT : LAST_NORM;
+      strcpy(l->name, dot || dots ? "" : comp);
+      return 0;
+    }
+    p = left;
+    if (dot) continue;
+    if (dots) {
+      if ((rc = dotdot(t, l)) < 0) return rc;
+      continue;
+    }
+    int fd = loc_dirfd(t, l);
+    if (fd < 0) return fd;
+    int self = strcmp(comp, "self") == 0, tself = strcmp(comp, "thread-self") == 0;
+    if ((self || tself) && in_proc(t, l) == 1) {
+      char ids[64];
+      if ((rc = self_name(t, tself, ids, sizeof ids)) < 0) return rc;
+      if ((rc = expand(rest, sizeof rest, ids, left)) < 0) return rc;
+      p = rest;
+      continue;
+    }
+    int next = openat(fd, comp, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+    if (next >= 0) {
+      set_dir(l, next, NULL);
+      if ((rc = append(l, comp)) < 0) return rc;
+      continue;
+    }
+    if (errno != ENOTDIR) return -errno;
+    char text[PATH_MAX];
+    ssize_t n = readlinkat(fd, comp, text, sizeof text - 1);
+    if (n < 0) return -ENOTDIR; /* not a link: a file in the middle of the path */
+    text[n] = '\0';
+    if (++l->links > MAX_LINKS || (t->flags & W_NOSYM)) return -ELOOP;
+    if (in_proc(t, l) == 2) {
+      if ((rc = magic(t, l, comp)) < 0) return rc;
+      continue;
+    }
+    if ((rc = expand(rest, sizeof rest, text, left)) < 0) return rc;
+    p = rest;
+    if (text[0] == '/' && (rc = to_root(t, l)) < 0) return rc;
+  }
+}
+
+/* Start at the task's cwd, one of its descriptors, or (absolute paths) its root. */
+static int start(sbx_task *t, int dirfd, const char *path, sbx_loc *l) {
+  /* (not a memset: the buffers are large, and written before they are read) */
+  l->dirfd = -1;
+  l->proc = -1;
+  l->links = l->slash = 0;
+  l->type = LAST_NORM;
+  l->name[0] = l->lazy[0] = '\0';
+  if (path[0] == '/' && !(t->flags & (W_INROOT | W_BENEATH))) {
+    strcpy(l->dir, "/");
+    return 0;
+  }
+  if (dirfd == AT_FDCWD) snprintf(l->lazy, sizeof l->lazy, "/proc/%d/cwd", (int)t->tid);
+  else snprintf(l->lazy, sizeof l->lazy, "/proc/%d/fd/%d", (int)t->tid, dirfd);
+  ssize_t n = readlink(l->lazy, l->dir, sizeof l->dir - 1);
+  if (n < 0) return errno == ENOENT ? -EBADF : -errno;
+  l->dir[n] = '\0';
+  if (l->dir[0] != '/') return -ENOTDIR; /* a pipe, a socket...: no directory */
+  size_t len = (size_t)n;
+  if (len > 10 && strcmp(l->dir + len - 10, " (deleted)") == 0) return -ENOENT;
+  if (t->flags & (W_INROOT | W_BENEATH)) { /* openat2: dirfd is the walk's root */
+    t->rootfd = open(l->lazy, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (t->rootfd < 0) return -errno;
+    copy_str(t->rootpath, sizeof t->rootpath, l->dir);
+  }
+  return 0;
+}
+
+int loc_parent(sbx_task *t, int dirfd, const char *path, sbx_loc *l) {
+  int rc = start(t, dirfd, path, l);
+  return rc < 0 ? rc : walk(t, l, path);
+}
+
+int loc_fd(sbx_task *t, int fd, sbx_loc *l) {
+  int rc = start(t, fd, "", l);
+  if (rc == -ENOTDIR) return -EBADF; /* not in the file system: nothing we judge */
+  if (rc < 0) return rc;
+  l->type = LAST_OBJ;
+  return 0;
+}
+
+int loc_lstat(sbx_task *t, sbx_loc *l, struct stat *st) {
+  if (l->dirfd < 0 && l->type == LAST_NORM) { /* one call, not open + fstatat + close */
+    char path[PATH_MAX + 64];
+    if (l->lazy[0] != '\0') snprintf(path, sizeof path, "%s/%s", l->lazy, l->name);
+    else if (strcmp(t->rootpath, "/") == 0)
+      snprintf(path, sizeof path, "/proc/%d/root/%s", (int)t->tid, l->name);
+    else path[0] = '\0';
+    if (path[0] != '\0') return fstatat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+  }
+  int fd = loc_dirfd(t, l);
+  if (fd < 0) return fd;
+  if (l->type != LAST_NORM) return fstat(fd, st) < 0 ? -errno : 0;
+  return fstatat(fd, l->name, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
+int loc_follow(sbx_task *t, sbx_loc *l) {
+  if (++l->links > MAX_LINKS || (t->flags & W_NOSYM)) return -ELOOP;
+  int fd = loc_dirfd(t, l);
+  if (fd < 0) return fd;
+  char text[PATH_MAX + 2];
+  int proc = in_proc(t, l);
+  int self = strcmp(l->name, "self") == 0, tself = strcmp(l->name, "thread-self") == 0;
+  if (proc == 1 && (self || tself)) {
+    int rc = self_name(t, tself, text, sizeof text);
+    if (rc < 0) return rc;
+  } else if (proc == 2) {
+    char name[NAME_MAX + 1];
+    strcpy(name, l->name);
+    int rc = magic(t, l, name);
+    if (rc < 0) return rc;
+    l->type = LAST_OBJ;
+    l->name[0] = '\0';
+    return 0;
+  } else {
+    ssize_t n = readlinkat(fd, l->name, text, PATH_MAX - 1);
+    if (n < 0) return -errno;
+    text[n] = '\0';
+  }
+  if (l->slash) strcat(text, "/"); /* "link/" names the directory it points to */
+  l->slash = 0;
+  return walk(t, l, text);
+}
+
+void loc_path(const sbx_loc *l, char *out, size_t size) {
+  if (l->type != LAST_NORM) {
+    copy_str(out, size, l->dir);
+  } else {
+    snprintf(out, size, "%s%s%s", l->dir, strcmp(l->dir, "/") == 0 ? "" : "/", l->name);
+  }
+  size_t n = strlen(out);
+  if (n > 10 && strcmp(out + n - 10, " (deleted)") == 0) out[n - 10] = '\0';
+}
+
+int loc_readonly(sbx_task *t, sbx_loc *l, int obj) {
+  int fd = loc_dirfd(t, l), own = -1;
+  if (fd < 0) return 0;
+  if (obj && l->type == LAST_NORM) {
+    own = openat(fd, l->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (own >= 0) fd = own;
+  }
+  struct statvfs sv;
+  int ro = fstatvfs(fd, &sv) == 0 && (sv.f_flag & ST_RDONLY);
+  if (own >= 0) close(own);
+  return ro;
+}
+
+/* ---- the policy ---- */
+
+static int under(const char *path, const char *root) {
+  size_t n = strlen(root);
+  if (n == 1 && root[0] == '/') return 1;
+  return strncmp(path, root, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* The terminals (Landlock grants /dev/pts; its devpts is writable). /dev/shm is writable
+ * where it is a root (the policy's tmp). */
+static int own_mount(const char *path) {
+  return under(path, "/dev/pts");
+}
+
+static int in_roots(const sbx_monitor *m, const char *path) {
+  for (int i = 0; i < m->nro; i++)
+    if (under(path, m->ro_paths[i])) return 0;
+  for (int i = 0; i < m->nroots; i++)
+    if (under(path, m->roots[i])) return 1;
+  return 0;
+}
+
+int path_writable(const sbx_monitor *m, const char *path) {
+  static const char *const devices[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
+                                        "/dev/urandom", "/dev/tty", "/dev/ptmx", NULL};
+  for (int i = 0; devices[i]; i++)
+    if (strcmp(path, devices[i]) == 0) return 1;
+  return own_mount(path) || in_roots(m, path);
+}
+
+int path_meta_ok(const sbx_monitor *m, const char *path) {
+  return own_mount(path) || in_roots(m, path);
+}
