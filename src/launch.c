@@ -108,6 +108,8 @@ static int child_main(void *arg) {
   if (getppid() != c->parent) _exit(127); /* the host is already gone */
   if (req->cgroup_procs_fd >= 0 && write(req->cgroup_procs_fd, "0", 1) != 1)
     child_fail(c, "cgroup");
+  for (int i = 0; i < req->ncgroup_more; i++)
+    if (write(req->cgroup_more_fds[i], "0", 1) != 1) child_fail(c, "cgroup");
   if (c->ctty >= 0 && ioctl(c->ctty, TIOCSCTTY, 0) < 0) child_fail(c, "controlling terminal");
   if (dup2(c->fd0, 0) < 0 || dup2(c->fd1, 1) < 0 || dup2(c->fd2, 2) < 0) child_fail(c, "dup2");
   if (req->sandbox != NULL) {
@@ -124,6 +126,8 @@ static int child_main(void *arg) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
+  for (int i = 0; i < req->nrlimits; i++)
+    if (setrlimit(req->rlimit_res[i], &req->rlimit_val[i]) < 0) child_fail(c, "limits");
   execve(req->path, req->argv, req->envp);
   child_fail(c, "exec");
   return 127;

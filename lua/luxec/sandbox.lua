@@ -2,6 +2,7 @@
 --- key, and turned into what the native core installs between clone and exec: the writable
 --- roots, what stays read-only inside them, the network verdict, and how strict to be.
 local uv = require("luv")
+local limits = require("luxec.limits")
 
 local M = {}
 
@@ -13,10 +14,11 @@ local M = {}
 ---@field evidence boolean|{network: boolean, files: boolean}|nil  record denials (true)
 ---@field tmp boolean|nil  /tmp, $TMPDIR and /dev/shm writable in workspace-write (true)
 ---@field workspace string|nil  the writable workspace (absolute); default: the session's cwd
+---@field limits luxec.Limits|nil  memory, pids and cpu of the session (see luxec.limits)
 
 local MODES = { ["full-access"] = true, ["read-only"] = true, ["workspace-write"] = true }
 local KEYS = { mode = true, network = true, roots = true, best_effort = true, evidence = true,
-  tmp = true, workspace = true }
+  tmp = true, workspace = true, limits = true }
 
 local function fail(msg, ...)
   error("bad sandbox policy: " .. msg:format(...), 0)
@@ -143,7 +145,10 @@ function M.resolve(policy, cwd)
       if not inside then roots[#roots + 1] = r end
     end
   end
+  -- resource limits: checked apart (luxec.limits), whatever the mode
+  local lim = limits.resolve(policy.limits)
   return {
+    limits = lim,
     mode = mode,
     network = network,
     best_effort = policy.best_effort == true,
