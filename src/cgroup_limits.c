@@ -156,18 +156,18 @@ static int v1_available(int i) {
   c->host_fd = -1;
   char own[4096], host[4200];
   if (v1_own_dir(cgl_names[i], own, sizeof own) < 0) {
-    snprintf(c->why, sizeof c->why, "no cgroup v1 hierarchy has the '%s' controller", cgl_names[i]);
+    snprintf(c->why, sizeof c->why, "cgroup v1: no hierarchy has the '%s' controller", cgl_names[i]);
     return 0;
   }
   v1_sweep_stale(own);
   snprintf(host, sizeof host, "%s/luxec.%d", own, (int)getpid());
   if (mkdir(host, 0755) < 0 && errno != EEXIST) {
-    snprintf(c->why, sizeof c->why, "cannot create %.300s: %s", host, strerror(errno));
+    snprintf(c->why, sizeof c->why, "cgroup v1: cannot create %.300s: %s", host, strerror(errno));
     return 0;
   }
   c->host_fd = open(host, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (c->host_fd < 0) {
-    snprintf(c->why, sizeof c->why, "cannot open %.300s: %s", host, strerror(errno));
+    snprintf(c->why, sizeof c->why, "cgroup v1: cannot open %.300s: %s", host, strerror(errno));
     rmdir(host);
     return 0;
   }
