@@ -115,6 +115,33 @@ describe("sandbox limits through the session's cgroup", function()
       { via.memory.max, via.pids.max, via.cpu.max, via.cpu.quota_us, via.cpu.period_us })
   end)
 
+  it("holds no limit file open, and leaves no descriptor behind (a fresh cgroup, not pooled)",
+    function()
+      local function fds()
+        local t, req = {}, assert(uv.fs_scandir("/proc/self/fd"))
+        for n in function() return uv.fs_scandir_next(req) end do
+          t[#t + 1] = uv.fs_readlink("/proc/self/fd/" .. n) or ""
+        end
+        return t
+      end
+      local before = #fds()
+      local limited = assert(luxec.spawn({ "cat" },
+        { sandbox = full({ memory = "64M", pids = 8, cpu = 0.5 }) }))
+      assert.equal(0, limited:status().sandbox.limits.pids.hits) -- read, and closed again
+      local v2dir = select(3, require("luxec.core").cgroups()) or "\0"
+      local bad
+      for _, target in ipairs(fds()) do
+        local base = target:match("[^/]+$") or ""
+        if base:find("^memory%.") or base:find("^pids%.") or base:find("^cpu%.")
+          or (target:find("/luxec%.%d+/s%d+") and target:sub(1, #v2dir) ~= v2dir) then
+          bad = target -- a limit's control file, or a cgroup v1 directory of the session
+        end
+      end
+      limited:close()
+      assert.is_nil(bad)
+      assert.equal(before, #fds())
+    end)
+
   it("stops a fork bomb at the pids limit while other sessions keep working", function()
     local ask, cat = echo_session()
     local bomb = assert(luxec.spawn({ HOG, "fork", "5000" },
