@@ -1,5 +1,6 @@
 /* cgroup.c: per-session cgroups and the watchdog that outlives a killed host. */
 #include "cgroup.h"
+#include "cgroup_limits.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,6 +20,7 @@
 static int state = 0; /* 0 unknown, 1 available, -1 not */
 static const char *why = NULL;
 static char host_dir[4096];
+static char parent_dir[8192]; /* the cgroup the host lives in */
 static int host_fd = -1;
 static int watchdog_pipe = -1; /* write end; the watchdog acts when it reads EOF */
 static pid_t watchdog = -1;
@@ -151,6 +153,7 @@ static int setup(void) {
   }
   char parent[8192];
   snprintf(parent, sizeof parent, "%s%s", mnt, strcmp(own, "/") == 0 ? "" : own);
+  snprintf(parent_dir, sizeof parent_dir, "%s", parent);
   char name[64];
   snprintf(name, sizeof name, "luxec.%d", (int)getpid());
   if (snprintf(host_dir, sizeof host_dir, "%s/%s", parent, name) >= (int)sizeof host_dir) {
@@ -196,10 +199,11 @@ int cg_available(const char **reason) {
   return state == 1;
 }
 
-int cg_session_create(cg_session *s) {
+int cg_session_create(cg_session *s, int fresh) {
   s->dir_fd = s->procs_fd = s->events_fd = -1;
+  s->fresh = fresh;
   if (!cg_available(NULL)) return -ENOTSUP;
-  if (pooled > 0) {
+  if (pooled > 0 && !fresh) {
     *s = pool[--pooled];
     return 0;
   }
@@ -279,7 +283,8 @@ int cg_session_signal(const cg_session *s, int sig) {
 }
 
 void cg_session_remove(cg_session *s) {
-  if (s->dir_fd >= 0 && pooled < POOL_MAX && state == 1 && cg_session_populated(s) == 0) {
+  if (s->dir_fd >= 0 && !s->fresh && pooled < POOL_MAX && state == 1 &&
+      cg_session_populated(s) == 0) {
     pool[pooled++] = *s;
     s->dir_fd = s->procs_fd = s->events_fd = -1;
     return;
@@ -300,6 +305,7 @@ void cg_session_destroy(cg_session *s) {
 }
 
 void cg_shutdown(void) {
+  cgl_shutdown(); /* the cgroup v1 directories of limits, which need no v2 tree */
   if (state != 1) return;
   while (pooled > 0) cg_session_destroy(&pool[--pooled]);
   if (host_fd >= 0) close(host_fd);
@@ -314,6 +320,69 @@ void cg_shutdown(void) {
 
 pid_t cg_watchdog_pid(void) {
   return watchdog;
+}
+
+static int has_word(const char *list, const char *word) {
+  size_t n = strlen(word);
+  for (const char *p = list; (p = strstr(p, word)) != NULL; p += n) {
+    if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\n' || p[n] == '\0')) return 1;
+  }
+  return 0;
+}
+
+static int read_text(int dir_fd, const char *name, char *buf, size_t size) {
+  int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  ssize_t n = read(fd, buf, size - 1);
+  int e = errno;
+  close(fd);
+  if (n < 0) return -e;
+  buf[n] = '\0';
+  return 0;
+}
+
+int cg_enable_controller(const char *name, char *why_out, size_t len) {
+  char have[512], plus[32];
+  if (!cg_available(NULL)) {
+    snprintf(why_out, len, "no cgroup v2 directory for sessions (%s)", why ? why : "?");
+    return -1;
+  }
+  if (read_text(host_fd, "cgroup.subtree_control", have, sizeof have) == 0 && has_word(have, name))
+    return 0;
+  snprintf(plus, sizeof plus, "+%s", name);
+  if (read_text(host_fd, "cgroup.controllers", have, sizeof have) < 0 || !has_word(have, name)) {
+    /* Offered to the host's directory only once enabled in the cgroup the host lives in. A
+     * controller the cgroup itself lacks (bound to a v1 hierarchy, or not delegated to this
+     * user) cannot be; with processes of its own, a domain controller like memory gets EBUSY
+     * (the "no internal processes" rule), unless it is the root cgroup. */
+    char offered[512] = "";
+    int pfd = open(parent_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (pfd >= 0) read_text(pfd, "cgroup.controllers", offered, sizeof offered);
+    offered[strcspn(offered, "\n")] = '\0';
+    if (!has_word(offered, name)) {
+      snprintf(why_out, len, "the cgroup v2 tree offers no '%s' controller here (%s/cgroup.controllers:"
+               " \"%s\": bound to a cgroup v1 hierarchy, or not delegated to this user)", name,
+               parent_dir, offered);
+      if (pfd >= 0) close(pfd);
+      return -1;
+    }
+    int rc = pfd >= 0 ? write_file(pfd, "cgroup.subtree_control", plus) : -errno;
+    close(pfd);
+    if (rc < 0) {
+      snprintf(why_out, len, "cannot enable '%s' in %s/cgroup.subtree_control: %s%s", name,
+               parent_dir, strerror(-rc),
+               rc == -EBUSY ? " (that cgroup has processes of its own: start luxec in a cgroup of "
+                              "its own, e.g. systemd-run --user --scope -p Delegate=yes)" : "");
+      return -1;
+    }
+  }
+  int rc = write_file(host_fd, "cgroup.subtree_control", plus);
+  if (rc < 0) {
+    snprintf(why_out, len, "cannot enable '%s' in %s/cgroup.subtree_control: %s", name, host_dir,
+             strerror(-rc));
+    return -1;
+  }
+  return 0;
 }
 
 const char *cg_host_dir(void) {

@@ -99,6 +99,8 @@ int launch_child_main(void *arg) {
   if (getppid() != (c->contained ? 0 : c->parent)) _exit(127);
   if (req->cgroup_procs_fd >= 0 && write(req->cgroup_procs_fd, "0", 1) != 1)
     child_fail(c, "cgroup");
+  for (int i = 0; i < req->ncgroup_more; i++) /* cgroup v1 hierarchies (limits) */
+    if (write(req->cgroup_more_fds[i], "0", 1) != 1) child_fail(c, "cgroup");
   if (req->sandbox != NULL) {
     /* A sandboxed child starts on the host's descriptor table (CLONE_FILES), so the seccomp
      * listener it makes is the host's at once (no hand-off through a socket, which the filter
@@ -119,6 +121,8 @@ int launch_child_main(void *arg) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
+  for (int i = 0; i < req->nrlimits; i++)
+    if (setrlimit(req->rlimit_res[i], &req->rlimit_val[i]) < 0) child_fail(c, "limits");
   execve(req->path, req->argv, req->envp);
   child_fail(c, "exec");
   return 127;

@@ -3,6 +3,7 @@
 #ifndef LUXEC_LAUNCH_H
 #define LUXEC_LAUNCH_H
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include "sandbox.h"
@@ -17,6 +18,11 @@ typedef struct launch_req {
   int stdin_pipe;          /* pipes only: 1 pipe, 0 /dev/null */
   int stderr_apart;        /* pipes only: 1 separate stderr pipe, 0 merged into stdout */
   int cgroup_procs_fd;     /* -1, or an open cgroup.procs the child moves itself into */
+  int ncgroup_more;        /* more cgroup.procs to join (cgroup v1 hierarchies of limits) */
+  int cgroup_more_fds[3];
+  int nrlimits;            /* rlimits set right before exec (limits without a cgroup) */
+  int rlimit_res[3];
+  struct rlimit rlimit_val[3];
   sandbox_prep *sandbox;   /* NULL, or the layers to apply before exec */
 } launch_req;
 

@@ -101,6 +101,8 @@ static int setup_main(void *arg) {
   /* into the session's cgroup first: the init and the program are born in it */
   if (req->cgroup_procs_fd >= 0 && write(req->cgroup_procs_fd, "0", 1) != 1)
     setup_fail(s, "cgroup");
+  for (int i = 0; i < req->ncgroup_more; i++)
+    if (write(req->cgroup_more_fds[i], "0", 1) != 1) setup_fail(s, "cgroup");
   if (sandbox_ns_setup(sp, &stage) < 0) setup_fail(s, stage);
   if (req->tty) {
     if (open_pty(s) < 0) setup_fail(s, "pty");

@@ -281,6 +281,7 @@ static void proc_shutdown(proc *p, const char *why) {
     p->pidfd = -1;
   }
   cg_session_remove(&p->cg);
+  if (p->limited) cgl_release(&p->lim); /* the v1 directories, empty now that the tree is gone */
   if (p->self_ref != LUA_NOREF) luaL_unref(p->L, LUA_REGISTRYINDEX, p->self_ref);
   if (p->cb_ref != LUA_NOREF) luaL_unref(p->L, LUA_REGISTRYINDEX, p->cb_ref);
   p->self_ref = p->cb_ref = LUA_NOREF;

@@ -3,6 +3,7 @@
 #define LUXEC_PROC_H
 
 #include "cgroup.h"
+#include "cgroup_limits.h"
 #include "luxec.h"
 #include "outbuf.h"
 
@@ -65,6 +66,8 @@ typedef struct proc {
   char killed_by[32];
   char marker[64];       /* without a cgroup: "LUXEC_SESSION=..." in the child's environment */
   cg_session cg;
+  int limited;           /* the sandbox policy set limits: lim says how each is enforced */
+  cg_limits_state lim;
   int pending_closes;    /* handles whose close callback has not run yet */
   int closed;            /* closed from Lua or by the host: no more methods */
   int referenced;        /* keeps the loop alive (uv_ref) */
@@ -104,6 +107,10 @@ int proc_sandbox_prepare(lua_State *L, int opts, struct sandbox_prep *prep,
 void proc_sandbox_started(proc *p, struct sandbox_prep *prep, int listener, uv_loop_t *loop);
 extern const luaL_Reg proc_sandbox_methods[];
 extern const luaL_Reg proc_sandbox_functions[];
+
+/* proc_limits.c */
+int proc_limits_parse(lua_State *L, int opts, cg_limits *out); /* 1 when a limit is asked */
+void proc_limits_report(lua_State *L, proc *p, int report); /* fills report.limits, .degraded */
 
 /* proc_io.c */
 void proc_io_start(proc *p);

@@ -211,6 +211,7 @@ static int proc_sandbox_report(lua_State *L) {
   lua_setfield(L, -2, "denials_total");
   lua_pushinteger(L, m ? (lua_Integer)m->served : 0);
   lua_setfield(L, -2, "notified"); /* calls the host looked at, denied or not */
+  proc_limits_report(L, p, lua_gettop(L));
   return 1;
 }
 

@@ -109,6 +109,8 @@ int proc_core_spawn(lua_State *L) {
   if (arg0 != NULL) argv[0] = arg0;
   req.argv = (char *const *)argv;
 
+  cg_limits limits;
+  int limited = proc_limits_parse(L, 2, &limits);
   sandbox_prep prep;
   proc_sandbox_info sbx_info;
   memset(&prep, 0, sizeof prep);
@@ -151,11 +153,30 @@ int proc_core_spawn(lua_State *L) {
       return 3;
     }
   }
-  if (want_cgroup && cg_session_create(&p->cg) == 0) req.cgroup_procs_fd = p->cg.procs_fd;
+  if (want_cgroup && cg_session_create(&p->cg, limited) == 0) req.cgroup_procs_fd = p->cg.procs_fd;
+  if (limited) { /* fail closed: a limit the host cannot enforce is refused unless best_effort */
+    char err[1024];
+    if (cgl_setup(&p->lim, &limits, &p->cg, want_cgroup, err, sizeof err) < 0) {
+      sandbox_prep_free(&prep);
+      cg_session_remove(&p->cg);
+      for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
+      free(p);
+      lua_pushnil(L);
+      lua_pushfstring(L, "sandbox: %s", err);
+      lua_pushliteral(L, "ENOTSUP");
+      return 3;
+    }
+    p->limited = 1;
+    req.ncgroup_more = cgl_open_procs(&p->lim, req.cgroup_more_fds);
+    req.nrlimits = cgl_rlimits(&p->lim, req.rlimit_res, req.rlimit_val);
+  }
   launch_res res;
-  if (launch(&req, &res) < 0) {
+  int launched = launch(&req, &res);
+  for (int i = 0; i < req.ncgroup_more; i++) close(req.cgroup_more_fds[i]);
+  if (launched < 0) {
     sandbox_prep_free(&prep);
     cg_session_remove(&p->cg);
+    if (p->limited) cgl_release(&p->lim);
     for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
     free(p);
     luxec_push_error(L, res.err);

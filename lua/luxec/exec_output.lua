@@ -93,11 +93,12 @@ function M.verdict(s, st, res)
     local total = math.max(math.tointeger(report.denials_total) or 0, shown)
     if total > shown then list[#list + 1] = ("%d more"):format(total - shown) end
     return { denied = true, guess = false, evidence = denials, report = report,
-      reason = table.concat(list, "; ") }
+      reason = table.concat(list, "; "), limits_hit = report.limits_hit }
   end
   local g = policy.denial_guess({ sandboxed = true, exit_code = res.exit_code,
     signal_name = st.signal_name, output = res.full_output })
   g.report = report
+  g.limits_hit = report and report.limits_hit
   return g
 end
 
@@ -129,6 +130,7 @@ function M.format(r)
       add("Sandbox denied: " .. r.sandbox.reason)
     end
   end
+  if r.sandbox and r.sandbox.limits_hit then add("Sandbox limit: " .. r.sandbox.limits_hit) end
   for _, w in ipairs(r.warnings or {}) do add("Warning: " .. w) end
   add(("Original token count: %d"):format(r.original_token_count))
   add("Output:")

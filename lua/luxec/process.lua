@@ -2,6 +2,7 @@
 --- exit, kill); this module decides everything else: defaults, how long to wait for EOF
 --- after exit, how terminate escalates, what a status says.
 local core = require("luxec.core")
+local limits = require("luxec.limits")
 local options = require("luxec.options")
 local sandbox = require("luxec.sandbox")
 local sched = require("luxec.sched")
@@ -395,7 +396,9 @@ function Process:on(event, fn, opts)
 end
 
 --- {pid, running, exited, code, signal, signal_name, core_dumped, killed_by, eof, finished,
----  holders, waiting_for_input, echo_off, canonical, tty, cgroup, sandbox}
+---  holders, waiting_for_input, echo_off, canonical, tty, cgroup, sandbox}; sandbox.limits
+---  says how each limit is enforced and what it counted, sandbox.limits_hit in one line which
+---  limit ended or throttled the session (nil when none did)
 function Process:status()
   check_open(self, "status")
   local st = self._h:status()
@@ -404,6 +407,9 @@ function Process:status()
   st.killed_by = st.killed_by or self._killed_by
   st.sandbox = self._h:sandbox_report()
   if st.sandbox and self._sbx then sandbox.annotate(st.sandbox, self._sbx) end
+  if st.sandbox and st.sandbox.limits then -- counters read now from the session's cgroup
+    st.sandbox.limits_hit = limits.explain(st.sandbox.limits)
+  end
   if st.running then
     st.waiting_for_input, st.echo_off, st.canonical = self._h:input_state()
   else

@@ -3,6 +3,7 @@
 --- roots, what stays read-only inside them, the network verdict, and how strict to be.
 local uv = require("luv")
 local paths = require("luxec.sandbox_paths")
+local limits = require("luxec.limits")
 
 local M = {}
 
@@ -14,6 +15,7 @@ local M = {}
 ---@field evidence boolean|{network: boolean, files: boolean}|nil  record denials (true)
 ---@field tmp boolean|nil  /tmp, $TMPDIR and /dev/shm writable in workspace-write (true)
 ---@field workspace string|nil  the writable workspace (absolute); default: the session's cwd
+---@field limits luxec.Limits|nil  memory, pids and cpu of the session (see luxec.limits)
 ---@field unix_sockets string[]|nil  sockets outside the sandbox it may connect to (absolute
 ---  paths); every other socket file whose server is not inside the sandbox is refused
 ---@field protect false|string[]|nil  read-only in each writable root besides git (paths
@@ -27,7 +29,7 @@ local M = {}
 local MODES = { ["full-access"] = true, ["read-only"] = true, ["workspace-write"] = true }
 local KEYS = { mode = true, network = true, roots = true, best_effort = true, evidence = true,
   tmp = true, workspace = true, protect = true, deny_read = true, git_scan = true,
-  unix_sockets = true }
+  unix_sockets = true, limits = true }
 
 local function fail(msg, ...)
   error("bad sandbox policy: " .. msg:format(...), 0)
@@ -184,7 +186,10 @@ function M.resolve(policy, cwd, home)
     for _, r in ipairs(bases) do keep_visible[#keep_visible + 1] = r end
     masks = paths.masks(deny_defaults, deny, keep_visible, home)
   end
+  -- resource limits: checked apart (luxec.limits), whatever the mode
+  local lim = limits.resolve(policy.limits)
   return {
+    limits = lim,
     mode = mode,
     network = network,
     best_effort = policy.best_effort == true,
