@@ -196,8 +196,7 @@ void sandbox_prep_free(sandbox_prep *p) {
   if (p->diag_fd >= 0) close(p->diag_fd);
   for (int i = 0; i < p->nunix; i++) free(p->unix_sockets[i]);
   free(p->unix_sockets);
-  free(p->prog_notify.filter);
-  free(p->prog_plain.filter);
+  /* (the filters belong to sandbox_filter.c's cache) */
   for (int i = 0; p->roots && i < p->nroots; i++) free(p->roots[i]);
   sandbox_paths_free(p);
   free(p->roots);

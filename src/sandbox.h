@@ -72,7 +72,8 @@ int sandbox_ns_setup(sandbox_prep *prep, const char **stage);
  * capabilities, no_new_privs, Landlock, seccomp. 0, or -1 with errno set and *stage. */
 int sandbox_child_apply(sandbox_prep *prep, const char **stage);
 /* Parent side (sandbox_filter.c): the BPF program for spec; with notify, the calls the host
- * judges go to a listener. */
+ * judges go to a listener. Built once for each combination of the flags it depends on: the
+ * program is the cache's, never freed. */
 int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, struct sock_fprog *out);
 /* Parent side (sandbox_paths.c): copies the read-only paths and masks into prep; -1 with a
  * message when they need a mount namespace this process cannot make (and not best_effort). */
