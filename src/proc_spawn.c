@@ -113,8 +113,7 @@ int proc_core_spawn(lua_State *L) {
   int limited = proc_limits_parse(L, 2, &limits);
   sandbox_prep prep;
   proc_sandbox_info sbx_info;
-  memset(&prep, 0, sizeof prep);
-  prep.ruleset_fd = prep.listener_fd = -1;
+  sandbox_prep_init(&prep);
   if (proc_sandbox_prepare(L, 2, &prep, &sbx_info) < 0) return 3;
   if (sbx_info.used) req.sandbox = &prep;
 

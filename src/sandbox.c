@@ -128,8 +128,7 @@ static char **copy_strings(const char **in, int n) {
 }
 
 int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t errlen) {
-  memset(p, 0, sizeof *p);
-  p->ruleset_fd = p->listener_fd = p->diag_fd = -1;
+  sandbox_prep_init(p);
   p->best_effort = s->best_effort;
   if (s->mode == SBX_FULL && !s->network_deny) return 0;
   int root = sandbox_can_unshare();
@@ -200,8 +199,12 @@ void sandbox_prep_free(sandbox_prep *p) {
   for (int i = 0; p->roots && i < p->nroots; i++) free(p->roots[i]);
   sandbox_paths_free(p);
   free(p->roots);
+  sandbox_prep_init(p);
+}
+
+void sandbox_prep_init(sandbox_prep *p) {
   memset(p, 0, sizeof *p);
-  p->ruleset_fd = p->listener_fd = p->diag_fd = -1;
+  p->ruleset_fd = p->listener_fd = p->diag_fd = -1; /* (0 would be the host's stdin) */
 }
 
 /* ---- child side: system calls only ---- */

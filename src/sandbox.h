@@ -61,6 +61,8 @@ int sandbox_can_unshare(void);
 int sandbox_userns_probe(char *why, size_t size);
 /* Parent side. 0, or -1 with a message naming the layer that is missing. */
 int sandbox_prepare(const sandbox_spec *spec, sandbox_prep *prep, char *err, size_t errlen);
+/* Empty: nothing to free, every descriptor -1. */
+void sandbox_prep_init(sandbox_prep *prep);
 void sandbox_prep_free(sandbox_prep *prep);
 /* Whether the launch goes through namespaces (the setup child, sandbox_ns_setup). */
 int sandbox_contains(const sandbox_prep *prep);
