@@ -250,8 +250,10 @@ static void *serve(void *arg) {
     if (c.rec.op[0] != '\0') read_comm(&c.rec); /* while the caller surely lives */
     /* a refusal is kept only once it reached the caller: if the caller died or was
      * interrupted meanwhile, nothing was refused (and its memory may be another's) */
+    pthread_mutex_lock(&m->answering); /* see sbx_monitor_settled */
     if (ioctl(m->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) == 0 && c.rec.op[0] != '\0')
       keep(m, &c.rec);
+    pthread_mutex_unlock(&m->answering);
   }
   return NULL;
 }
@@ -286,6 +288,7 @@ sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths
   uint64_t flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
   ioctl(fd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags);
   pthread_mutex_init(&m->lock, NULL);
+  pthread_mutex_init(&m->answering, NULL);
   m->stop_fd = eventfd(0, EFD_CLOEXEC);
   /* the host's signal handlers run on its main thread, never on this one */
   sigset_t all, old;
@@ -302,6 +305,11 @@ sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths
   return m;
 }
 
+void sbx_monitor_settled(sbx_monitor *m) {
+  pthread_mutex_lock(&m->answering);
+  pthread_mutex_unlock(&m->answering);
+}
+
 void sbx_monitor_retain(sbx_monitor *m) {
   pthread_mutex_lock(&m->lock);
   m->refs++;
@@ -316,6 +324,7 @@ void sbx_monitor_release(sbx_monitor *m) {
   close(m->fd);
   if (m->diag_fd >= 0) close(m->diag_fd);
   pthread_mutex_destroy(&m->lock);
+  pthread_mutex_destroy(&m->answering);
   for (int i = 0; i < m->nroots; i++) free(m->roots[i]);
   for (int i = 0; i < m->nro; i++) free(m->ro_paths[i]);
   for (int i = 0; i < m->nunix; i++) free(m->unix_allowed[i]);

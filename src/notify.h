@@ -38,6 +38,7 @@ typedef struct sbx_overflow {
 typedef struct sbx_monitor {
   pthread_t thread;
   pthread_mutex_t lock; /* guards the records and counts below */
+  pthread_mutex_t answering; /* held from answering a call to keeping its record */
   int fd;
   int stop_fd;          /* an eventfd: written to end the thread */
   int mountns;          /* the read-only mount layer is in place */
@@ -84,6 +85,9 @@ sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths
  * no connect waits on its own thread. Call only after the session's processes are gone (a
  * live one would get ENOSYS). */
 void sbx_monitor_close(sbx_monitor *m);
+/* Wait until a refusal already answered is kept: the caller may have seen its answer (and
+ * exited) before the serving thread, descheduled right after the answer, kept the record. */
+void sbx_monitor_settled(sbx_monitor *m);
 void sbx_monitor_retain(sbx_monitor *m);
 void sbx_monitor_release(sbx_monitor *m);
 

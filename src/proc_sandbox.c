@@ -173,7 +173,8 @@ static int proc_sandbox_report(lua_State *L) {
   lua_newtable(L);
   int k = 0;
   if (info->degraded_notify) {
-    lua_pushliteral(L, "notify: the seccomp listener was refused (nested filter): no evidence");
+    lua_pushliteral(L, "notify: the seccomp listener was refused (nested filter): no evidence, "
+                       "and unix socket files are not judged: the host's are reachable");
     lua_rawseti(L, -2, ++k);
   }
   if (info->degraded_ns) {
@@ -188,6 +189,7 @@ static int proc_sandbox_report(lua_State *L) {
   long long total = 0;
   sbx_overflow over[SBX_OVERFLOW_OPS];
   if (m != NULL) { /* its thread appends meanwhile: take what is published */
+    sbx_monitor_settled(m); /* every refusal the session has seen is kept by now */
     pthread_mutex_lock(&m->lock);
     n = m->ndenials;
     total = m->total;

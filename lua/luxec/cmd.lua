@@ -3,10 +3,14 @@ local M = {}
 
 local commands = {}
 
---- luxec sandbox-check: which sandbox layers this machine offers, and why not.
-function commands.sandbox_check()
+--- luxec sandbox-check [DIR]: what a sandboxed spawn does on this machine, found by doing
+--- one: the default policy (workspace-write, network denied) with DIR (default: the current
+--- directory) as the workspace, strict (no best_effort), exactly as `luxec mcp` would run a
+--- command there. Prints each layer and why one is missing; 0 when the spawn succeeded.
+function commands.sandbox_check(dir)
   local core = require("luxec.core")
   local luxec = require("luxec")
+  local uv = require("luv")
   local layers = core.sandbox_layers()
   local function line(name, ok, detail)
     io.write(("%-10s %-4s %s\n"):format(name, ok and "yes" or "no", detail))
@@ -16,36 +20,48 @@ function commands.sandbox_check()
     or ("ABI %d%s"):format(abi, abi >= 3 and " (read-only guarantee" ..
       (abi >= 4 and ", TCP rules" or "") .. (abi >= 6 and ", signal and socket scoping" or "")
       .. ")" or " (3 or later is needed for a read-only guarantee)"))
-  line("mountns", layers.can_unshare, layers.can_unshare
-    and "/ read-only with the roots bound back writable; .git kept read-only"
-    or "needs CAP_SYS_ADMIN (root): chmod/chown outside the roots and .git are not protected")
-  line("netns", layers.can_unshare, layers.can_unshare and "an empty network namespace"
-    or "needs CAP_SYS_ADMIN: the network is denied by the seccomp filter alone")
-  line("userns", false, "not used")
+  if layers.can_unshare then
+    line("userns", true, "not needed: luxec runs with CAP_SYS_ADMIN")
+  else
+    line("userns", layers.userns, layers.userns
+      and "the namespaces below come through an unprivileged user namespace"
+      or (layers.userns_reason or "no user namespace can be made"))
+  end
   local cg, why = core.cgroups()
-  line("cgroup", cg, cg and "a cgroup v2 per session (whole-tree kill, watchdog)"
+  line("cgroup", cg, cg and "a cgroup per session (whole-tree kill, watchdog, limits)"
     or (why or "unavailable"))
-  -- a real session tells about seccomp and its listener (refused when nested)
+  local cwd = dir or uv.cwd()
   local p, err = luxec.spawn({ "true" },
-    { sandbox = { mode = "workspace-write", best_effort = true } })
-  if not p then
-    line("seccomp", false, err)
+    { cwd = cwd, sandbox = { mode = "workspace-write", network = "deny" } })
+  local s
+  if p then
+    local st = p:wait({ timeout = 10 })
+    p:close()
+    s = st.sandbox
+  end
+  if not s then
+    io.write("spawn      no   ", tostring(err), "\n")
+    io.write(("workspace-write with network denied in %s: refused (the error above is what "
+      .. "every sandboxed command gets; best_effort = true runs with what is there)\n")
+      :format(cwd))
     return 1
   end
-  local st = p:wait({ timeout = 10 })
-  p:close()
-  local s = st.sandbox
-  line("seccomp", s.layers.seccomp, "libseccomp filter: sockets only AF_UNIX, " ..
-    "io_uring, ptrace, mount, namespaces... refused with EPERM")
-  line("notify", s.layers.notify, s.layers.notify and "denials are recorded as evidence"
-    or "the listener was refused (a nested filter?): denials are enforced, not recorded")
+  local l = s.layers
+  line("mountns", l.mountns, "/ read-only, the writable roots bound back; git, protected "
+    .. "paths read-only, deny_read masked; private devpts and /dev/shm")
+  line("pidns", l.pidns, "its own processes only (fresh /proc); ends with its init")
+  line("ipcns", l.ipcns, "its own SysV IPC")
+  line("netns", l.netns, "an empty network namespace")
+  line("seccomp", l.seccomp, "sockets only AF_UNIX, io_uring, ptrace, mount, namespaces, "
+    .. "TIOCSTI... refused")
+  line("notify", l.notify, l.notify and "AF_UNIX connects judged by the host; denials recorded"
+    or "the listener was refused (a nested filter?)")
+  line("caps", l.caps_dropped, "every capability dropped")
   for _, d in ipairs(s.degraded or {}) do
     io.write("degraded   ", d, "\n")
   end
-  local strict_ok = abi >= 3 and s.layers.seccomp
-  io.write(strict_ok and "workspace-write with network denied: available\n"
-    or "workspace-write with network denied: only with best_effort = true\n")
-  return strict_ok and 0 or 1
+  io.write(("workspace-write with network denied in %s: available\n"):format(cwd))
+  return 0
 end
 
 local MCP_USAGE = [[
