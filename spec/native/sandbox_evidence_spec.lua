@@ -17,8 +17,9 @@ local function usable()
   if layers.landlock < 3 then
     return false, "Landlock ABI " .. layers.landlock .. " (3 or later needed)"
   end
-  if not layers.can_unshare then
-    return false, "not root: the mount and network namespace layers need CAP_SYS_ADMIN"
+  if not layers.can_unshare and not layers.userns then
+    return false, "no namespaces: not root, and no user namespace can be made ("
+      .. tostring(layers.userns_reason) .. ")"
   end
   return true
 end

@@ -15,8 +15,9 @@ local function usable()
   if layers.landlock < 3 then
     return false, "Landlock ABI " .. layers.landlock .. " (3 or later needed)"
   end
-  if not layers.can_unshare then
-    return false, "not root: the mount namespace needs CAP_SYS_ADMIN (user namespaces pending)"
+  if not layers.can_unshare and not layers.userns then
+    return false, "no namespaces: not root, and no user namespace can be made ("
+      .. tostring(layers.userns_reason) .. ")"
   end
   if os.execute("command -v git >/dev/null 2>&1") ~= true then
     return false, "no git on this machine"
