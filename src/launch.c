@@ -210,14 +210,19 @@ char *launch_stack(int i) {
   return stacks[i];
 }
 
-void launch_stack_clean(char *stack) {
+void launch_stack_clean_size(void *stack, size_t size) {
 #ifdef LUXEC_ASAN
   /* The child's frames poison the shared shadow of this stack and it never returns to clear
    * it: a later child with other frames at those addresses would trip over stale redzones. */
-  ASAN_UNPOISON_MEMORY_REGION(stack, CHILD_STACK);
+  ASAN_UNPOISON_MEMORY_REGION(stack, size);
 #else
   (void)stack;
+  (void)size;
 #endif
+}
+
+void launch_stack_clean(char *stack) {
+  launch_stack_clean_size(stack, CHILD_STACK);
 }
 
 int launch(const launch_req *req, launch_res *res) {

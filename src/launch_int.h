@@ -26,6 +26,7 @@ int launch_child_main(void *arg);
 char *launch_stack(int i);
 /* Clear ASan's shadow of a child stack before a clone (a no-op without ASan). */
 void launch_stack_clean(char *stack);
+void launch_stack_clean_size(void *stack, size_t size);
 /* The PTY's slave side: IUTF8 and the window size. 0 or -1. */
 int launch_pty_slave_setup(const launch_req *req, int slave);
 int launch_set_nonblock(int fd);

@@ -51,24 +51,39 @@ typedef struct setup_ctx {
  * closes it): its EOF is the host's death, however that comes. */
 static int alive_pipe[2] = {-1, -1};
 
+/* The kernel's struct sigaction for rt_sigaction (no libc wrapper: see init_main). */
+struct kernel_sigaction {
+  void (*handler)(int);
+  unsigned long flags;
+  void (*restorer)(void);
+  unsigned long mask;
+};
+
 /* pid 1 of a sandbox. It shares the host's memory (no copy of the host's heap for each
- * session) on a stack of its own, so it makes only system calls that succeed (errno, which
- * is the host's, is never written). All signals stay blocked as the host blocked them around
- * the clone: only SIGKILL reaches it. */
+ * session) on a stack of its own and runs while the host's threads do, so it uses the
+ * system calls directly: no libc wrapper or sanitizer interceptor touches the host's
+ * thread state, and each call succeeds (errno, which is the host's, is never written). All
+ * signals stay blocked as the host blocked them around the clone: only SIGKILL reaches it. */
 static int init_main(void *arg) {
   int fd = (int)(intptr_t)arg;
-  struct sigaction ign;
-  memset(&ign, 0, sizeof ign);
-  ign.sa_handler = SIG_IGN;
-  sigaction(SIGCHLD, &ign, NULL); /* orphans that come to pid 1 are reaped by the kernel */
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (chdir("/") < 0) _exit(1);
+  struct kernel_sigaction ign = {.handler = SIG_IGN};
+  /* orphans that come to pid 1 are reaped by the kernel */
+  syscall(SYS_rt_sigaction, SIGCHLD, &ign, NULL, sizeof ign.mask);
+  syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  syscall(SYS_chdir, "/");
   if (fd > 0) syscall(SYS_close_range, 0U, (unsigned)fd - 1, 0U);
   syscall(SYS_close_range, (unsigned)fd + 1, ~0U, 0U);
   char byte;
-  while (read(fd, &byte, 1) != 0) {
+  while (syscall(SYS_read, fd, &byte, 1) != 0) {
   }
-  _exit(0);
+  syscall(SYS_exit, 0);
+  return 0;
+}
+
+void launch_init_stack_free(void *stack) {
+  if (stack == NULL) return;
+  launch_stack_clean_size(stack, LAUNCH_INIT_STACK); /* (its frames' redzones, under ASan) */
+  munmap(stack, LAUNCH_INIT_STACK);
 }
 
 static int setup_fail(setup_ctx *s, const char *stage) {
@@ -189,7 +204,7 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
       reap(s.init_pid);
     }
     if (s.master >= 0) close(s.master);
-    if (istack) munmap(istack, LAUNCH_INIT_STACK);
+    if (istack) launch_init_stack_free(istack);
     res->err = err ? err : EIO;
     res->stage = s.err ? (const char *)s.stage : (const char *)g->stage;
     return -1;
@@ -198,7 +213,7 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
   res->pidfd = s.pidfd;
   res->init_pid = s.init_pid;
   res->init_stack = s.init_pid > 0 ? istack : NULL;
-  if (s.init_pid <= 0 && istack) munmap(istack, LAUNCH_INIT_STACK);
+  if (s.init_pid <= 0 && istack) launch_init_stack_free(istack);
   if (req->tty) {
     res->out_fd = s.master;
     res->in_fd = fcntl(s.master, F_DUPFD_CLOEXEC, 3); /* polled apart from the reads */

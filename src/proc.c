@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -97,7 +96,7 @@ static void proc_free_if_done(proc *p) {
   if (p->box != NULL) p->box->p = NULL; /* closed by the host: its Lua handle is closed too */
   live_remove(p);
   proc_ns_kill(p); /* (already, unless it ended without a close) */
-  if (p->init_stack != NULL) munmap(p->init_stack, LAUNCH_INIT_STACK); /* it runs no more code */
+  launch_init_stack_free(p->init_stack); /* it runs no more code */
   for (int i = 0; i < p->nout; i++) outbuf_free(&p->out[i].buf);
   proc_io_free_queue(p);
   free(p);
