@@ -131,6 +131,36 @@ function H.alive(pid)
   return not (flags and flags & PF_EXITING ~= 0)
 end
 
+--- Whether the sandbox specs can run here: Landlock ABI 3 or later, and namespaces (root's,
+--- or a normal user's through a user namespace). true, or false and why not.
+function H.sandbox_usable()
+  local layers = require("luxec.core").sandbox_layers()
+  if layers.landlock < 3 then
+    return false, "Landlock ABI " .. layers.landlock .. " (3 or later needed)"
+  end
+  if not layers.can_unshare and not layers.userns then
+    return false, "no namespaces: not root, and no user namespace can be made ("
+      .. tostring(layers.userns_reason) .. ")"
+  end
+  return true
+end
+
+--- Write text to a file (mode: chmod it after), read a whole file (nil when missing).
+function H.write_file(path, text, mode)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+  if mode then assert(uv.fs_chmod(path, mode)) end
+end
+
+function H.read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
 --- A fresh temporary directory; H.rmtree removes it.
 function H.tmpdir()
   return assert(uv.fs_mkdtemp("/tmp/luxec-spec-XXXXXX"))

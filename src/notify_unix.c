@@ -17,7 +17,6 @@
  * A datagram with an address (sendto, sendmsg, sendmmsg on a SOCK_DGRAM socket) is sent by
  * the host the same way, with the data copied out of the target. A stream or seqpacket socket
  * ignores the address of sendmsg, so those go through untouched. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
@@ -73,25 +72,6 @@ int unix_target_fd(pid_t tid, int fd) {
 /* An O_PATH descriptor of the file path names for the target, or -1 with errno (ENOENT and the
  * like are the kernel's own answers; EACCES when it cannot be told). out: the path, absolute
  * in the target's view, for the record. */
-/* The last number of a "NSpid:"/"NStgid:" line of /proc/<tid>/status: the id the task has
- * in its own pid namespace. */
-static long own_id(pid_t tid, const char *field) {
-  char path[64], buf[2048];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
-  char *line = strstr(buf, field);
-  if (line == NULL) return -1;
-  char *end = strchr(line + 1, '\n');
-  if (end) *end = '\0';
-  char *last = strrchr(line, '\t');
-  return last ? strtol(last + 1, NULL, 10) : -1;
-}
-
 static int resolve_target(pid_t tid, const char *path, char *out, size_t size) {
   char link[64], base[PATH_MAX];
   if (path[0] == '/') {
@@ -102,15 +82,15 @@ static int resolve_target(pid_t tid, const char *path, char *out, size_t size) {
     const char *field = NULL;
     if (strncmp(path, "/proc/self/", 11) == 0) {
       rest = path + 10;
-      field = "\nNStgid:";
+      field = "NStgid";
     } else if (strncmp(path, "/proc/thread-self/", 18) == 0) {
       rest = path + 17;
-      field = "\nNSpid:";
+      field = "NSpid";
     }
-    long id = field ? own_id(tid, field) : -1;
+    long id = field ? pfs_status_last(tid, field) : -1;
     if (rest != NULL && id > 0) {
-      if (strcmp(field, "\nNSpid:") == 0) snprintf(out, size, "/proc/%ld/task/%ld%s",
-                                                  own_id(tid, "\nNStgid:"), id, rest);
+      if (strcmp(field, "NSpid") == 0) snprintf(out, size, "/proc/%ld/task/%ld%s",
+                                                pfs_status_last(tid, "NStgid"), id, rest);
       else snprintf(out, size, "/proc/%ld%s", id, rest);
     } else {
       snprintf(out, size, "%s", path);
@@ -211,28 +191,6 @@ static int bound_sockets(int diag_fd, const sock_key *key, unsigned long *inos, 
   }
 }
 
-static int holds_socket(pid_t pid, const unsigned long *inos, int n) {
-  char dir[64];
-  snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
-  DIR *d = opendir(dir);
-  if (d == NULL) return 0;
-  int found = 0;
-  struct dirent *e;
-  while (!found && (e = readdir(d)) != NULL) {
-    char link[320], target[64];
-    if (e->d_name[0] == '.') continue;
-    if (snprintf(link, sizeof link, "%s/%s", dir, e->d_name) >= (int)sizeof link) continue;
-    ssize_t len = readlink(link, target, sizeof target - 1);
-    if (len <= 0) continue;
-    target[len] = '\0';
-    unsigned long ino;
-    if (sscanf(target, "socket:[%lu]", &ino) != 1) continue;
-    for (int i = 0; i < n; i++) found |= ino == inos[i];
-  }
-  closedir(d);
-  return found;
-}
-
 /* Whether the socket bound at key belongs to the sandbox. */
 static int inside(sbx_monitor *m, const sock_key *key) {
   if (key->abstract && m->netns_private) return 1; /* its own abstract namespace */
@@ -251,8 +209,12 @@ static int inside(sbx_monitor *m, const sock_key *key) {
   if (m->prog_pid > 0) pids[k++] = m->prog_pid;
   if (m->prog_pid > 0) k += pfs_descendants(m->prog_pid, pids + k, 4096 - k);
   if (m->init_pid > 0) k += pfs_descendants(m->init_pid, pids + k, 4096 - k);
-  for (int i = 0; i < k; i++)
-    if (holds_socket(pids[i], inos, n)) return 1;
+  for (int i = 0; i < n; i++) {
+    char target[40];
+    pid_t holder;
+    snprintf(target, sizeof target, "socket:[%lu]", inos[i]);
+    if (pfs_holders(pids, k, target, &holder, 1) > 0) return 1;
+  }
   return 0;
 }
 

@@ -155,17 +155,29 @@ int pfs_waiting_on(pid_t pid, const char *target) {
   }
 }
 
-pid_t pfs_tgid(pid_t tid) {
-  char path[64], buf[512];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+long pfs_status_last(pid_t pid, const char *field) {
+  char path[64], buf[2048];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
   ssize_t n = read(fd, buf, sizeof buf - 1);
   close(fd);
   if (n <= 0) return -1;
   buf[n] = '\0';
-  const char *t = strstr(buf, "\nTgid:");
-  return t ? (pid_t)atoi(t + 6) : -1;
+  size_t flen = strlen(field);
+  for (char *line = buf; line != NULL && *line; line = strchr(line, '\n')) {
+    if (*line == '\n') line++;
+    if (strncmp(line, field, flen) != 0 || line[flen] != ':') continue;
+    char *end = strchr(line, '\n');
+    if (end) *end = '\0';
+    char *last = strrchr(line, '\t');
+    return last ? strtol(last + 1, NULL, 10) : -1;
+  }
+  return -1;
+}
+
+pid_t pfs_tgid(pid_t tid) {
+  return (pid_t)pfs_status_last(tid, "Tgid");
 }
 
 int pfs_has_env(pid_t pid, const char *entry) {

@@ -16,6 +16,9 @@ int pfs_holders(const pid_t *cands, int n, const char *target, pid_t *out, int m
 void pfs_cmdline(pid_t pid, char *out, size_t size);
 pid_t pfs_pgid(pid_t pid);
 pid_t pfs_tgid(pid_t tid); /* the process a thread belongs to, or -1 */
+/* The last number of the status line "field:" (e.g. NSpid: the id in the task's own pid
+ * namespace), or -1. */
+long pfs_status_last(pid_t pid, const char *field);
 /* 1 when pid is blocked in a read of target (or in poll/select with target as its stdin). */
 int pfs_waiting_on(pid_t pid, const char *target);
 /* 1 when the environment pid started with contains the exact entry "K=V". */

@@ -17,20 +17,8 @@ local PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 local MODES = { "workspace-write", "read-only" }
 local NOBODY = 65534
 
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write_file(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
-
+local read_file = H.read_file
+local write_file = H.write_file
 local function sh_quote(s)
   return "'" .. s:gsub("'", "'\\''") .. "'"
 end

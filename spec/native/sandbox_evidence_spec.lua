@@ -6,38 +6,15 @@
 local H = require("helper")
 local uv = require("luv")
 local luxec = require("luxec")
-local core = require("luxec.core")
 local sandbox = require("luxec.sandbox")
 
 local EV = H.fixture("evidence")
 local ESCAPE = H.fixture("escape")
 
-local function usable()
-  local layers = core.sandbox_layers()
-  if layers.landlock < 3 then
-    return false, "Landlock ABI " .. layers.landlock .. " (3 or later needed)"
-  end
-  if not layers.can_unshare and not layers.userns then
-    return false, "no namespaces: not root, and no user namespace can be made ("
-      .. tostring(layers.userns_reason) .. ")"
-  end
-  return true
-end
+local usable = H.sandbox_usable
 
-local function write_file(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
-
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
+local write_file = H.write_file
+local read_file = H.read_file
 local function exists(path)
   return uv.fs_lstat(path) ~= nil
 end
