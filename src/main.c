@@ -3,6 +3,7 @@
 #include "luxec.h"
 
 #include <stdio.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -262,7 +263,19 @@ static int pmain(lua_State *L) {
   return 1;
 }
 
+/* Descriptors 0, 1 and 2 open before anything else is: a host started with one closed would
+ * otherwise hand that number to the first descriptor it makes (the loop's epoll, a session's
+ * pipe), which then doubles as stdin or stdout. As other daemons do, /dev/null fills them. */
+static void reserve_stdio(void) {
+  for (int fd = 0; fd <= 2; fd++) {
+    if (fcntl(fd, F_GETFD) >= 0) continue;
+    int null = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (null >= 0 && null != fd) close(null); /* (the lowest free number is fd itself) */
+  }
+}
+
 int main(int argc, char **argv) {
+  reserve_stdio();
   int script = 0;
   int args = collectargs(argv, &script);
   if (luxec_host_init(&host, args != has_error && (args & has_E)) != 0) return EXIT_FAILURE;

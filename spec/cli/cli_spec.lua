@@ -57,6 +57,24 @@ describe("luxec command line", function()
     assert.equals(hard .. " 64\n", r.stdout)
   end)
 
+  it("runs with its standard streams closed, as a daemon may start it (issue 12)", function()
+    -- the first descriptors the host makes must not become its stdin or stdout
+    local dir = H.tmpdir()
+    local out = dir .. "/out"
+    local script = ('local r = require("luxec").run({"echo", "ok"}); '
+      .. 'local f = assert(io.open(%q, "w")); f:write(r.output); f:close()'):format(out)
+    local r = H.run({ cmd = "/bin/sh", "-c", 'exec 0<&- 1>&- 2>&-; "$0" -e "$1"; echo $? >"$2.rc"',
+      H.luxec, script, out })
+    assert.equals(0, r.code)
+    local f = assert(io.open(out .. ".rc"))
+    assert.equals("0\n", f:read("a"))
+    f:close()
+    f = assert(io.open(out))
+    assert.equals("ok\n", f:read("a"))
+    f:close()
+    H.rmtree(dir)
+  end)
+
   it("-e runs a statement", function()
     local r = H.run({ "-e", "io.write(6 * 7)" })
     assert.same({ 0, "42", "" }, { r.code, r.stdout, r.stderr })
