@@ -7,6 +7,10 @@ local H = {}
 H.root = uv.cwd()
 H.build = os.getenv("LUXEC_BUILD_DIR") or (H.root .. "/build")
 H.luxec = H.build .. "/bin/luxec"
+--- The host runs under valgrind (scripts/test --valgrind), which runs a launch's clone as a
+--- fork of its own: what the child sets up between clone and exec (rlimits, cgroup moves)
+--- is valgrind's emulation, not what the program gets.
+H.valgrind = os.getenv("LUXEC_UNDER_VALGRIND") == "1"
 
 --- Absolute path of a fixture program built into build/fixtures.
 function H.fixture(name)

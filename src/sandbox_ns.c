@@ -42,7 +42,7 @@ struct mount_attr_v0 {
 
 static int mount_layer(sandbox_prep *p) {
   /* private first: nothing done below may propagate to the host's mounts */
-  if (syscall(SYS_mount, NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) return -1;
+  if (syscall(SYS_mount, "none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0) return -1;
   int fds[64];
   int n = p->nroots < 64 ? p->nroots : 64;
   for (int i = 0; i < n; i++) {
@@ -74,7 +74,7 @@ static int devpts_layer(void) {
   if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC | MS_RDONLY,
             "newinstance,ptmxmode=0666,mode=0620") < 0)
     return -1;
-  if (exists("/dev/ptmx") && mount("/dev/pts/ptmx", "/dev/ptmx", NULL, MS_BIND, NULL) < 0)
+  if (exists("/dev/ptmx") && mount("/dev/pts/ptmx", "/dev/ptmx", "none", MS_BIND, NULL) < 0)
     return -1;
   return 0;
 }

@@ -98,7 +98,7 @@ local TOOLS_TEXT = "Run shell commands with exec_command; when it returns a sess
 function M.instructions(cfg)
   if cfg.server.instructions then return cfg.server.instructions end
   local sb = cfg.sandbox
-  local ok, spec = pcall(sandbox.resolve, sb, cfg.cwd)
+  local ok, spec = pcall(sandbox.resolve, sb, cfg.cwd, nil, false)
   local where
   if sb.mode == "full-access" then
     where = "Commands run unconfined"

@@ -69,7 +69,9 @@ end
 ---@param policy luxec.SandboxPolicy
 ---@param cwd string  the session's working directory (absolute)
 ---@param home string|nil  the session's HOME for `~/` in deny_read (default: the host's)
-function M.resolve(policy, cwd, home)
+---@param search boolean|nil  false: skip looking for repositories and secrets (only the roots
+---  are wanted, as for the server's instructions)
+function M.resolve(policy, cwd, home, search)
   if type(policy) ~= "table" then
     fail("a table expected, got %s", type(policy))
   end
@@ -176,7 +178,7 @@ function M.resolve(policy, cwd, home)
   home = home or os.getenv("HOME")
   local found = { ro = {}, unprotected = {}, repos = 0, dirs = 0 }
   local masks = {}
-  if mode ~= "full-access" then
+  if mode ~= "full-access" and search ~= false then
     local list = {}
     for _, e in ipairs(protect_defaults and paths.DEFAULT_PROTECT or {}) do list[#list + 1] = e end
     for _, e in ipairs(protect) do list[#list + 1] = e end

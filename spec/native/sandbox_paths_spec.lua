@@ -85,6 +85,20 @@ describe("sandbox paths (workspace-write)", function()
     return false
   end
 
+  it("resolving a policy again and again leaves the Lua heap where it was", function()
+    -- (luv's fs_scandir kept each directory listing referenced: every spawn leaked)
+    for i = 1, 5 do assert(uv.fs_mkdir(ws .. "/d" .. i, 493)) end
+    local function heap_after(n)
+      for _ = 1, n do sandbox.resolve({ mode = "workspace-write", tmp = false }, ws) end
+      collectgarbage("collect")
+      collectgarbage("collect")
+      return collectgarbage("count")
+    end
+    local before = heap_after(20)
+    local after = heap_after(200)
+    assert.is_true(after - before < 64, ("the heap grew %.1f KiB"):format(after - before))
+  end)
+
   it("keeps the workspace's own hooks from running at the host's next commit", function()
     local report = plant_then_commit(ws .. "/.git/hooks", ws)
     assert.is_true(contains(report.protected, ws .. "/.git"))
