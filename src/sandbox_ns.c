@@ -2,8 +2,8 @@
  * (system calls only: it shares memory with the suspended host). A user namespace first when
  * the host is not root (the other namespaces then belong to it, as with bubblewrap), then
  * mount, pid, IPC and network namespaces, and the mount layer: everything outside the
- * writable roots read-only, a private devpts instance (other sessions' terminals do not
- * exist in it) and a private /dev/shm. The fresh /proc is mounted by the program's process,
+ * writable roots read-only, and a /dev of its own (the harmless devices, a private devpts
+ * instance, a private /dev/shm). The fresh /proc is mounted by the program's process,
  * the first one inside the new pid namespace (sandbox.c). */
 #include "sandbox.h"
 
@@ -16,6 +16,7 @@
 #include <linux/netlink.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -62,21 +63,44 @@ static int mount_layer(sandbox_prep *p) {
   return 0;
 }
 
-/* A path that exists in the host's tree but not on this machine is no error. */
-static int exists(const char *path) {
-  return access(path, F_OK) == 0;
-}
-
-/* Private devpts: the sandbox's own terminals only; /dev/ptmx allocates from it. */
-static int devpts_layer(void) {
-  /* read-only: new terminals are still made (by the kernel, through ptmx), but none can be
-   * chmod'ed or chown'ed open to others */
+/* A /dev of the sandbox's own, as bubblewrap's --dev makes: the harmless devices bound from
+ * the host's, its own terminals (a read-only devpts instance: new terminals are still made by
+ * the kernel through ptmx, none can be chmod'ed open to others, no other session's or the
+ * host's exists there) and its own shared memory, and nothing else: no disk, input device or
+ * console of the host, which root could otherwise read past every mask. */
+static int dev_layer(void) {
+  static const char *const devs[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
+                                     "/dev/urandom", "/dev/tty", NULL};
+  static const char *const links[][2] = {
+    {"pts/ptmx", "/dev/ptmx"}, {"/proc/self/fd", "/dev/fd"}, {"/proc/self/fd/0", "/dev/stdin"},
+    {"/proc/self/fd/1", "/dev/stdout"}, {"/proc/self/fd/2", "/dev/stderr"}, {NULL, NULL}};
+  int fds[8];
+  for (int i = 0; devs[i]; i++) {
+    fds[i] = (int)syscall(SYS_open_tree, AT_FDCWD, devs[i], OPEN_TREE_CLONE | O_CLOEXEC);
+    if (fds[i] < 0 && errno != ENOENT) return -1; /* (a device this machine lacks is none) */
+  }
+  if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0)
+    return -1;
+  for (int i = 0; devs[i]; i++) {
+    if (fds[i] < 0) continue;
+    int fd = open(devs[i], O_CREAT | O_WRONLY | O_CLOEXEC, 0666); /* the mount point */
+    if (fd < 0) return -1;
+    close(fd);
+    if (syscall(SYS_move_mount, fds[i], "", AT_FDCWD, devs[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)
+      return -1;
+    close(fds[i]);
+  }
+  for (int i = 0; links[i][0]; i++)
+    if (symlink(links[i][0], links[i][1]) < 0) return -1;
+  if (mkdir("/dev/pts", 0755) < 0 || mkdir("/dev/shm", 01777) < 0) return -1;
   if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC | MS_RDONLY,
             "newinstance,ptmxmode=0666,mode=0620") < 0)
     return -1;
-  if (exists("/dev/ptmx") && mount("/dev/pts/ptmx", "/dev/ptmx", "none", MS_BIND, NULL) < 0)
-    return -1;
-  return 0;
+  /* POSIX shared memory and semaphores live here: the host's are not the sandbox's */
+  if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0) return -1;
+  /* nothing more is made in /dev itself */
+  return mount("none", "/dev", "none", MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+               NULL);
 }
 
 static int write_file(const char *path, const char *text) {
@@ -127,14 +151,8 @@ int sandbox_ns_setup(sandbox_prep *p, const char **stage) {
       *stage = "sandbox mount namespace";
       return -1;
     }
-    if (devpts_layer() < 0) {
-      *stage = "sandbox devpts";
-      return -1;
-    }
-    /* POSIX shared memory and semaphores live here: the host's are not the sandbox's */
-    if (exists("/dev/shm") &&
-        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0) {
-      *stage = "sandbox /dev/shm";
+    if (dev_layer() < 0) {
+      *stage = "sandbox /dev";
       return -1;
     }
     p->mountns_ok = 1;

@@ -216,6 +216,28 @@ describe("sandbox escapes (workspace-write, network denied)", function()
       assert.is_true(report.layers.pidns and report.layers.caps_dropped)
     end)
 
+  it("reading the host's disk or other devices (the sandbox has a /dev of its own)", function()
+    -- root could read a disk past every deny_read mask: no host device but the harmless ones
+    -- exists inside
+    local disk
+    local req = uv.fs_scandir("/sys/block")
+    for name in function() return req and uv.fs_scandir_next(req) end do
+      if not disk and not name:match("^loop") and not name:match("^ram")
+        and uv.fs_stat("/dev/" .. name) then
+        disk = "/dev/" .. name
+      end
+    end
+    local out, code = sh("ls /dev; for d in " .. (disk or "/dev/sda") .. " /dev/mem /dev/kmsg "
+      .. "/dev/input /dev/console; do test -e $d && echo FOUND $d; done; exit 0")
+    assert.equals(0, code, out)
+    assert.is_nil(out:find("FOUND", 1, true), out)
+    local names = {}
+    for n in out:gmatch("%S+") do names[#names + 1] = n end
+    table.sort(names)
+    assert.same({ "fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin",
+      "stdout", "tty", "urandom", "zero" }, names)
+  end)
+
   it("signalling the host (no host pid exists in the sandbox's pid namespace)", function()
     local out, code, report = jail({ ESCAPE, "kill", ("%d"):format(uv.os_getpid()) })
     assert.equals(1, code, out)
