@@ -6,8 +6,9 @@
  * The parent resolved every path to a canonical one (no symlink in any component). Between
  * that and this, a process of an earlier session may have swapped a component for a symlink;
  * each path is therefore opened with RESOLVE_NO_SYMLINKS and mounted through the descriptor,
- * so a mount lands on exactly the object that was checked, and anything unexpected (the path
- * vanished, or became a symlink) fails the spawn instead of leaving the path unprotected.
+ * so a mount lands on exactly the object that was checked, and a component that became a
+ * symlink fails the spawn instead of leaving the path unprotected (a path that is gone needs
+ * nothing: see sandbox_paths_apply).
  *
  * Masks come from one small tmpfs made here with fsopen/fsmount: it is never attached
  * anywhere (nothing is created on the host, and no mount point is needed for it), holds an
@@ -154,9 +155,12 @@ static int mask(int source, const char *path) {
   return attach(tree, target);
 }
 
+/* A path gone since the host looked (a repository another program removed meanwhile) needs
+ * no protection; one made later is like one made during the session. Anything else that
+ * fails (it became a symbolic link, a mount failed) fails the spawn. */
 int sandbox_paths_apply(sandbox_prep *p) {
   for (int i = 0; i < p->nro; i++) {
-    if (keep_read_only(p->ro_paths[i]) < 0) {
+    if (keep_read_only(p->ro_paths[i]) < 0 && errno != ENOENT) {
       p->failed_path = p->ro_paths[i];
       return -1;
     }
@@ -168,7 +172,7 @@ int sandbox_paths_apply(sandbox_prep *p) {
     return -1;
   }
   for (int i = 0; i < p->nmasks; i++) {
-    if (mask(source, p->masks[i]) < 0) {
+    if (mask(source, p->masks[i]) < 0 && errno != ENOENT) {
       int e = errno;
       p->failed_path = p->masks[i];
       close(source);
