@@ -125,7 +125,7 @@ local function run_hook(srv, name, field, subject, ctx)
   end
   if v.sandbox ~= nil then
     local pol = as_policy(v.sandbox)
-    local okp, err = pcall(sandbox.resolve, pol or v.sandbox, ctx.cwd or srv.cfg.cwd)
+    local okp, err = pcall(sandbox.resolve, pol or v.sandbox, ctx.cwd or srv.cfg.cwd, nil, false)
     if not pol or not okp then
       return { deny = ("%s returned a bad sandbox: %s"):format(name,
         tostring(pol and err or "a table, a mode or false expected")) }

@@ -138,8 +138,8 @@ function M.check(fname, argv, opts)
   if opts and opts.env then
     M.build_env({ env = opts.env }) -- the names and values, checked before anything starts
   end
-  if opts and opts.sandbox then
-    require("luxec.sandbox").resolve(opts.sandbox, opts.cwd or uv.cwd())
+  if opts and opts.sandbox then -- (the keys; spawn's own resolve searches the roots)
+    require("luxec.sandbox").resolve(opts.sandbox, opts.cwd or uv.cwd(), nil, false)
   end
 end
 
