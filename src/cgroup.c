@@ -330,7 +330,7 @@ static int has_word(const char *list, const char *word) {
   return 0;
 }
 
-static int read_text(int dir_fd, const char *name, char *buf, size_t size) {
+int cg_read_text(int dir_fd, const char *name, char *buf, size_t size) {
   int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -errno;
   ssize_t n = read(fd, buf, size - 1);
@@ -347,17 +347,17 @@ int cg_enable_controller(const char *name, char *why_out, size_t len) {
     snprintf(why_out, len, "no cgroup v2 directory for sessions (%s)", why ? why : "?");
     return -1;
   }
-  if (read_text(host_fd, "cgroup.subtree_control", have, sizeof have) == 0 && has_word(have, name))
+  if (cg_read_text(host_fd, "cgroup.subtree_control", have, sizeof have) == 0 && has_word(have, name))
     return 0;
   snprintf(plus, sizeof plus, "+%s", name);
-  if (read_text(host_fd, "cgroup.controllers", have, sizeof have) < 0 || !has_word(have, name)) {
+  if (cg_read_text(host_fd, "cgroup.controllers", have, sizeof have) < 0 || !has_word(have, name)) {
     /* Offered to the host's directory only once enabled in the cgroup the host lives in. A
      * controller the cgroup itself lacks (bound to a v1 hierarchy, or not delegated to this
      * user) cannot be; with processes of its own, a domain controller like memory gets EBUSY
      * (the "no internal processes" rule), unless it is the root cgroup. */
     char offered[512] = "";
     int pfd = open(parent_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (pfd >= 0) read_text(pfd, "cgroup.controllers", offered, sizeof offered);
+    if (pfd >= 0) cg_read_text(pfd, "cgroup.controllers", offered, sizeof offered);
     offered[strcspn(offered, "\n")] = '\0';
     if (!has_word(offered, name)) {
       snprintf(why_out, len, "the cgroup v2 tree offers no '%s' controller here (%s/cgroup.controllers:"

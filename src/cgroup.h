@@ -34,4 +34,7 @@ pid_t cg_watchdog_pid(void);
 int cg_enable_controller(const char *name, char *why_out, size_t len);
 const char *cg_host_dir(void);
 
+/* The whole of a small file in dir_fd (NUL-terminated): 0, or -errno. */
+int cg_read_text(int dir_fd, const char *name, char *buf, size_t size);
+
 #endif

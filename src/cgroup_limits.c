@@ -34,17 +34,6 @@ static int write_at(int dir_fd, const char *name, const char *text) {
   return n < 0 ? -e : 0;
 }
 
-static int read_at(int dir_fd, const char *name, char *buf, size_t size) {
-  int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  ssize_t n = read(fd, buf, size - 1);
-  int e = errno;
-  close(fd);
-  if (n < 0) return -e;
-  buf[n] = '\0';
-  return 0;
-}
-
 /* The value after "key " on a line of a flat keyed file (memory.events, cpu.stat), or -1. */
 static long long keyed(const char *buf, const char *key) {
   size_t n = strlen(key);
@@ -56,12 +45,12 @@ static long long keyed(const char *buf, const char *key) {
 
 static long long read_keyed(int dir_fd, const char *file, const char *key) {
   char buf[1024];
-  return read_at(dir_fd, file, buf, sizeof buf) == 0 ? keyed(buf, key) : -1;
+  return cg_read_text(dir_fd, file, buf, sizeof buf) == 0 ? keyed(buf, key) : -1;
 }
 
 static long long read_number(int dir_fd, const char *file) {
   char buf[64];
-  return read_at(dir_fd, file, buf, sizeof buf) == 0 && buf[0] >= '0' && buf[0] <= '9'
+  return cg_read_text(dir_fd, file, buf, sizeof buf) == 0 && buf[0] >= '0' && buf[0] <= '9'
              ? atoll(buf) : -1;
 }
 
@@ -338,7 +327,7 @@ void cgl_read(const cg_limits_state *st, const cg_session *cg, cg_limits_stats *
   char f[96];
   if (st->via[CGL_MEMORY] == CGL_CGROUP2 && cg->dir_fd >= 0) {
     char buf[1024];
-    if (read_at(cg->dir_fd, "memory.events", buf, sizeof buf) == 0) {
+    if (cg_read_text(cg->dir_fd, "memory.events", buf, sizeof buf) == 0) {
       out->mem_hits = keyed(buf, "max");
       out->mem_oom = keyed(buf, "oom");
       out->mem_oom_kills = keyed(buf, "oom_kill");
@@ -371,7 +360,7 @@ void cgl_read(const cg_limits_state *st, const cg_session *cg, cg_limits_stats *
     int v2 = st->via[CGL_CPU] == CGL_CGROUP2;
     char buf[1024];
     snprintf(f, sizeof f, "s%u/cpu.stat", st->v1_id);
-    if (read_at(v2 ? cg->dir_fd : v1[CGL_CPU].host_fd, v2 ? "cpu.stat" : f, buf, sizeof buf) == 0) {
+    if (cg_read_text(v2 ? cg->dir_fd : v1[CGL_CPU].host_fd, v2 ? "cpu.stat" : f, buf, sizeof buf) == 0) {
       out->cpu_periods = keyed(buf, "nr_periods");
       out->cpu_throttled = keyed(buf, "nr_throttled");
       long long t = keyed(buf, v2 ? "throttled_usec" : "throttled_time"); /* v1: ns */
