@@ -1,7 +1,9 @@
 /* sandbox.h: confining a child between clone and exec. The parent prepares everything that
  * needs memory (the Landlock ruleset, the BPF programs from libseccomp, C strings); the
- * child only makes system calls: mount namespace, capability drop, no_new_privs,
- * landlock_restrict_self, seccomp with a listener it hands to the host. */
+ * children only make system calls: the launcher's setup child the namespaces and the mount
+ * layer (sandbox_ns.c, sandbox_paths.c), the program's process the fresh /proc, capability
+ * drop, no_new_privs, landlock_restrict_self, and seccomp with a listener that lands in the
+ * host's descriptor table. */
 #ifndef LUXEC_SANDBOX_H
 #define LUXEC_SANDBOX_H
 
@@ -33,7 +35,7 @@ typedef struct sandbox_prep {
   /* namespaces, made by the launcher's setup child (sandbox_ns_setup) before the program's
    * process is cloned into them */
   int want_userns;      /* not root: every other namespace comes through a user namespace */
-  int want_mountns;     /* read-only /, writable roots, fresh /proc, private devpts and /dev/shm */
+  int want_mountns;     /* read-only /, writable roots, fresh /proc, a /dev of its own */
   int want_pidns, want_ipcns, want_netns;
   int drop_caps, best_effort;
   int shm_root;         /* /dev/shm is a writable root (the sandbox's private one) */
@@ -44,12 +46,13 @@ typedef struct sandbox_prep {
   int nro;
   char **masks;
   int nmasks;
-  const char *failed_path; /* set by the child: the path its mount layer could not make */
-  /* written by the children, read by the parent after the launch */
   char **unix_sockets;
   int nunix;
+  /* written by the children, read by the parent after the launch */
+  const char *failed_path; /* the path the mount layer could not make */
   volatile int diag_fd; /* sock_diag in the sandbox's network namespace (the host's table) */
-  volatile int got_listener, listener_fd, userns_ok, mountns_ok, pidns_ok, ipcns_ok, netns_ok, caps_dropped;
+  volatile int got_listener, listener_fd;
+  volatile int userns_ok, mountns_ok, pidns_ok, ipcns_ok, netns_ok, caps_dropped;
   volatile int degraded_notify, degraded_ns;
 } sandbox_prep;
 
