@@ -173,15 +173,18 @@ int proc_core_spawn(lua_State *L) {
   int launched = launch(&req, &res);
   for (int i = 0; i < req.ncgroup_more; i++) close(req.cgroup_more_fds[i]);
   if (launched < 0) {
+    luxec_push_error(L, res.err); /* (named before prep's strings are freed) */
+    const char *what = strcmp(res.stage, "cwd") == 0 ? req.cwd
+                       : strcmp(res.stage, "sandbox mount namespace") == 0 && prep.failed_path
+                           ? prep.failed_path
+                           : argv[0];
+    lua_pushfstring(L, "%s (%s: %s)", lua_tostring(L, -2), res.stage, what);
+    lua_replace(L, -3);
     sandbox_prep_free(&prep);
     cg_session_remove(&p->cg);
     if (p->limited) cgl_release(&p->lim);
     for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
     free(p);
-    luxec_push_error(L, res.err);
-    lua_pushfstring(L, "%s (%s: %s)", lua_tostring(L, -2), res.stage,
-                    strcmp(res.stage, "cwd") == 0 ? req.cwd : argv[0]);
-    lua_replace(L, -3);
     return 3;
   }
   p->pid = res.pid;
