@@ -78,7 +78,7 @@ static int read_populated(int dir_fd) {
   return p != NULL && p[10] == '1';
 }
 
-static int write_file(int dir_fd, const char *name, const char *text) {
+int cg_write_text(int dir_fd, const char *name, const char *text) {
   int fd = openat(dir_fd, name, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return -errno;
   ssize_t n = write(fd, text, strlen(text));
@@ -125,7 +125,7 @@ static void watchdog_main(int rd, int dir_fd, int parent_fd, const char *name) {
   char c;
   while (read(rd, &c, 1) < 0 && errno == EINTR) {
   }
-  write_file(dir_fd, "cgroup.kill", "1");
+  cg_write_text(dir_fd, "cgroup.kill", "1");
   struct timespec tick = {0, 5 * 1000 * 1000};
   for (int i = 0; i < 1000 && read_populated(dir_fd) == 1; i++) nanosleep(&tick, NULL);
   char buf[4096];
@@ -250,7 +250,7 @@ int cg_session_wait_empty(const cg_session *s, int timeout_ms) {
 }
 
 int cg_session_kill(const cg_session *s) {
-  return s->dir_fd < 0 ? 0 : write_file(s->dir_fd, "cgroup.kill", "1");
+  return s->dir_fd < 0 ? 0 : cg_write_text(s->dir_fd, "cgroup.kill", "1");
 }
 
 int cg_session_pids(const cg_session *s, pid_t *out, int max) {
@@ -366,7 +366,7 @@ int cg_enable_controller(const char *name, char *why_out, size_t len) {
       if (pfd >= 0) close(pfd);
       return -1;
     }
-    int rc = pfd >= 0 ? write_file(pfd, "cgroup.subtree_control", plus) : -errno;
+    int rc = pfd >= 0 ? cg_write_text(pfd, "cgroup.subtree_control", plus) : -errno;
     close(pfd);
     if (rc < 0) {
       snprintf(why_out, len, "cannot enable '%s' in %s/cgroup.subtree_control: %s%s", name,
@@ -376,7 +376,7 @@ int cg_enable_controller(const char *name, char *why_out, size_t len) {
       return -1;
     }
   }
-  int rc = write_file(host_fd, "cgroup.subtree_control", plus);
+  int rc = cg_write_text(host_fd, "cgroup.subtree_control", plus);
   if (rc < 0) {
     snprintf(why_out, len, "cannot enable '%s' in %s/cgroup.subtree_control: %s", name, host_dir,
              strerror(-rc));

@@ -34,6 +34,8 @@ pid_t cg_watchdog_pid(void);
 int cg_enable_controller(const char *name, char *why_out, size_t len);
 const char *cg_host_dir(void);
 
+/* Write text to the control file name in dir_fd: 0, or -errno. */
+int cg_write_text(int dir_fd, const char *name, const char *text);
 /* The whole of a small file in dir_fd (NUL-terminated): 0, or -errno. */
 int cg_read_text(int dir_fd, const char *name, char *buf, size_t size);
 

@@ -25,15 +25,6 @@ typedef struct v1_ctl {
 static v1_ctl v1[CGL_N];
 static unsigned v1_next = 1;
 
-static int write_at(int dir_fd, const char *name, const char *text) {
-  int fd = openat(dir_fd, name, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  ssize_t n = write(fd, text, strlen(text));
-  int e = errno;
-  close(fd);
-  return n < 0 ? -e : 0;
-}
-
 /* The value after "key " on a line of a flat keyed file (memory.events, cpu.stat), or -1. */
 static long long keyed(const char *buf, const char *key) {
   size_t n = strlen(key);
@@ -184,28 +175,28 @@ static int v1_apply(cg_limits_state *st, int i, char *why, size_t len) {
   if (i == CGL_MEMORY) {
     snprintf(val, sizeof val, "%lld", w->memory);
     snprintf(file, sizeof file, "%s/memory.limit_in_bytes", name);
-    rc = write_at(v1[i].host_fd, file, val);
+    rc = cg_write_text(v1[i].host_fd, file, val);
     bad = "memory.limit_in_bytes";
     if (rc == 0) { /* memory + swap, so swap does not extend the limit */
       snprintf(file, sizeof file, "%s/memory.memsw.limit_in_bytes", name);
-      rc = write_at(v1[i].host_fd, file, val);
+      rc = cg_write_text(v1[i].host_fd, file, val);
       bad = "memory.memsw.limit_in_bytes";
       if (rc == -ENOENT && !host_has_swap()) rc = 0;
     }
   } else if (i == CGL_PIDS) {
     snprintf(val, sizeof val, "%lld", w->pids);
     snprintf(file, sizeof file, "%s/pids.max", name);
-    rc = write_at(v1[i].host_fd, file, val);
+    rc = cg_write_text(v1[i].host_fd, file, val);
     bad = "pids.max";
   } else {
     snprintf(val, sizeof val, "%lld", w->cpu_period_us);
     snprintf(file, sizeof file, "%s/cpu.cfs_period_us", name);
-    rc = write_at(v1[i].host_fd, file, val);
+    rc = cg_write_text(v1[i].host_fd, file, val);
     bad = "cpu.cfs_period_us";
     if (rc == 0) {
       snprintf(val, sizeof val, "%lld", w->cpu_quota_us);
       snprintf(file, sizeof file, "%s/cpu.cfs_quota_us", name);
-      rc = write_at(v1[i].host_fd, file, val);
+      rc = cg_write_text(v1[i].host_fd, file, val);
       bad = "cpu.cfs_quota_us";
     }
   }
@@ -228,18 +219,18 @@ static int v2_apply(const cg_limits_state *st, const cg_session *cg, int i, char
   int rc;
   if (i == CGL_MEMORY) {
     snprintf(val, sizeof val, "%lld", w->memory);
-    rc = write_at(cg->dir_fd, file = "memory.max", val);
+    rc = cg_write_text(cg->dir_fd, file = "memory.max", val);
     if (rc == 0) { /* swap would otherwise hold what memory.max pushes out */
-      rc = write_at(cg->dir_fd, file = "memory.swap.max", "0");
+      rc = cg_write_text(cg->dir_fd, file = "memory.swap.max", "0");
       if (rc == -ENOENT && !host_has_swap()) rc = 0;
-      if (rc < 0) write_at(cg->dir_fd, "memory.max", "max"); /* enforced elsewhere, or not */
+      if (rc < 0) cg_write_text(cg->dir_fd, "memory.max", "max"); /* enforced elsewhere, or not */
     }
   } else if (i == CGL_PIDS) {
     snprintf(val, sizeof val, "%lld", w->pids);
-    rc = write_at(cg->dir_fd, file = "pids.max", val);
+    rc = cg_write_text(cg->dir_fd, file = "pids.max", val);
   } else {
     snprintf(val, sizeof val, "%lld %lld", w->cpu_quota_us, w->cpu_period_us);
-    rc = write_at(cg->dir_fd, file = "cpu.max", val);
+    rc = cg_write_text(cg->dir_fd, file = "cpu.max", val);
   }
   if (rc < 0) {
     snprintf(why, len, "cgroup v2: writing %s: %s%s", file, strerror(-rc),

@@ -108,15 +108,22 @@ void pfs_cmdline(pid_t pid, char *out, size_t size) {
   }
 }
 
-pid_t pfs_pgid(pid_t pid) {
-  char path[64], buf[512];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+/* /proc/<pid>/<file> into buf (NUL-terminated, cut at size): 0 or -1. */
+static int read_proc(pid_t pid, const char *file, char *buf, size_t size) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
+  ssize_t n = read(fd, buf, size - 1);
   close(fd);
   if (n <= 0) return -1;
   buf[n] = '\0';
+  return 0;
+}
+
+pid_t pfs_pgid(pid_t pid) {
+  char buf[512];
+  if (read_proc(pid, "stat", buf, sizeof buf) < 0) return -1;
   char *p = strrchr(buf, ')'); /* the name may contain anything but is in parentheses */
   int ppid, pgid;
   char st;
@@ -156,14 +163,8 @@ int pfs_waiting_on(pid_t pid, const char *target) {
 }
 
 long pfs_status_last(pid_t pid, const char *field) {
-  char path[64], buf[2048];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
+  char buf[2048];
+  if (read_proc(pid, "status", buf, sizeof buf) < 0) return -1;
   size_t flen = strlen(field);
   for (char *line = buf; line != NULL && *line; line = strchr(line, '\n')) {
     if (*line == '\n') line++;
