@@ -6,7 +6,7 @@
 --- the host's environment instead (a login shell's profile may behave differently there).
 ---   luxec bench/exec.lua [RUNS] [login]
 local luxec = require("luxec")
-local exec = require("luxec.exec")
+local exec = require("luxec.engine")
 local uv = require("luv")
 
 local runs = math.tointeger(tonumber(arg[1] or "300")) or error("usage: exec.lua [RUNS] [login]")

@@ -191,7 +191,7 @@ static int handle_luainit(lua_State *L) {
   return dostring(L, init, name);
 }
 
-/* Subcommands (luxec mcp, luxec sandbox-check) are Lua: luxec.cmd.main(name, args...) returns
+/* Subcommands (luxec mcp, luxec sandbox-check) are Lua: luxec.cli.cmd.main(name, args...) returns
  * the exit status. A file of that name in the working directory is still run as a script,
  * as lua would. */
 static const char *const subcommands[] = {"mcp", "sandbox-check", "play", NULL};
@@ -205,7 +205,7 @@ static int is_subcommand(const char *name) {
 static int run_subcommand(lua_State *L, char **argv, int argc) {
   createargtable(L, argv, argc, 1);
   lua_getglobal(L, "require");
-  lua_pushliteral(L, "luxec.cmd");
+  lua_pushliteral(L, "luxec.cli.cmd");
   int status = luxec_docall(L, 1, 1);
   if (status == LUA_OK) {
     lua_getfield(L, -1, "main");

@@ -2,7 +2,7 @@
  * (readline's callback interface on a terminal, plain lines otherwise), so timers and
  * sessions keep running while it waits; each complete chunk runs as top-level code, outside
  * the loop, as lua.c's do. What a line means, prompts, evaluation, printing, history and
- * completion are luxec.repl's (lua/luxec/repl.lua): R.start(native), R.line(line) -> ready,
+ * completion are luxec.cli.repl's (lua/luxec/cli/repl.lua): R.start(native), R.line(line) -> ready,
  * R.run(), R.prompt(), R.cancel(), R.complete(text, line, start) -> {candidates}. */
 #include "luxec.h"
 
@@ -22,21 +22,21 @@ typedef struct repl {
   uv_poll_t poll;        /* first member: callbacks get the repl back by a cast */
   uv_signal_t sigint;
   luxec_host *h;
-  int mod_ref;           /* the luxec.repl module */
+  int mod_ref;           /* the luxec.cli.repl module */
   int tty;               /* readline on a terminal, else plain lines */
   int pollable;
   int eof;
-  int ready;             /* luxec.repl holds a complete chunk to run */
+  int ready;             /* luxec.cli.repl holds a complete chunk to run */
   char in[4096];         /* plain mode: bytes read but not yet split into lines */
   size_t in_len;
 } repl;
 
 static repl *active = NULL; /* readline's handlers take no user data */
-static char **candidates = NULL; /* completion: what luxec.repl offered, for the generator */
+static char **candidates = NULL; /* completion: what luxec.cli.repl offered, for the generator */
 static size_t ncandidates = 0, next_candidate = 0;
 
 /* Call R[name] with the nargs values on the stack; leaves nres results, or returns -1 after
- * reporting an error (a bug in luxec.repl: the prompt keeps going). */
+ * reporting an error (a bug in luxec.cli.repl: the prompt keeps going). */
 static int rcall(repl *r, const char *name, int nargs, int nres) {
   lua_State *L = r->h->L;
   int base = lua_gettop(L) - nargs;
@@ -68,7 +68,7 @@ static char *prompt_copy(repl *r) {
   return buf;
 }
 
-/* One line of input: luxec.repl completes its pending chunk or keeps waiting for more. */
+/* One line of input: luxec.cli.repl completes its pending chunk or keeps waiting for more. */
 static void take_line(repl *r, const char *line) {
   lua_pushstring(r->h->L, line);
   if (rcall(r, "line", 1, 1) == 0) {
@@ -196,7 +196,7 @@ static void sigint_cb(uv_signal_t *handle, int signum) {
   }
 }
 
-/* native.add_history(entry): readline's in-memory history (luxec.repl keeps the file) */
+/* native.add_history(entry): readline's in-memory history (luxec.cli.repl keeps the file) */
 static int native_add_history(lua_State *L) {
   add_history(luaL_checkstring(L, 1));
   return 0;
@@ -208,11 +208,11 @@ static int native_clear_history(lua_State *L) {
   return 0;
 }
 
-/* Load luxec.repl and start it; 0, or -1 after reporting why not. */
+/* Load luxec.cli.repl and start it; 0, or -1 after reporting why not. */
 static int start(repl *r) {
   lua_State *L = r->h->L;
   lua_getglobal(L, "require");
-  lua_pushliteral(L, "luxec.repl");
+  lua_pushliteral(L, "luxec.cli.repl");
   if (luxec_report(L, luxec_docall(L, 1, 1)) != LUA_OK) return -1;
   r->mod_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_createtable(L, 0, 3);                                /* native */

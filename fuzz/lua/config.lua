@@ -1,4 +1,4 @@
---- fuzz_config: luxec.config on any configuration. A config file is Lua that returns a table;
+--- fuzz_config: luxec.mcp.config on any configuration. A config file is Lua that returns a table;
 --- the input is read as one of:
 ---   0, 1  a table tree (keys mostly the real ones, values of every type) for config.check;
 ---   2     the bytes of a config file for config.load (run with the restricted globals below);
@@ -15,8 +15,8 @@ local traced = require("lib.traced")
 local Input = require("lib.input")
 local native = require("fuzz.native")
 local sandbox = require("luxec.sandbox")
-local policy = require("luxec.exec_policy")
-local config = traced.module(require("luxec.config"))
+local policy = require("luxec.engine.policy")
+local config = traced.module(require("luxec.mcp.config"))
 
 native.set_budget(5 * 1000 * 1000) -- a config file may loop: 5 M instructions is plenty
 

@@ -1,4 +1,4 @@
---- fuzz_mcp_line: the MCP server's input path — the line reader (luxec.mcp_stdio, with its
+--- fuzz_mcp_line: the MCP server's input path — the line reader (luxec.mcp.stdio, with its
 --- oversize lines) and Server:handle_line (luxec.mcp) down through the tools and the exec
 --- engine — on any bytes, then stdin's EOF and the shutdown it starts. The process layer is
 --- lib/fake_process.lua and time a fake clock, so no input starts a process or touches the
@@ -57,8 +57,8 @@ for _, name in ipairs({ "open", "popen", "lines", "input", "output" }) do
 end
 
 local mcp = require("luxec.mcp")
-local stdio = require("luxec.mcp_stdio")
-local config = require("luxec.config")
+local stdio = require("luxec.mcp.stdio")
+local config = require("luxec.mcp.config")
 
 -- The server reads lines with the reader it would use on a descriptor, minus the descriptor.
 stdio.reader = function(_, opts) return stdio.lines(opts) end

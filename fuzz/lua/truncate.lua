@@ -1,4 +1,4 @@
---- fuzz_truncate: luxec.truncate's helpers and policies, and luxec.exec_output.collect (a
+--- fuzz_truncate: luxec.engine.truncate's helpers and policies, and luxec.engine.output.collect (a
 --- session's output read in rounds through the real output buffer, cleaned and cut), on any
 --- bytes. Checked against this file's own recounts (lib/utf8.lua, not truncate.lua):
 --- - lossy: valid UTF-8 out, exactly the valid characters of the input with one U+FFFD for
@@ -11,9 +11,9 @@
 ---   was split into reads.
 --- Input: budget, hole, flags, chunk sizes, repeat count, then the bytes.
 local traced = require("lib.traced")
-local T = traced.module(require("luxec.truncate"))
-local clean = traced.module(require("luxec.clean"))
-local output = traced.module(require("luxec.exec_output"))
+local T = traced.module(require("luxec.engine.truncate"))
+local clean = traced.module(require("luxec.engine.clean"))
+local output = traced.module(require("luxec.engine.output"))
 local native = require("fuzz.native")
 local U = require("lib.utf8")
 local Input = require("lib.input")

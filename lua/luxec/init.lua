@@ -13,13 +13,13 @@ M.in_task = sched.in_task
 
 local process = require("luxec.process")
 M.spawn = process.spawn
-M.run = require("luxec.run").run
+M.run = require("luxec.process.run").run
 M.terminate_all = process.terminate_all
 M.defaults = process.defaults
 
-local expect = require("luxec.expect")
+local expect = require("luxec.auto.expect")
 M.EOF = expect.EOF
 M.TIMEOUT = expect.TIMEOUT
-M.spawn = require("luxec.record").spawn -- process.spawn with record = "file.cast"
+M.spawn = require("luxec.auto.record").spawn -- process.spawn with record = "file.cast"
 
 return M

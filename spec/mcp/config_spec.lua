@@ -1,8 +1,8 @@
--- The config file of `luxec mcp` (luxec.config): checked at start with errors naming the key,
+-- The config file of `luxec mcp` (luxec.mcp.config): checked at start with errors naming the key,
 -- printed by --check-config, and its Lua hooks (on_command, on_input) at work.
 local H = require("helper")
 local R = require("mcp.raw")
-local config = require("luxec.config")
+local config = require("luxec.mcp.config")
 local uv = require("luv")
 
 describe("luxec mcp config", function()

@@ -1,8 +1,8 @@
--- The MCP server's JSON (luxec.json) and line splitting (luxec.mcp_stdio), as plain
+-- The MCP server's JSON (luxec.json) and line splitting (luxec.mcp.stdio), as plain
 -- functions: no process, no loop.
 local H = require("helper")
 local json = require("luxec.json")
-local stdio = require("luxec.mcp_stdio")
+local stdio = require("luxec.mcp.stdio")
 
 describe("luxec.json", function()
   after_each(H.assert_clean)
@@ -51,7 +51,7 @@ describe("luxec.json", function()
   end)
 end)
 
-describe("luxec.mcp_stdio lines", function()
+describe("luxec.mcp.stdio lines", function()
   after_each(H.assert_clean)
 
   local function splitter(max)

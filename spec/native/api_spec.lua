@@ -194,7 +194,7 @@ describe("reading output", function()
   end)
 end)
 
-describe("luxec.run", function()
+describe("luxec.process.run", function()
   after_each(H.assert_clean)
 
   it("returns code, output and dropped, feeding input", function()

@@ -1,9 +1,9 @@
 -- The agent engine with real processes: Codex's scenarios, then each of luxec's improvements.
 local H = require("helper")
 local luxec = require("luxec")
-local exec = require("luxec.exec")
+local exec = require("luxec.engine")
 local process = require("luxec.process")
-local truncate = require("luxec.truncate")
+local truncate = require("luxec.engine.truncate")
 local uv = require("luv")
 
 local engines = {}
@@ -327,7 +327,8 @@ describe("exec engine improvements", function()
     local f = assert(io.open(r.log_range.path, "rb"))
     local raw = f:read("a")
     f:close()
-    local removed = require("luxec.clean").clean(raw:sub(r.log_range.from + 1, r.log_range.to))
+    local clean = require("luxec.engine.clean")
+    local removed = clean.clean(raw:sub(r.log_range.from + 1, r.log_range.to))
     local head, tail = r.output:match("^Total output lines: 50\n\n(.-)….-…(.*)$")
     assert.equals(20, #head)
     -- head + what the log range holds + tail covers every line
@@ -572,9 +573,9 @@ describe("exec engine bad input", function()
 
   it("raises on a bad config, which is a programming error", function()
     assert.has_error(function() exec.new({ max_sessions = -1 }) end,
-      "bad config 'max_sessions' for luxec.exec (non-negative integer expected, got -1)")
+      "bad config 'max_sessions' for luxec.engine (non-negative integer expected, got -1)")
     assert.has_error(function() exec.new({ yeild = 1 }) end,
-      "bad config key 'yeild' for luxec.exec")
+      "bad config key 'yeild' for luxec.engine")
     assert.has_error(function() exec.new({ truncation = "x" }) end)
     assert.has_error(function() exec.new({ env = { inherit = "some" } }) end)
   end)

@@ -431,7 +431,7 @@ describe("sandbox evidence (workspace-write, network denied)", function()
       assert.equals("open " .. outside .. "/evil\\n\\x1b[2J\\x1b]0;title\\x07: EROFS " ..
         "(pid " .. d.pid .. " x\\n\\x1b[31m)", text)
       -- and what the agent reads, made from it
-      local v = require("luxec.exec_output").verdict({ sandboxed = true },
+      local v = require("luxec.engine.output").verdict({ sandboxed = true },
         { sandbox = report }, { exit_code = 1, full_output = "" })
       assert.is_nil(v.reason:find("[%c\127]"), v.reason)
     end)

@@ -6,7 +6,7 @@
 local H = require("helper")
 local uv = require("luv")
 local luxec = require("luxec")
-local exec = require("luxec.exec")
+local exec = require("luxec.engine")
 
 local HOG = H.fixture("hog")
 
@@ -83,7 +83,7 @@ describe("sandbox limits: the policy", function()
   end)
 
   it("turns sizes and CPUs into what the kernel takes", function()
-    local limits = require("luxec.limits")
+    local limits = require("luxec.sandbox.limits")
     assert.same({ memory = 512 * 1024 * 1024, pids = 256, cpu_quota_us = 150000,
       cpu_period_us = 100000 }, limits.resolve({ memory = "512M", pids = 256, cpu = 1.5 }))
     assert.same({ memory = 2 * 1024 * 1024 * 1024 }, limits.resolve({ memory = "2G" }))

@@ -7,7 +7,7 @@ local H = require("helper")
 local uv = require("luv")
 local luxec = require("luxec")
 local sandbox = require("luxec.sandbox")
-local config = require("luxec.config")
+local config = require("luxec.mcp.config")
 
 local usable = H.sandbox_usable
 

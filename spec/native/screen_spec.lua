@@ -1,10 +1,10 @@
 local H = require("helper")
 local luxec = require("luxec")
-local screen = require("luxec.screen")
+local screen = require("luxec.auto.screen")
 
 local TUI = H.fixture("tui")
 
-describe("luxec.screen (libvterm)", function()
+describe("luxec.auto.screen (libvterm)", function()
   after_each(H.assert_clean)
 
   it("renders cursor movement, erasing and overwriting to the expected lines", function()
@@ -43,7 +43,7 @@ describe("luxec.screen (libvterm)", function()
     assert.equals("", s:feed("\27]0;my title\7"))
     assert.equals("my title", s:title())
     assert.equals("\27[1;1R", s:feed("\27[6n"))
-    assert.matches("^luxec.screen %(5x10%)$", tostring(s))
+    assert.matches("^luxec.auto.screen %(5x10%)$", tostring(s))
     s:close()
   end)
 end)

@@ -91,8 +91,8 @@ uv.kill(uv.os_getpid(), "sigkill")
 end)
 
 describe("soak regressions: the exec engine's ids (soak/mcp.lua)", function()
-  local exec = require("luxec.exec")
-  local sessions = require("luxec.sessions")
+  local exec = require("luxec.engine")
+  local sessions = require("luxec.engine.sessions")
   local saved = { sessions.defaults.id_min, sessions.defaults.id_max }
   local engine
 

@@ -1,6 +1,6 @@
 -- Output cleaning: escape sequences, lines rewritten in place, held-back bytes across reads,
 -- and the map from text positions back to raw offsets. No process, no loop.
-local C = require("luxec.clean")
+local C = require("luxec.engine.clean")
 local H = require("helper")
 
 local function cleaned(s, opts)

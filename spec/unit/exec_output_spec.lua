@@ -1,5 +1,5 @@
 -- The text a model reads for an exec result: Codex's lines, then luxec's additions.
-local format = require("luxec.exec_output").format
+local format = require("luxec.engine.output").format
 
 local function result(extra)
   local r = { chunk_id = "4f0a9c", wall_time = 0.21404, original_token_count = 3,

@@ -1,6 +1,6 @@
 -- The exec engine's pure decisions: environment policy, yield clamps, argument checks, the
 -- password-prompt test and the sandbox-denial guess.
-local P = require("luxec.exec_policy")
+local P = require("luxec.engine.policy")
 
 local HOST = {
   HOME = "/root", PATH = "/usr/bin:/bin", USER = "root", SHELL = "/bin/bash",

@@ -1,5 +1,5 @@
 -- The session store: ids, last use, Codex's pruning and warning. Pure bookkeeping.
-local sessions = require("luxec.sessions")
+local sessions = require("luxec.engine.sessions")
 
 -- A store of plain entries {exited = bool}, ids deterministic.
 local function store(opts)

@@ -1,6 +1,6 @@
 -- Truncation policies: Codex's exactly (every case of the reference), luxec's cut, and the
 -- UTF-8 helpers that keep a character from ever being cut. No process, no loop.
-local T = require("luxec.truncate")
+local T = require("luxec.engine.truncate")
 local H = require("helper")
 
 local LONG = "this is an example of a long output that should be truncated"

@@ -1,6 +1,6 @@
 --- A strict UTF-8 decoder of the checkers' own (RFC 3629: no overlong forms, no surrogates,
 --- nothing above U+10FFFF), written from the table in the RFC rather than from
---- luxec.truncate or Lua's utf8 library, so that neither is checked against itself.
+--- luxec.engine.truncate or Lua's utf8 library, so that neither is checked against itself.
 local M = {}
 
 -- The ranges the second byte may take after each lead byte (RFC 3629, section 4).

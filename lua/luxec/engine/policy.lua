@@ -1,4 +1,4 @@
---- luxec.exec_policy: the pure decisions of the exec engine — its config, the children's
+--- luxec.engine.policy: the pure decisions of the exec engine — its config, the children's
 --- environment, the yield clamps, tool argument checking and the sandbox-denial guess. No
 --- process, no loop: everything here is unit-tested as plain functions.
 local M = {}
@@ -94,27 +94,27 @@ function M.config(config)
   for k, v in pairs(config or {}) do
     local want = CONFIG_TYPES[k]
     if not want then
-      error(("bad config key '%s' for luxec.exec"):format(tostring(k)), 0)
+      error(("bad config key '%s' for luxec.engine"):format(tostring(k)), 0)
     end
     local ok = want == "count" and math.type(v) == "integer" and v >= 0 or type(v) == want
     if not ok then
-      error(("bad config '%s' for luxec.exec (%s expected, got %s)"):format(k,
+      error(("bad config '%s' for luxec.engine (%s expected, got %s)"):format(k,
         want == "count" and "non-negative integer" or want, tostring(v)), 0)
     end
     cfg[k] = v
   end
   local modes = { luxec = true, ["codex-tokens"] = true, ["codex-bytes"] = true }
   if not modes[cfg.truncation] then
-    error(("bad config 'truncation' for luxec.exec (\"luxec\", \"codex-tokens\" or "
+    error(("bad config 'truncation' for luxec.engine (\"luxec\", \"codex-tokens\" or "
       .. "\"codex-bytes\" expected, got %q)"):format(cfg.truncation), 0)
   end
   if cfg.pipe_stdin ~= "null" and cfg.pipe_stdin ~= "pipe" then
-    error(("bad config 'pipe_stdin' for luxec.exec (\"null\" or \"pipe\" expected, got %q)")
+    error(("bad config 'pipe_stdin' for luxec.engine (\"null\" or \"pipe\" expected, got %q)")
       :format(cfg.pipe_stdin), 0)
   end
   local inherit = cfg.env and cfg.env.inherit
   if inherit ~= nil and inherit ~= "all" and inherit ~= "core" and inherit ~= "none" then
-    error(("bad config 'env.inherit' for luxec.exec (\"all\", \"core\" or \"none\" expected, "
+    error(("bad config 'env.inherit' for luxec.engine (\"all\", \"core\" or \"none\" expected, "
       .. "got %s)"):format(tostring(inherit)), 0)
   end
   return cfg

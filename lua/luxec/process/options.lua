@@ -1,4 +1,4 @@
---- luxec.options: checking what luxec.spawn and luxec.run are given, with errors that name
+--- luxec.process.options: checking what luxec.spawn and luxec.run are given, with errors that name
 --- the argument, and the environment a session starts with. Errors carry no position: the
 --- public function re-raises them at its caller's line.
 local uv = require("luv")

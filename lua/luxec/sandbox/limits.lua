@@ -1,4 +1,4 @@
---- luxec.limits: the `limits` of a sandbox policy — how much memory, how many processes and
+--- luxec.sandbox.limits: the `limits` of a sandbox policy — how much memory, how many processes and
 --- how much CPU one session may use — checked with errors that name the key, turned into the
 --- numbers the core writes to the session's cgroup, and the one line that says which limit a
 --- session hit.

@@ -1,4 +1,4 @@
---- luxec.sessions: the store of an exec engine's live processes, with Codex's rules.
+--- luxec.engine.sessions: the store of an exec engine's live processes, with Codex's rules.
 ---
 --- Ids are random in 1000..99999 (or 1000, 1001, … when deterministic) and, unlike Codex,
 --- never handed out twice by one store, so a stale id can only ever be unknown. At most

@@ -1,4 +1,4 @@
---- luxec.sandbox_paths: the paths of a sandbox that differ from the host's view, found on the
+--- luxec.sandbox.paths: the paths of a sandbox that differ from the host's view, found on the
 --- host at spawn time: what stays read-only inside the writable roots (every git repository
 --- with its hooks and configuration, and the `protect` list of files other programs run
 --- later) and what is masked (`deny_read`: secrets). The core mounts them in the session's

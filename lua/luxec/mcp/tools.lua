@@ -1,20 +1,20 @@
---- luxec.mcp_tools: the tools `luxec mcp` serves — exec_command and write_stdin (Codex's
---- names, parameters and text, on luxec.exec), list_sessions, terminate_session and
+--- luxec.mcp.tools: the tools `luxec mcp` serves — exec_command and write_stdin (Codex's
+--- names, parameters and text, on luxec.engine), list_sessions, terminate_session and
 --- read_output — with their schemas, the config's hooks (on_command, on_input) and what a
 --- cancelled call leaves behind. Each call runs in its own luxec.go task; `call` is the
 --- server's record of that request (id, cancelled, what it spawned).
 local uv = require("luv")
-local exec = require("luxec.exec")
-local policy = require("luxec.exec_policy")
+local exec = require("luxec.engine")
+local policy = require("luxec.engine.policy")
 local sandbox = require("luxec.sandbox")
 local json = require("luxec.json")
-local schemas = require("luxec.mcp_schemas")
+local schemas = require("luxec.mcp.schemas")
 
 local M = {}
 
 local array = json.array
 
---- The tools as tools/list returns them (see luxec.mcp_schemas).
+--- The tools as tools/list returns them (see luxec.mcp.schemas).
 M.TOOLS = schemas.TOOLS
 M.known = schemas.known
 M.names = schemas.names

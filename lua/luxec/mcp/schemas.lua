@@ -1,6 +1,6 @@
---- luxec.mcp_schemas: the tools `luxec mcp` declares — names, descriptions, the JSON Schemas
+--- luxec.mcp.schemas: the tools `luxec mcp` declares — names, descriptions, the JSON Schemas
 --- of their arguments (inputSchema) and of their structured results (outputSchema), and their
---- annotations. Plain data: luxec.mcp_tools runs them.
+--- annotations. Plain data: luxec.mcp.tools runs them.
 local json = require("luxec.json")
 
 local M = {}

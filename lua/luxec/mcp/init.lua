@@ -13,11 +13,11 @@ local uv = require("luv")
 local core = require("luxec.core")
 local sched = require("luxec.sched")
 local process = require("luxec.process")
-local exec = require("luxec.exec")
-local config = require("luxec.config")
+local exec = require("luxec.engine")
+local config = require("luxec.mcp.config")
 local json = require("luxec.json")
-local tools = require("luxec.mcp_tools")
-local stdio = require("luxec.mcp_stdio")
+local tools = require("luxec.mcp.tools")
+local stdio = require("luxec.mcp.stdio")
 
 local M = {}
 
@@ -424,7 +424,7 @@ function Server:shutdown(reason)
   end)
 end
 
---- A server for an effective configuration (see luxec.config); `start` opens stdio.
+--- A server for an effective configuration (see luxec.mcp.config); `start` opens stdio.
 ---@param cfg table
 ---@return luxec.McpServer
 function M.new(cfg)
@@ -479,7 +479,7 @@ end
 
 --- Serve MCP on stdio with `cfg` until stdin closes or a signal arrives; every session is
 --- ended before it returns. Returns the exit status (0).
----@param cfg table  an effective configuration (luxec.config.check or load)
+---@param cfg table  an effective configuration (luxec.mcp.config.check or load)
 ---@return integer
 function M.serve(cfg)
   local srv = M.new(cfg)

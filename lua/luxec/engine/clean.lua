@@ -1,4 +1,4 @@
---- luxec.clean: turn a program's raw output into the text an agent should read.
+--- luxec.engine.clean: turn a program's raw output into the text an agent should read.
 ---
 --- - strip: escape sequences (CSI, OSC, DCS/SOS/PM/APC strings, two-byte ESC sequences) and
 ---   control characters other than tab and newline are removed;
@@ -13,7 +13,7 @@
 ---
 --- The result keeps a map from text positions back to raw byte offsets (spans), so a cut in
 --- the text can name the raw bytes it removed (offsets into the session's log).
-local truncate = require("luxec.truncate")
+local truncate = require("luxec.engine.truncate")
 
 local M = {}
 

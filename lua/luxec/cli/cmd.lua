@@ -1,4 +1,4 @@
---- luxec.cmd: the subcommands of the luxec program (`luxec NAME args...`).
+--- luxec.cli.cmd: the subcommands of the luxec program (`luxec NAME args...`).
 local M = {}
 
 local commands = {}
@@ -71,7 +71,7 @@ Without --config the defaults apply: workspace-write sandbox, network denied.
 ]]
 
 --- luxec mcp [--config FILE] | --check-config [FILE]: the MCP server on stdio (luxec.mcp),
---- configured by a Lua file (luxec.config).
+--- configured by a Lua file (luxec.mcp.config).
 ---@return integer status
 function commands.mcp(...)
   local args = { ... }
@@ -100,7 +100,7 @@ function commands.mcp(...)
     end
     i = i + 1
   end
-  local config = require("luxec.config")
+  local config = require("luxec.mcp.config")
   local cfg, err
   if file then
     cfg, err = config.load(file)
@@ -120,7 +120,7 @@ end
 
 --- luxec play [--speed N] [--idle-limit SECONDS] FILE.cast: replay a recording.
 function commands.play(...)
-  return require("luxec.record").play({ ... })
+  return require("luxec.auto.record").play({ ... })
 end
 
 local USAGE = "usage: luxec [options] [script [args]] | luxec sandbox-check | luxec mcp\n"

@@ -1,7 +1,7 @@
---- luxec.interact: p:interact — a person takes over a session at their terminal and hands
+--- luxec.auto.interact: p:interact — a person takes over a session at their terminal and hands
 --- it back with the escape key. Output that expect has not consumed is shown first, and
 --- expect goes on after what the person saw.
-local expect = require("luxec.expect")
+local expect = require("luxec.auto.expect")
 local sched = require("luxec.sched")
 
 local M = {}

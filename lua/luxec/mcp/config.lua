@@ -1,15 +1,15 @@
---- luxec.config: the configuration of `luxec mcp`. A config file is Lua that returns a table;
+--- luxec.mcp.config: the configuration of `luxec mcp`. A config file is Lua that returns a table;
 --- every key is checked at start (unknown keys, types, ranges, the sandbox policy, that
 --- `cwd` and `shell` exist) and an error names the key: `exec.max_sessions: expected an
 --- integer >= 1, got 0`. What is not given keeps a safe default: workspace-write with the
 --- network denied, variables that look like secrets (*KEY*, *SECRET*, *TOKEN*) not passed on.
 ---
----   local config = require("luxec.config")
+---   local config = require("luxec.mcp.config")
 ---   local cfg = assert(config.load("luxec-mcp.lua"))   -- or config.check({...}) for a table
 ---   print(config.describe(cfg))                        -- what `--check-config` prints
 local uv = require("luv")
 local sandbox = require("luxec.sandbox")
-local policy = require("luxec.exec_policy")
+local policy = require("luxec.engine.policy")
 
 local M = {}
 
@@ -412,7 +412,7 @@ function M.protect_source(sb, source)
   return copy
 end
 
---- The options of luxec.exec.new for a configuration (the spawn seam is the caller's).
+--- The options of luxec.engine.new for a configuration (the spawn seam is the caller's).
 ---@param cfg table  an effective configuration (from check or load)
 ---@return luxec.ExecConfig
 function M.engine_config(cfg)

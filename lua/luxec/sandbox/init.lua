@@ -2,8 +2,8 @@
 --- key, and turned into what the native core installs between clone and exec: the writable
 --- roots, what stays read-only inside them, the network verdict, and how strict to be.
 local uv = require("luv")
-local paths = require("luxec.sandbox_paths")
-local limits = require("luxec.limits")
+local paths = require("luxec.sandbox.paths")
+local limits = require("luxec.sandbox.limits")
 
 local M = {}
 
@@ -15,12 +15,12 @@ local M = {}
 ---@field evidence boolean|{network: boolean, files: boolean}|nil  record denials (true)
 ---@field tmp boolean|nil  /tmp, $TMPDIR and /dev/shm writable in workspace-write (true)
 ---@field workspace string|nil  the writable workspace (absolute); default: the session's cwd
----@field limits luxec.Limits|nil  memory, pids and cpu of the session (see luxec.limits)
+---@field limits luxec.Limits|nil  memory, pids and cpu of the session (see luxec.sandbox.limits)
 ---@field unix_sockets string[]|nil  sockets outside the sandbox it may connect to (absolute
 ---  paths); every other socket file whose server is not inside the sandbox is refused
 ---@field protect false|string[]|nil  read-only in each writable root besides git (paths
 ---  relative to each root, or absolute); a list adds to the defaults, `defaults = false` in
----  it replaces them, false clears them (luxec.sandbox_paths.DEFAULT_PROTECT)
+---  it replaces them, false clears them (luxec.sandbox.paths.DEFAULT_PROTECT)
 ---@field deny_read false|string[]|nil  masked paths (absolute or ~/, globs `*` `?` `[...]`
 ---  within a name); added to, replaced or cleared as `protect` (DEFAULT_DENY_READ)
 ---@field git_scan {depth: integer|nil, dirs: integer|nil}|nil  bounds of the search for
@@ -188,7 +188,7 @@ function M.resolve(policy, cwd, home, search)
     for _, r in ipairs(bases) do keep_visible[#keep_visible + 1] = r end
     masks = paths.masks(deny_defaults, deny, keep_visible, home)
   end
-  -- resource limits: checked apart (luxec.limits), whatever the mode
+  -- resource limits: checked apart (luxec.sandbox.limits), whatever the mode
   local lim = limits.resolve(policy.limits)
   return {
     limits = lim,

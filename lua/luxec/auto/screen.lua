@@ -1,4 +1,4 @@
---- luxec.screen: what a terminal session shows. p:screen() feeds the session's output, from
+--- luxec.auto.screen: what a terminal session shows. p:screen() feeds the session's output, from
 --- where it last stopped, to a terminal emulator (libvterm, in the host: src/screen.c) of the
 --- session's size, and returns the rendered text lines with the cursor and the title —
 --- beside the raw output, which stays as it was.
@@ -25,7 +25,7 @@ end
 ---@field altscreen boolean  whether the program is on the alternate screen (full-screen)
 local Screen = {}
 Screen.__index = Screen
-Screen.__name = "luxec.screen"
+Screen.__name = "luxec.auto.screen"
 
 --- The lines as one text, without the blank lines at the bottom.
 function Screen:text()
@@ -47,7 +47,7 @@ function Screen:find(text)
   return nil
 end
 
--- The session's terminal size as luxec.spawn (luxec.record) tracks it.
+-- The session's terminal size as luxec.spawn (luxec.auto.record) tracks it.
 local function tty_size(p)
   local size = rawget(p, "_tty_size")
   if size then return size[1], size[2] end
@@ -95,7 +95,7 @@ function M.expect_screen(p, what, opts)
   end
   local timeout = opts and opts.timeout
   if timeout == nil then timeout = rawget(p, "timeout") end
-  if timeout == nil then timeout = require("luxec.expect").defaults.timeout end
+  if timeout == nil then timeout = require("luxec.auto.expect").defaults.timeout end
   if timeout ~= false and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
     error(("bad option 'timeout' to 'expect_screen' (non-negative number of seconds or false " ..
       "expected, got %s)"):format(tostring(timeout)), 3)

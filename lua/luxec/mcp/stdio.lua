@@ -1,4 +1,4 @@
---- luxec.mcp_stdio: the MCP server's stdio on the shared loop. The input is read as it comes
+--- luxec.mcp.stdio: the MCP server's stdio on the shared loop. The input is read as it comes
 --- (a pipe, socket or terminal through luv; a file or /dev/null in the thread pool) and cut
 --- into lines, each byte copied once however long the line; a line over the limit is skipped
 --- up to its newline. The output is written through a luv stream, so a client that reads

@@ -1,5 +1,5 @@
 --- luxec.run: a command to completion, on luxec.spawn.
-local options = require("luxec.options")
+local options = require("luxec.process.options")
 local process = require("luxec.process")
 
 local M = {}

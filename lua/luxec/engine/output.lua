@@ -1,9 +1,9 @@
---- luxec.exec_output: what one exec call returns of a session's output — read since the
+--- luxec.engine.output: what one exec call returns of a session's output — read since the
 --- last call, cleaned, cut to the budget with a marker that names the removed bytes in the
 --- session's log — plus the sandbox verdict and the text a model reads (`format`).
-local truncate = require("luxec.truncate")
-local clean = require("luxec.clean")
-local policy = require("luxec.exec_policy")
+local truncate = require("luxec.engine.truncate")
+local clean = require("luxec.engine.clean")
+local policy = require("luxec.engine.policy")
 local sandbox = require("luxec.sandbox")
 
 local M = {}

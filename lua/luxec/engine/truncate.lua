@@ -1,4 +1,4 @@
---- luxec.truncate: how much of a command's output an agent sees, and how it is cut.
+--- luxec.engine.truncate: how much of a command's output an agent sees, and how it is cut.
 ---
 --- Two families of policies:
 --- - Codex's, exactly (`M.codex`): a token budget (4 bytes a token) or a byte budget, a head

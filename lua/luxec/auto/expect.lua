@@ -1,4 +1,4 @@
---- luxec.expect: what automation scripts need on top of a session, installed as methods of
+--- luxec.auto.expect: what automation scripts need on top of a session, installed as methods of
 --- luxec.process's sessions: `expect` (plain strings, Lua patterns, PCRE2 regexes, EOF and
 --- TIMEOUT) over a bounded search window, `send`/`sendline`/`sendcontrol`, and `interact`
 --- (a person takes over the session; an escape key hands control back).
@@ -498,7 +498,7 @@ function Methods:sendeof()
   return self:close_stdin()
 end
 
--- For luxec.interact, which shares the unconsumed output with expect.
+-- For luxec.auto.interact, which shares the unconsumed output with expect.
 M._state, M._pending, M._set_pending = state, pending, set_pending
 
 --- Install the methods on luxec.process's session class (done by luxec.process itself).
@@ -506,17 +506,17 @@ function M.install(Process)
   for name, fn in pairs(Methods) do
     Process[name] = fn
   end
-  --- p:interact(opts): hand the session to the person at the terminal (luxec.interact).
+  --- p:interact(opts): hand the session to the person at the terminal (luxec.auto.interact).
   function Process.interact(p, opts)
-    return require("luxec.interact").interact(p, opts)
+    return require("luxec.auto.interact").interact(p, opts)
   end
-  --- p:screen() -> the rendered screen of a terminal session (see luxec.screen).
+  --- p:screen() -> the rendered screen of a terminal session (see luxec.auto.screen).
   function Process.screen(p)
-    return require("luxec.screen").screen(p)
+    return require("luxec.auto.screen").screen(p)
   end
-  --- p:expect_screen(text | fn, opts) -> the screen once it shows text (see luxec.screen).
+  --- p:expect_screen(text | fn, opts) -> the screen once it shows text (see luxec.auto.screen).
   function Process.expect_screen(p, what, opts)
-    return require("luxec.screen").expect_screen(p, what, opts)
+    return require("luxec.auto.screen").expect_screen(p, what, opts)
   end
 end
 

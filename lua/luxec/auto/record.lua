@@ -1,4 +1,4 @@
---- luxec.record: recordings of sessions and their replay.
+--- luxec.auto.record: recordings of sessions and their replay.
 ---
 --- `M.spawn` is luxec.spawn as the public API offers it: luxec.process's spawn plus the
 --- option `record = "file.cast"`, an asciicast v2 recording (https://docs.asciinema.org/
@@ -6,7 +6,7 @@
 --- timing and resizes ("r"). It also keeps the size of a terminal session, which p:screen()
 --- and the recording need. `M.play` is `luxec play file.cast`.
 local json = require("luxec.json")
-local options = require("luxec.options")
+local options = require("luxec.process.options")
 local process = require("luxec.process")
 local uv = require("luv")
 
@@ -111,7 +111,7 @@ local Process
 -- size known, and feeds the screen the output drawn at the old size first; write records
 -- input.
 local function tracked_resize(self, rows, cols)
-  if rawget(self, "_screen") then require("luxec.screen").feed(self) end
+  if rawget(self, "_screen") then require("luxec.auto.screen").feed(self) end
   local ok, err, code = Process.resize(self, rows, cols)
   if ok then
     self._tty_size = { rows, cols }

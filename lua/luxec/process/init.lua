@@ -2,8 +2,8 @@
 --- exit, kill); this module decides everything else: defaults, how long to wait for EOF
 --- after exit, how terminate escalates, what a status says.
 local core = require("luxec.core")
-local limits = require("luxec.limits")
-local options = require("luxec.options")
+local limits = require("luxec.sandbox.limits")
+local options = require("luxec.process.options")
 local sandbox = require("luxec.sandbox")
 local sched = require("luxec.sched")
 local uv = require("luv")
@@ -520,6 +520,6 @@ function Process:__tostring()
   return self._h and tostring(self._h) or "luxec.proc (closed)"
 end
 
-require("luxec.expect").install(Process)
+require("luxec.auto.expect").install(Process)
 
 return M

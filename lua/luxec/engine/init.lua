@@ -1,12 +1,12 @@
---- luxec.exec: the agent engine — Codex's `exec_command` / `write_stdin` ("unified exec")
+--- luxec.engine: the agent engine — Codex's `exec_command` / `write_stdin` ("unified exec")
 --- on luxec's process core, compatible where agents rely on it and better where Codex falls
 --- short: output cut with a marker that says how many bytes went and where to read them
 --- back, escape codes and progress lines cleaned, an early return when the program waits for
 --- input, Ctrl-C for pipe sessions, an optional hard timeout, the sandbox verdict in the text.
 ---
----   local engine = require("luxec.exec").new({ cwd = "/src" })
+---   local engine = require("luxec.engine").new({ cwd = "/src" })
 ---   local r = engine:exec_command({ cmd = "make test", yield_time_ms = 5000 })
----   print(require("luxec.exec").format(r))  -- the text a model reads
+---   print(require("luxec.engine").format(r))  -- the text a model reads
 ---
 --- Tool calls never raise: bad input returns nil and an error text (Codex's wording where it
 --- has one). Every call may run in its own luxec.go task: calls on different sessions run
@@ -14,10 +14,10 @@
 local uv = require("luv")
 local sched = require("luxec.sched")
 local process = require("luxec.process")
-local sessions = require("luxec.sessions")
-local clean = require("luxec.clean")
-local policy = require("luxec.exec_policy")
-local output = require("luxec.exec_output")
+local sessions = require("luxec.engine.sessions")
+local clean = require("luxec.engine.clean")
+local policy = require("luxec.engine.policy")
+local output = require("luxec.engine.output")
 
 local M = {}
 
@@ -28,7 +28,7 @@ M.STDIN_CLOSED = "stdin is closed for this session; rerun exec_command with tty=
 
 local MAX_MS = (1 << 31) - 1 -- a yield, budget or timeout above this is not a number anyone meant
 
---- Every limit and switch, with its default (see luxec.exec_policy).
+--- Every limit and switch, with its default (see luxec.engine.policy).
 M.defaults = policy.defaults
 
 local function default_shell()
@@ -574,7 +574,7 @@ function Engine:__gc()
   remove_logs(self)
 end
 
---- The text a model reads for a result (see luxec.exec_output).
+--- The text a model reads for a result (see luxec.engine.output).
 M.format = output.format
 
 return M

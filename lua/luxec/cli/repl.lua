@@ -1,4 +1,4 @@
---- luxec.repl: the interactive prompt (`luxec` alone on a terminal, or `luxec -i`). src/repl.c
+--- luxec.cli.repl: the interactive prompt (`luxec` alone on a terminal, or `luxec -i`). src/repl.c
 --- reads the lines (readline on the shared loop, so sessions and timers keep running while
 --- it waits) and calls this module: M.start(native), M.line(line) -> ready, M.run(),
 --- M.prompt(), M.cancel(), M.complete(text, line, start) -> candidates.
@@ -8,7 +8,7 @@
 --- LUXEC_HISTORY names another file, or none when empty); `:ps`, `:attach N`, `:kill N` and
 --- `:help` steer the sessions started at the prompt.
 local luxec = require("luxec")
-local record = require("luxec.record")
+local record = require("luxec.auto.record")
 local uv = require("luv")
 
 local M = {}
