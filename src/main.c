@@ -42,7 +42,8 @@ static void print_usage(const char *badoption) {
 }
 
 static void print_version(void) {
-  printf("luxec %s (%s, libuv %s)\n", LUXEC_VERSION, LUA_RELEASE, uv_version_string());
+  printf("luxec %s (%s, libuv %s), MIT License\n", LUXEC_VERSION, LUA_RELEASE,
+         uv_version_string());
   fflush(stdout);
 }
 

@@ -1,5 +1,5 @@
 /* repl.c: the interactive prompt's terminal side. It reads input from the shared loop
- * (readline's callback interface on a terminal, plain lines otherwise), so timers and
+ * (libedit's readline callback interface on a terminal, plain lines otherwise), so timers and
  * sessions keep running while it waits; each complete chunk runs as top-level code, outside
  * the loop, as lua.c's do. What a line means, prompts, evaluation, printing, history and
  * completion are luxec.cli.repl's (lua/luxec/cli/repl.lua): R.start(native), R.line(line) -> ready,
@@ -13,8 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <readline/history.h>
-#include <readline/readline.h>
+#include <editline/readline.h>
 
 /* The host's own C modules that luxec's Lua code loads by name (see luxec.screen). */
 
@@ -250,8 +249,9 @@ void luxec_repl(luxec_host *h) {
   if (r->tty) {
     rl_readline_name = "luxec";
     rl_attempted_completion_function = complete_cb;
-    rl_basic_word_break_characters = " \t\n\"'`@$><=;|&{(,+-*/%^~#[]";
-    rl_completer_word_break_characters = rl_basic_word_break_characters;
+    static char word_breaks[] = " \t\n\"'`@$><=;|&{(,+-*/%^~#[]";
+    rl_basic_word_break_characters = word_breaks;
+    rl_completer_word_break_characters = word_breaks;
     rl_callback_handler_install(prompt_copy(r), readline_cb);
   } else {
     fputs(prompt_copy(r), stdout);

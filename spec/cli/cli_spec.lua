@@ -83,7 +83,8 @@ describe("luxec command line", function()
   it("-v prints luxec's, Lua's and libuv's versions", function()
     local r = H.run({ "-v" })
     assert.equals(0, r.code)
-    assert.matches("^luxec %d+%.%d+%.%d+ %(Lua 5%.4%.%d+, libuv %d+%.%d+%.%d+%)\n$", r.stdout)
+    assert.matches("^luxec %d+%.%d+%.%d+ %(Lua 5%.4%.%d+, libuv %d+%.%d+%.%d+%), MIT License\n$",
+      r.stdout)
   end)
 
   it("passes script arguments in arg and as ...", function()
