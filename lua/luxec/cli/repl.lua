@@ -1,7 +1,7 @@
 --- luxec.cli.repl: the interactive prompt (`luxec` alone on a terminal, or `luxec -i`). src/repl.c
 --- reads the lines (libedit's readline interface on the shared loop, so sessions and timers
---- keep running while it waits) and calls this module: M.start(native), M.line(line) -> ready, M.run(),
---- M.prompt(), M.cancel(), M.complete(text, line, start) -> candidates.
+--- keep running while it waits) and calls this module: M.start(native), M.line(line) -> ready,
+--- M.run(), M.prompt(), M.cancel(), M.complete(text, line, start) -> candidates.
 ---
 --- The API is preloaded (globals `luxec`, `uv`, `sessions`); results are pretty-printed;
 --- history persists in $XDG_STATE_HOME/luxec/history (or ~/.local/state/luxec/history;
