@@ -13,11 +13,52 @@
 static const char *progname = "luxec";
 static luxec_host host;
 
-#define has_error 1 /* bad option */
-#define has_i 2     /* -i */
-#define has_v 4     /* -v */
-#define has_e 8     /* -e */
-#define has_E 16    /* -E */
+#define has_error 1    /* bad option */
+#define has_i 2        /* -i */
+#define has_v 4        /* -v */
+#define has_e 8        /* -e */
+#define has_E 16       /* -E */
+#define has_help 32    /* -h, --help */
+#define has_version 64 /* --version */
+
+/* The subcommands, each implemented in Lua by luxec.cli.cmd (which has the same list, in
+ * the same order: a spec holds the two together). */
+static const struct {
+  const char *name, *summary;
+} subcommands[] = {
+    {"mcp", "serve MCP on stdio: exec_command, write_stdin, ... for AI agents"},
+    {"sandbox-check", "show which sandbox layers this machine offers, by doing one spawn"},
+    {"play", "replay a recorded session (asciicast v2) with its timing"},
+    {NULL, NULL},
+};
+
+static void print_help(FILE *out) {
+  fprintf(out,
+          "usage: luxec [options] [script [args]]\n"
+          "       luxec COMMAND [args]    ('luxec COMMAND --help' for its own options)\n"
+          "Runs a Lua script with luxec's process host, exactly as lua would; with no script\n"
+          "it opens a prompt on a terminal and runs stdin otherwise.\n"
+          "\nCommands:\n");
+  for (int i = 0; subcommands[i].name != NULL; i++)
+    fprintf(out, "  %-15s %s\n", subcommands[i].name, subcommands[i].summary);
+  fprintf(out,
+          "A command's name as the first argument always means the command, whatever the\n"
+          "working directory holds; run a script of that name as ./NAME (luxec ./mcp).\n"
+          "\nOptions (those of lua):\n"
+          "  -e stat     execute string 'stat'\n"
+          "  -i          enter interactive mode after executing 'script'\n"
+          "  -l mod      require library 'mod' into global 'mod'\n"
+          "  -l g=mod    require library 'mod' into global 'g'\n"
+          "  -v          show version information\n"
+          "  -E          ignore environment variables\n"
+          "  -W          turn warnings on\n"
+          "  --          stop handling options\n"
+          "  -           stop handling options and execute stdin\n"
+          "  -h, --help  show this help and exit\n"
+          "  --version   show version information and exit\n"
+          "\nEnvironment: LUA_INIT, LUA_PATH, LUA_CPATH, LUXEC_LUA_DIR, LUXEC_HISTORY.\n"
+          "More in luxec(1): man luxec.\n");
+}
 
 static void print_usage(const char *badoption) {
   fprintf(stderr, "%s: ", progname);
@@ -25,19 +66,7 @@ static void print_usage(const char *badoption) {
     fprintf(stderr, "'%s' needs argument\n", badoption);
   else
     fprintf(stderr, "unrecognized option '%s'\n", badoption);
-  fprintf(stderr,
-          "usage: %s [options] [script [args]]\n"
-          "Available options are:\n"
-          "  -e stat   execute string 'stat'\n"
-          "  -i        enter interactive mode after executing 'script'\n"
-          "  -l mod    require library 'mod' into global 'mod'\n"
-          "  -l g=mod  require library 'mod' into global 'g'\n"
-          "  -v        show version information\n"
-          "  -E        ignore environment variables\n"
-          "  -W        turn warnings on\n"
-          "  --        stop handling options\n"
-          "  -         stop handling options and execute stdin\n",
-          progname);
+  print_help(stderr);
   fflush(stderr);
 }
 
@@ -123,9 +152,21 @@ static int collectargs(char **argv, int *first) {
     if (argv[i][0] != '-') return args; /* the script */
     switch (argv[i][1]) {
       case '-':
+        if (strcmp(argv[i], "--help") == 0) {
+          args |= has_help;
+          break;
+        }
+        if (strcmp(argv[i], "--version") == 0) {
+          args |= has_version;
+          break;
+        }
         if (argv[i][2] != '\0') return has_error;
         *first = i + 1;
         return args;
+      case 'h':
+        if (argv[i][2] != '\0') return has_error;
+        args |= has_help;
+        break;
       case '\0':
         return args; /* "-": the script is stdin */
       case 'E':
@@ -192,14 +233,13 @@ static int handle_luainit(lua_State *L) {
   return dostring(L, init, name);
 }
 
-/* Subcommands (luxec mcp, luxec sandbox-check) are Lua: luxec.cli.cmd.main(name, args...) returns
- * the exit status. A file of that name in the working directory is still run as a script,
- * as lua would. */
-static const char *const subcommands[] = {"mcp", "sandbox-check", "play", NULL};
-
+/* Subcommands (luxec mcp, luxec sandbox-check) are Lua: luxec.cli.cmd.main(name, args...)
+ * returns the exit status. Only the first argument can name one, and it always does: a file
+ * or folder of that name in the working directory changes nothing (a script of that name
+ * runs as ./NAME), so `luxec mcp` in a repository with an mcp/ folder still serves. */
 static int is_subcommand(const char *name) {
-  for (int i = 0; subcommands[i]; i++)
-    if (strcmp(name, subcommands[i]) == 0) return access(name, F_OK) != 0;
+  for (int i = 0; subcommands[i].name != NULL; i++)
+    if (strcmp(name, subcommands[i].name) == 0) return 1;
   return 0;
 }
 
@@ -231,6 +271,16 @@ static int pmain(lua_State *L) {
   if (args == has_error) {
     print_usage(argv[script]);
     return 0;
+  }
+  if (args & has_help) {
+    print_help(stdout);
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  if (args & has_version) {
+    print_version();
+    lua_pushboolean(L, 1);
+    return 1;
   }
   lua_gc(L, LUA_GCRESTART); /* subcommands too: `luxec mcp` runs for days */
   lua_gc(L, LUA_GCGEN, 0, 0);

@@ -1,13 +1,36 @@
---- luxec.cli.cmd: the subcommands of the luxec program (`luxec NAME args...`).
+--- luxec.cli.cmd: the subcommands of the luxec program (`luxec NAME args...`). Each is a
+--- description (its options and arguments, parsed by luxec.cli.args with lua-argparse) and a
+--- function of the parsed values that returns the exit status.
+local args = require("luxec.cli.args")
+
 local M = {}
 
+--- The subcommands in the order `luxec --help` lists them (src/main.c keeps the same list).
+M.names = { "mcp", "sandbox-check", "play" }
+
+---@type table<string, luxec.cli.Command|{run: fun(values: table): integer}>
 local commands = {}
+M.commands = commands
+
+local sandbox_check = {
+  summary = "show which sandbox layers this machine offers, by doing one spawn",
+  description = "Starts one sandboxed command with the default policy (workspace-write, "
+    .. "network denied) in DIR, strictly (no best_effort), exactly as `luxec mcp` would run "
+    .. "a command there, and prints each layer and why one is missing. Exits 0 when the "
+    .. "sandboxed command ran, 1 when it was refused.",
+  options = {},
+  arguments = { { "DIR", help = "the workspace (default: the current directory)",
+    optional = true } },
+}
+
+commands["sandbox-check"] = sandbox_check
 
 --- luxec sandbox-check [DIR]: what a sandboxed spawn does on this machine, found by doing
 --- one: the default policy (workspace-write, network denied) with DIR (default: the current
 --- directory) as the workspace, strict (no best_effort), exactly as `luxec mcp` would run a
 --- command there. Prints each layer and why one is missing; 0 when the spawn succeeded.
-function commands.sandbox_check(dir)
+function sandbox_check.run(values)
+  local dir = values.DIR
   local core = require("luxec.core")
   local luxec = require("luxec")
   local uv = require("luv")
@@ -64,42 +87,30 @@ function commands.sandbox_check(dir)
   return 0
 end
 
-local MCP_USAGE = [[
-usage: luxec mcp [--config FILE]        serve MCP on stdio (exec_command, write_stdin, ...)
-       luxec mcp --check-config [FILE]  check a config file, print the effective configuration
-Without --config the defaults apply: workspace-write sandbox, network denied.
-]]
+commands.mcp = {
+  summary = "serve MCP on stdio: exec_command, write_stdin, ... for AI agents",
+  description = "Serves the Model Context Protocol on stdin and stdout: the tools "
+    .. "exec_command, write_stdin, list_sessions, ... run commands in sandboxed sessions. "
+    .. "Without --config the defaults apply: workspace-write sandbox in the current "
+    .. "directory, network denied.",
+  epilog = "Claude Code: claude mcp add luxec -- luxec mcp\n"
+    .. "Exit status: 0 when the client closed stdin, 1 for a bad configuration, 2 for bad "
+    .. "arguments.",
+  options = {
+    { "--config", arg = "FILE", help = "the configuration (a Lua file returning a table)" },
+    { "--check-config", arg = "FILE", optional = true,
+      help = "check FILE (or --config's, or the defaults), print the effective "
+        .. "configuration and exit" },
+  },
+  arguments = {},
+}
 
 --- luxec mcp [--config FILE] | --check-config [FILE]: the MCP server on stdio (luxec.mcp),
 --- configured by a Lua file (luxec.mcp.config).
 ---@return integer status
-function commands.mcp(...)
-  local args = { ... }
-  local file, check
-  local i = 1
-  while i <= #args do
-    local a = args[i]
-    local value = a:match("^%-%-config=(.*)$") or a:match("^%-%-check%-config=(.*)$")
-    if a == "-h" or a == "--help" then
-      io.write(MCP_USAGE)
-      return 0
-    elseif value then
-      file, check = value, check or a:find("^%-%-check") ~= nil
-    elseif a == "--config" then
-      if not args[i + 1] then
-        io.stderr:write("luxec mcp: --config needs a FILE\n", MCP_USAGE)
-        return 2
-      end
-      file, i = args[i + 1], i + 1
-    elseif a == "--check-config" then
-      check = true
-      if args[i + 1] and not args[i + 1]:find("^%-") then file, i = args[i + 1], i + 1 end
-    else
-      io.stderr:write(("luxec mcp: unknown argument '%s'\n"):format(a), MCP_USAGE)
-      return 2
-    end
-    i = i + 1
-  end
+function commands.mcp.run(values)
+  local check = values.check_config ~= nil
+  local file = values.check_config and values.check_config[1] or values.config
   local config = require("luxec.mcp.config")
   local cfg, err
   if file then
@@ -118,21 +129,45 @@ function commands.mcp(...)
   return require("luxec.mcp").serve(cfg)
 end
 
+commands.play = {
+  summary = "replay a recorded session (asciicast v2) with its timing",
+  description = "Writes the output of a recording (a session started with record = FILE, "
+    .. "or any asciicast v2 file) to the terminal with its timing. FILE - reads stdin.",
+  options = {
+    { "-s --speed", arg = "N", positive = true, help = "play N times faster (default 1)" },
+    { "-i --idle-limit", arg = "SECONDS", positive = true,
+      help = "cut every pause to at most SECONDS" },
+  },
+  arguments = { { "FILE", help = "the recording (.cast)" } },
+}
+
 --- luxec play [--speed N] [--idle-limit SECONDS] FILE.cast: replay a recording.
-function commands.play(...)
-  return require("luxec.auto.record").play({ ... })
+function commands.play.run(values)
+  local argv = {}
+  if values.speed then argv[#argv + 1], argv[#argv + 2] = "--speed", tostring(values.speed) end
+  if values.idle_limit then
+    argv[#argv + 1], argv[#argv + 2] = "--idle-limit", tostring(values.idle_limit)
+  end
+  local file = values.FILE
+  if file:sub(1, 1) == "-" and file ~= "-" then file = "./" .. file end
+  argv[#argv + 1] = file
+  return require("luxec.auto.record").play(argv)
 end
 
-local USAGE = "usage: luxec [options] [script [args]] | luxec sandbox-check | luxec mcp\n"
-
---- Run subcommand `name` with its arguments; returns the exit status.
+--- Run subcommand `name` with its arguments; returns the exit status (2 for bad arguments).
+---@param name string
+---@return integer status
 function M.main(name, ...)
-  local fn = commands[(name or ""):gsub("-", "_")]
-  if not fn then
-    io.stderr:write(("luxec: unknown command '%s'\n"):format(tostring(name)), USAGE)
-    return 1
+  local cmd = commands[name]
+  if not cmd then
+    io.stderr:write(("luxec: unknown command '%s' (the commands: %s)\n")
+      :format(tostring(name), table.concat(M.names, ", ")))
+    return 2
   end
-  return fn(...)
+  cmd.name = name
+  local values, status = args.parse(cmd, { ... })
+  if not values then return status end
+  return cmd.run(values)
 end
 
 return M
