@@ -11,11 +11,32 @@ static int has_init(const char *dir) {
   return n > 0 && (size_t)n < sizeof probe && access(probe, R_OK) == 0;
 }
 
+/* Where the search looked, for the message when luxec's modules are not there. */
+static int lua_dir_from_env = 0;
+static char lua_dir_beside[PATH_MAX * 2];
+
+/* The directory beside the executable, as a person would write it: /opt/x/bin/luxec gives
+ * /opt/x/share/luxec/lua (not /opt/x/bin/../share/luxec/lua). */
+static void beside_executable(const char *exe_dir, char *out, size_t size) {
+  const char *rel = LUXEC_REL_LUA_DIR;
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", exe_dir);
+  while (strncmp(rel, "../", 3) == 0) {
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL) break;
+    *slash = '\0';
+    rel += 3;
+  }
+  snprintf(out, size, "%s/%s", dir, rel);
+}
+
 /* LUXEC_LUA_DIR (unless -E), else ../share/luxec/lua beside the executable (true both in the
  * build tree and after install), else the compile-time prefix. */
 void luxec_find_lua_dir(char *out, size_t size, int ignore_env) {
   const char *env = ignore_env ? NULL : getenv("LUXEC_LUA_DIR");
-  if (env != NULL && env[0] != '\0') {
+  lua_dir_from_env = env != NULL && env[0] != '\0';
+  lua_dir_beside[0] = '\0';
+  if (lua_dir_from_env) {
     snprintf(out, size, "%s", env);
     return;
   }
@@ -29,6 +50,7 @@ void luxec_find_lua_dir(char *out, size_t size, int ignore_env) {
       char candidate[PATH_MAX * 2];
       char resolved[PATH_MAX];
       snprintf(candidate, sizeof candidate, "%s/%s", exe, LUXEC_REL_LUA_DIR);
+      beside_executable(exe, lua_dir_beside, sizeof lua_dir_beside);
       if (realpath(candidate, resolved) != NULL && has_init(resolved)) {
         snprintf(out, size, "%s", resolved);
         return;
@@ -36,6 +58,42 @@ void luxec_find_lua_dir(char *out, size_t size, int ignore_env) {
     }
   }
   snprintf(out, size, "%s", LUXEC_DEFAULT_LUA_DIR);
+}
+
+/* The last of package.searchers while luxec's own modules are missing: for luxec and
+ * luxec.* it adds to require's "module not found" message where luxec looked and how to
+ * fix it (upvalue 1). */
+static int missing_modules_searcher(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  if (strcmp(name, "luxec") != 0 && strncmp(name, "luxec.", 6) != 0) return 0;
+  lua_pushvalue(L, lua_upvalueindex(1));
+  return 1;
+}
+
+static void add_missing_modules_hint(lua_State *L, const char *lua_dir) {
+  if (lua_dir_from_env)
+    lua_pushfstring(L,
+                    "luxec's own Lua modules are not where LUXEC_LUA_DIR points: no "
+                    "luxec/init.lua in %s. Set LUXEC_LUA_DIR to the directory that holds "
+                    "luxec/init.lua (the lua/ folder of luxec's source, or "
+                    "PREFIX/share/luxec/lua of an install), or unset it.",
+                    lua_dir);
+  else
+    lua_pushfstring(L,
+                    "luxec's own Lua modules are missing: no luxec/init.lua in %s (beside "
+                    "the executable) nor in %s (the prefix it was built for). Install luxec "
+                    "with its modules (cmake --install build --prefix PREFIX puts them in "
+                    "PREFIX/share/luxec/lua), or set LUXEC_LUA_DIR to the directory that "
+                    "holds luxec/init.lua.",
+                    lua_dir_beside[0] ? lua_dir_beside : "(the executable's own path is "
+                                                         "unknown)",
+                    lua_dir);
+  lua_pushcclosure(L, missing_modules_searcher, 1);  /* searcher */
+  lua_getglobal(L, "package");                        /* searcher package */
+  lua_getfield(L, -1, "searchers");                   /* searcher package searchers */
+  lua_rotate(L, -3, -1);                              /* package searchers searcher */
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  lua_pop(L, 2);
 }
 
 /* The entries Lua's defaults add for the working directory. A user's own relative entries
@@ -75,4 +133,5 @@ void luxec_set_paths(lua_State *L, const char *lua_dir) {
   snprintf(prefix, sizeof prefix, "%s/?.lua;%s/?/init.lua", lua_dir, lua_dir);
   filter_path(L, "path", prefix);
   filter_path(L, "cpath", "");
+  if (!has_init(lua_dir)) add_missing_modules_hint(L, lua_dir);
 }
