@@ -22,7 +22,9 @@ local function sentinel(name)
 end
 
 --- Patterns for the end of the output and for the end of the wait.
+---@type table
 M.EOF = sentinel("luxec.EOF")
+---@type table
 M.TIMEOUT = sentinel("luxec.TIMEOUT")
 
 local rex -- rex_pcre2, loaded with the first regex
@@ -320,6 +322,12 @@ end
 
 --- The patterns and options, checked; an error names the caller of the method calling this.
 --- Returns the compiled patterns, the timeout (seconds or false) and the window.
+---@param fname string
+---@param p luxec.Process
+---@param patterns any
+---@param opts {timeout: number|false|nil, window: integer|nil}|nil
+---@param exact boolean  plain strings only (expect_exact)
+---@return table pats, number|false timeout, integer window
 function M.prepare(fname, p, patterns, opts, exact)
   local ok, pats, timeout, window = pcall(check_all, fname, p, patterns, opts, exact)
   if not ok then error(pats, 3) end
@@ -328,6 +336,11 @@ end
 
 --- Search the output for the prepared patterns until one matches, the output ends (and the
 --- program exits, within the timeout) or the timeout passes.
+---@param p luxec.Process
+---@param pats table  from M.prepare
+---@param timeout number|false  seconds, or false for no limit
+---@param window integer
+---@return integer|nil index, string|table|nil match_or_message, any ...
 function M.run(p, pats, timeout, window)
   local x = state(p)
   local maxbuffer = math.max(M.defaults.maxbuffer, window)

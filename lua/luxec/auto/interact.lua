@@ -27,8 +27,15 @@ local INTERACT_OPTIONS = {
 --- output (a function(data) that shows output instead of writing it to the terminal),
 --- input (a function(data) -> data|nil that filters each read of keys; nil drops it).
 ---@return "escape"|"exit"|"eof"
+---@class luxec.InteractOptions
+---@field escape string|false|nil  the key that hands control back ("^]")
+---@field replay boolean|nil  false: do not show what the session printed before
+---@field start fun(term: table)|nil  called once the terminal is raw, before any key
+---@field output fun(data: string)|nil  shows output instead of writing it to the terminal
+---@field input fun(data: string): string|nil  filters each read of keys (nil drops it)
+
 ---@param self luxec.Process
----@param opts table|nil
+---@param opts luxec.InteractOptions|nil
 function M.interact(self, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error(("bad argument #1 to 'interact' (options table expected, got %s)"):format(type(opts)), 3)

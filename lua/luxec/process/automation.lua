@@ -168,7 +168,7 @@ return function(Process)
   end
 
   --- Hand the session to the person at the terminal (see luxec.auto.interact).
-  ---@param opts table|nil
+  ---@param opts luxec.InteractOptions|nil
   ---@return "escape"|"exit"|"eof"
   function Process:interact(opts)
     closed_error(self, "interact")
