@@ -45,6 +45,7 @@ end
 --- Run fn(self) from a loop timer ms from now.
 function Handle:later(ms, fn)
   local t = uv.new_timer()
+  uv.update_time() -- from now, not from the loop's last turn
   t:start(ms, 0, function()
     t:close()
     fn(self)
