@@ -24,7 +24,8 @@ static long tty_unread(proc *p) {
   if (slave < 0) return -1;
   struct pollfd pfd = {.fd = slave, .events = POLLIN};
   int n = 0;
-  while (poll(&pfd, 1, 0) < 0 && errno == EINTR) {}
+  while (poll(&pfd, 1, 0) < 0 && errno == EINTR) {
+  }
   long r = ioctl(slave, TIOCINQ, &n) == 0 ? n : -1;
   close(slave);
   return r;
@@ -76,7 +77,4 @@ static int proc_tty_char(lua_State *L) {
 }
 
 const luaL_Reg proc_input_methods[] = {
-  {"input_unread", proc_input_unread},
-  {"tty_char", proc_tty_char},
-  {NULL, NULL}
-};
+    {"input_unread", proc_input_unread}, {"tty_char", proc_tty_char}, {NULL, NULL}};
