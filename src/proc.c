@@ -461,6 +461,7 @@ void luxec_open_proc(lua_State *L) {
     luaL_setfuncs(L, proc_meta, 0);
     luaL_newlib(L, proc_methods);
     luaL_setfuncs(L, proc_io_methods, 0);
+    luaL_setfuncs(L, proc_input_methods, 0);
     luaL_setfuncs(L, proc_tree_methods, 0);
     luaL_setfuncs(L, proc_sandbox_methods, 0);
     lua_setfield(L, -2, "__index");

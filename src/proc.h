@@ -118,4 +118,7 @@ void proc_io_stop_input(proc *p);
 void proc_io_free_queue(proc *p);
 extern const luaL_Reg proc_io_methods[];
 
+/* proc_input.c */
+extern const luaL_Reg proc_input_methods[];
+
 #endif

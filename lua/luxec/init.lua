@@ -12,7 +12,7 @@ M.sleep = sched.sleep
 M.in_task = sched.in_task
 
 local process = require("luxec.process")
-M.spawn = process.spawn
+M.spawn = process.spawn -- every option, `record = "file.cast"` included
 M.run = require("luxec.process.run").run
 M.terminate_all = process.terminate_all
 M.defaults = process.defaults
@@ -20,6 +20,5 @@ M.defaults = process.defaults
 local expect = require("luxec.auto.expect")
 M.EOF = expect.EOF
 M.TIMEOUT = expect.TIMEOUT
-M.spawn = require("luxec.auto.record").spawn -- process.spawn with record = "file.cast"
 
 return M

@@ -223,7 +223,7 @@ describe("luxec.process.run", function()
 
   it("checks its own options", function()
     assert.has_error(function() luxec.run({ "true" }, { timeout = "1" }) end,
-      "bad option 'timeout' to 'run' (number expected, got string)")
+      "bad option 'timeout' to 'run' (non-negative number of seconds or false expected, got 1)")
   end)
 end)
 

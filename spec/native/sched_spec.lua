@@ -140,7 +140,7 @@ describe("luxec.go", function()
     -- regression: libuv runs due timers before it polls; a wake there was followed by a
     -- poll that blocked until the next event (here: the process's exit, 3 s later)
     local p = assert(luxec.spawn({ "sleep", "3" }))
-    p._h:ref(true) -- its handles keep the loop polling
+    p._core:ref(true) -- its handles keep the loop polling
     local t0 = H.now_ms()
     local t = uv.new_timer()
     require("luxec.sched").suspend(function(wake)

@@ -1,11 +1,10 @@
---- luxec.auto.expect: what automation scripts need on top of a session, installed as methods of
---- luxec.process's sessions: `expect` (plain strings, Lua patterns, PCRE2 regexes, EOF and
---- TIMEOUT) over a bounded search window, `send`/`sendline`/`sendcontrol`, and `interact`
---- (a person takes over the session; an escape key hands control back).
+--- luxec.auto.expect: the matching logic of p:expect (plain strings, Lua patterns, PCRE2
+--- regexes, EOF and TIMEOUT) over a bounded search window, and the control keys of
+--- p:sendcontrol. The methods themselves are luxec.process's (luxec.process.automation); this
+--- module keeps, per session, the part `p._expect`: a reader and the unmatched output.
 ---
 --- Every wait is a luxec wait: from top-level code it drives the loop, inside luxec.go it
 --- yields. Nothing sleeps: a send is a write, an expect returns as soon as the output matches.
-local sched = require("luxec.sched")
 local uv = require("luv")
 
 local M = {}
@@ -23,7 +22,9 @@ local function sentinel(name)
 end
 
 --- Patterns for the end of the output and for the end of the wait.
+---@type table
 M.EOF = sentinel("luxec.EOF")
+---@type table
 M.TIMEOUT = sentinel("luxec.TIMEOUT")
 
 local rex -- rex_pcre2, loaded with the first regex
@@ -258,6 +259,8 @@ local function matched(p, x, i, subject, s, e, caps)
 end
 
 -- The end of the output or of the wait: the EOF or TIMEOUT pattern's index, or an error.
+-- At the end of the output the program has exited, or the wait ran out first (it closed its
+-- output and goes on: p:status().running says so).
 local function ended(p, x, pats, kind, timeout)
   local all = pending(x)
   p.before, p.captures = all, {}
@@ -271,11 +274,10 @@ local function ended(p, x, pats, kind, timeout)
   p.after, p.match, p.index = nil, nil, nil
   if kind == "eof" then
     set_pending(x, "")
-    -- the output closes just before the exit, usually: give the status a moment to say how
-    if not p:finished() then p:wait({ timeout = 0.1 }) end
     local st = p:status()
     local how = st.signal_name and ("killed by SIG" .. st.signal_name)
-      or st.code and ("exit code " .. st.code) or "output closed"
+      or st.code and ("exit code " .. st.code)
+      or "output closed; the program still runs"
     return nil, ("eof: the session ended (%s) without a match for %s; last output: %s")
       :format(how, list_patterns(pats), last_output(all)), "eof"
   end
@@ -311,25 +313,39 @@ local function check_opts(fname, p, opts)
 end
 
 local function check_all(fname, p, patterns, opts, exact)
-  if not rawget(p, "_h") then
+  if p:closed() then
     error(("attempt to call '%s' on a closed process"):format(fname), 0)
   end
   local pats = compile(fname, patterns, exact)
   return pats, check_opts(fname, p, opts)
 end
 
--- The patterns and options, checked; an error names the caller of expect.
-local function prepare(fname, p, patterns, opts, exact)
+--- The patterns and options, checked; an error names the caller of the method calling this.
+--- Returns the compiled patterns, the timeout (seconds or false) and the window.
+---@param fname string
+---@param p luxec.Process
+---@param patterns any
+---@param opts {timeout: number|false|nil, window: integer|nil}|nil
+---@param exact boolean  plain strings only (expect_exact)
+---@return table pats, number|false timeout, integer window
+function M.prepare(fname, p, patterns, opts, exact)
   local ok, pats, timeout, window = pcall(check_all, fname, p, patterns, opts, exact)
   if not ok then error(pats, 3) end
   return pats, timeout, window
 end
 
-local function run_expect(p, pats, timeout, window)
+--- Search the output for the prepared patterns until one matches, the output ends (and the
+--- program exits, within the timeout) or the timeout passes.
+---@param p luxec.Process
+---@param pats table  from M.prepare
+---@param timeout number|false  seconds, or false for no limit
+---@param window integer
+---@return integer|nil index, string|table|nil match_or_message, any ...
+function M.run(p, pats, timeout, window)
   local x = state(p)
   local maxbuffer = math.max(M.defaults.maxbuffer, window)
   local overlap = pats.windowed and window or pats.overlap
-  local deadline = timeout and uv.hrtime() / 1e6 + timeout * 1000
+  local deadline = timeout and uv.hrtime() / 1e6 + timeout * 1000 or nil
   -- First what is already there, all of it: new patterns may match old output.
   -- tail: the end of the unmatched output a match may start in; at_start: tail is all of it.
   local tail, at_start = "", true
@@ -369,155 +385,43 @@ local function run_expect(p, pats, timeout, window)
       trim(x, maxbuffer)
       tail = overlap > 0 and subject:sub(-overlap) or ""
       at_start = at_start and #subject <= overlap
-    elseif p:eof() then -- the output is closed (the program may still run)
+    elseif p:eof() then
+      -- The output is closed; the exit usually follows at once. Wait for it (within the
+      -- timeout), so that afterwards the status says how the program ended.
+      if not p:finished() then
+        local left = deadline and math.max(0, deadline - uv.hrtime() / 1e6)
+        p:wait({ timeout = left and left / 1000 or false })
+      end
       return ended(p, x, pats, "eof")
     else
       local left = deadline and deadline - uv.hrtime() / 1e6
       if left and left <= 0 then return ended(p, x, pats, "timeout", timeout) end
-      p:wait_output({ timeout = left and left / 1000 })
+      p:wait_output({ timeout = left and left / 1000 or false })
     end
   end
 end
 
-local Methods = {}
+local SPECIAL_KEYS = { -- the keys pexpect's sendcontrol takes besides letters
+  ["@"] = 0, ["`"] = 0, ["["] = 27, ["{"] = 27, ["\\"] = 28, ["|"] = 28, ["]"] = 29,
+  ["}"] = 29, ["^"] = 30, ["~"] = 30, ["_"] = 31, ["?"] = 127,
+}
 
---- Wait until the output matches one of `patterns` and consume it through the match.
---- A pattern is a plain string, {lua = "Lua pattern"}, {re = "PCRE2 regex", flags = "i"},
---- luxec.EOF (the session ended) or luxec.TIMEOUT (the wait ran out); one or a list. The
---- earliest match in the output wins, ties going to the first listed. Returns the index of
---- the pattern, the matched text and its captures, and sets p.before (the output before the
---- match), p.after and p.match (the matched text, or luxec.EOF / luxec.TIMEOUT) and
---- p.captures. Without a matching EOF or TIMEOUT pattern the end of the output or of the
---- wait returns nil, "eof: ..." or "timeout: ...", and "eof" or "timeout".
---- opts: timeout (seconds, or false for none; default p.timeout or 30), window (bytes before
---- new output where a Lua pattern or regex match may start: 16384).
----@return integer|nil index, string|table match_or_message, any ...
-function Methods:expect(patterns, opts)
-  local pats, timeout, window = prepare("expect", self, patterns, opts, false)
-  return run_expect(self, pats, timeout, window)
-end
-
---- expect with plain strings only (and luxec.EOF / luxec.TIMEOUT).
-function Methods:expect_exact(patterns, opts)
-  local pats, timeout, window = prepare("expect_exact", self, patterns, opts, true)
-  return run_expect(self, pats, timeout, window)
-end
-
---- Write `s` as it is; returns the bytes accepted (p:write).
-function Methods:send(s)
-  if type(s) ~= "string" then
-    error(("bad argument #1 to 'send' (string expected, got %s)"):format(type(s)), 2)
-  end
-  return self:write(s)
-end
-
---- Write `s` and a line end ("\n", expect.defaults.linesep).
-function Methods:sendline(s)
-  s = s or ""
-  if type(s) ~= "string" then
-    error(("bad argument #1 to 'sendline' (string expected, got %s)"):format(type(s)), 2)
-  end
-  return self:write(s .. M.defaults.linesep)
-end
-
-local CONTROL_SIGNALS = { c = "INT", ["\\"] = "QUIT", z = "TSTP" }
-
---- The control character for a key ("c" -> "\3", "^C" and "[" work too), or nil.
+--- The control character for a key: "c" or "^C" -> "\3"; a-z, @ [ \\ ] ^ _ ? (and ` { | } ~,
+--- as pexpect takes them); nil for anything else.
+---@param key string
+---@return string|nil
 function M.control(key)
   if type(key) ~= "string" then return nil end
-  key = key:gsub("^%^", ""):lower()
+  if #key == 2 and key:sub(1, 1) == "^" then key = key:sub(2) end
   if #key ~= 1 then return nil end
-  if key == "?" then return "\127" end
-  local b = key:upper():byte()
-  if b < 64 or b > 95 then return nil end
-  return string.char(b - 64)
-end
-
---- Send a control key: sendcontrol("c") writes Ctrl-C (byte 3). On a terminal the line
---- discipline turns it into a signal; a pipe session has none, so there "c", "\\" and "z"
---- signal the process group (INT, QUIT, TSTP) and "d" closes stdin instead.
-function Methods:sendcontrol(key)
-  local ch = M.control(key)
-  if not ch then
-    error(("bad argument #1 to 'sendcontrol' (a key such as \"c\" or \"^]\" expected, got %s)")
-      :format(tostring(key)), 2)
-  end
-  if not self:status().tty then
-    local k = key:gsub("^%^", ""):lower()
-    if CONTROL_SIGNALS[k] then return self:signal(CONTROL_SIGNALS[k], "group") end
-    if k == "d" then return self:close_stdin() end
-  end
-  return self:write(ch)
-end
-
-M.defaults.input_poll_ms = 10 -- how often wait_input looks whether the program reads
-
---- Wait until the program waits for input: blocked reading its terminal (or its stdin pipe),
---- which no output pattern can tell. With echo_off = true only a prompt that does not echo
---- counts (a password prompt: ssh and sudo flush what was typed before it, so a password
---- sent at the sight of "password:" can be lost). Returns true, or nil, "timeout: ...",
---- "timeout" / nil, "eof: ...", "eof". opts: timeout (seconds, default p.timeout or 30),
---- echo_off.
-function Methods:wait_input(opts)
-  if not rawget(self, "_h") then error("attempt to call 'wait_input' on a closed process", 2) end
-  if opts ~= nil and type(opts) ~= "table" then
-    error(("bad argument #1 to 'wait_input' (options table expected, got %s)"):format(type(opts)),
-      2)
-  end
-  opts = opts or {}
-  local timeout = opts.timeout
-  if timeout == nil then timeout = rawget(self, "timeout") end
-  if timeout == nil then timeout = M.defaults.timeout end
-  if timeout ~= false and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
-    error(("bad option 'timeout' to 'wait_input' (non-negative number of seconds or false " ..
-      "expected, got %s)"):format(tostring(timeout)), 2)
-  end
-  local deadline = timeout and uv.hrtime() / 1e6 + timeout * 1000
-  while true do
-    if self:finished() then
-      return nil, "eof: the session ended before it waited for input", "eof"
-    end
-    local st = self:status()
-    if st.waiting_for_input and (not opts.echo_off or st.echo_off) then return true end
-    local left = deadline and deadline - uv.hrtime() / 1e6
-    if left and left <= 0 then
-      return nil, ("timeout: the session did not wait for input%s within %g s")
-        :format(opts.echo_off and " with echo off" or "", timeout), "timeout"
-    end
-    local step = left and math.min(left, M.defaults.input_poll_ms) or M.defaults.input_poll_ms
-    if self:eof() then
-      sched.sleep(step) -- no more output can wake the wait: poll at the step
-    else
-      self:wait_output({ timeout = step / 1000 })
-    end
-  end
-end
-
---- pexpect's sendeof: the end of input (p:close_stdin()).
-function Methods:sendeof()
-  return self:close_stdin()
+  local k = key:lower()
+  local b = k:byte()
+  if b >= 97 and b <= 122 then return string.char(b - 96) end
+  local v = SPECIAL_KEYS[k]
+  return v and string.char(v)
 end
 
 -- For luxec.auto.interact, which shares the unconsumed output with expect.
 M._state, M._pending, M._set_pending = state, pending, set_pending
-
---- Install the methods on luxec.process's session class (done by luxec.process itself).
-function M.install(Process)
-  for name, fn in pairs(Methods) do
-    Process[name] = fn
-  end
-  --- p:interact(opts): hand the session to the person at the terminal (luxec.auto.interact).
-  function Process.interact(p, opts)
-    return require("luxec.auto.interact").interact(p, opts)
-  end
-  --- p:screen() -> the rendered screen of a terminal session (see luxec.auto.screen).
-  function Process.screen(p)
-    return require("luxec.auto.screen").screen(p)
-  end
-  --- p:expect_screen(text | fn, opts) -> the screen once it shows text (see luxec.auto.screen).
-  function Process.expect_screen(p, what, opts)
-    return require("luxec.auto.screen").expect_screen(p, what, opts)
-  end
-end
 
 return M

@@ -2,24 +2,10 @@
 --- it back with the escape key. Output that expect has not consumed is shown first, and
 --- expect goes on after what the person saw.
 local expect = require("luxec.auto.expect")
-local sched = require("luxec.sched")
 
 local M = {}
 
 local state, pending, set_pending = expect._state, expect._pending, expect._set_pending
-
--- Suspend until the session reports an event (output, EOF, exit, close) or `arm`'s wake is
--- called. luxec.process offers no public wait for "this session or something else", so this
--- joins the waiter list its own waits use.
-local function wait_session_or(p, arm)
-  p:_watch(1) -- output events, not only the end
-  local ok, err = pcall(sched.suspend, function(wake)
-    table.insert(p._waiters, wake)
-    arm(wake)
-  end)
-  if rawget(p, "_h") then p:_watch(-1) end
-  if not ok then error(err, 0) end
-end
 
 local INTERACT_OPTIONS = {
   escape = { "string or false", string = true, boolean = true },
@@ -41,26 +27,34 @@ local INTERACT_OPTIONS = {
 --- output (a function(data) that shows output instead of writing it to the terminal),
 --- input (a function(data) -> data|nil that filters each read of keys; nil drops it).
 ---@return "escape"|"exit"|"eof"
+---@class luxec.InteractOptions
+---@field escape string|false|nil  the key that hands control back ("^]")
+---@field replay boolean|nil  false: do not show what the session printed before
+---@field start fun(term: table)|nil  called once the terminal is raw, before any key
+---@field output fun(data: string)|nil  shows output instead of writing it to the terminal
+---@field input fun(data: string): string|nil  filters each read of keys (nil drops it)
+
+---@param self luxec.Process
+---@param opts luxec.InteractOptions|nil
 function M.interact(self, opts)
-  if not rawget(self, "_h") then error("attempt to call 'interact' on a closed process", 2) end
   if opts ~= nil and type(opts) ~= "table" then
-    error(("bad argument #1 to 'interact' (options table expected, got %s)"):format(type(opts)), 2)
+    error(("bad argument #1 to 'interact' (options table expected, got %s)"):format(type(opts)), 3)
   end
   opts = opts or {}
   for k, v in pairs(opts) do
     local want = INTERACT_OPTIONS[k]
     if not want then
-      error(("bad argument #1 to 'interact' (unknown option '%s')"):format(tostring(k)), 2)
+      error(("bad argument #1 to 'interact' (unknown option '%s')"):format(tostring(k)), 3)
     end
     if not want[type(v)] then
-      error(("bad option '%s' to 'interact' (%s expected, got %s)"):format(k, want[1], type(v)), 2)
+      error(("bad option '%s' to 'interact' (%s expected, got %s)"):format(k, want[1], type(v)), 3)
     end
   end
   local escape = opts.escape
   if escape == nil then escape = expect.defaults.escape end
   if escape ~= false then
     if type(escape) ~= "string" or escape == "" then
-      error("bad option 'escape' to 'interact' (a key such as \"^]\", a string or false)", 2)
+      error("bad option 'escape' to 'interact' (a key such as \"^]\", a string or false)", 3)
     end
     escape = (#escape == 2 and escape:sub(1, 1) == "^" and expect.control(escape)) or escape
   end
@@ -69,7 +63,7 @@ function M.interact(self, opts)
   local t <close> = term.open()
   local show = opts.output or function(data) t:write(data) end
   local raw = term.isatty(0)
-  local tty = self:status().tty
+  local tty = self:size() ~= nil
   if raw then assert(t:raw()) end
   local done
   local function stop(why, wake)
@@ -94,16 +88,16 @@ function M.interact(self, opts)
         local i = escape and a:find(escape, 1, true)
         if i then a = a:sub(1, i - 1) end
         if opts.input and a ~= "" then a = opts.input(a) end
-        if a and a ~= "" and rawget(self, "_h") then self:write(a) end
+        if a and a ~= "" and not self:closed() then self:write(a) end
         if i then stop("escape", waker) end
       elseif kind == "resize" then
-        if tty and rawget(self, "_h") and a > 0 and b > 0 then self:resize(a, b) end
+        if tty and not self:closed() and a > 0 and b > 0 then self:resize(a, b) end
       elseif kind == "eof" then
         stop("eof", waker)
       end
     end))
     while not done do
-      if not rawget(self, "_h") then
+      if self:closed() then
         done = "exit"
         break
       end
@@ -112,7 +106,7 @@ function M.interact(self, opts)
       if self:finished() then
         done = "exit"
       else
-        wait_session_or(self, function(wake) waker = wake end)
+        self:wait_event(function(wake) waker = wake end)
       end
     end
   end)

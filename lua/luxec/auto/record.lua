@@ -1,20 +1,17 @@
 --- luxec.auto.record: recordings of sessions and their replay.
 ---
---- `M.spawn` is luxec.spawn as the public API offers it: luxec.process's spawn plus the
---- option `record = "file.cast"`, an asciicast v2 recording (https://docs.asciinema.org/
---- manual/asciicast/v2/) of the session: output ("o") and input ("i") events with their
---- timing and resizes ("r"). It also keeps the size of a terminal session, which p:screen()
---- and the recording need. `M.play` is `luxec play file.cast`.
+--- The spawn option `record = "file.cast"` makes a recorder (M.start) that luxec.process
+--- composes into the session: an asciicast v2 recording (https://docs.asciinema.org/
+--- manual/asciicast/v2/) of output ("o") and input ("i") events with their timing, and
+--- resizes ("r"). The session tells it of every input and resize; it listens to the output
+--- without holding the host. `M.play` is `luxec play file.cast`.
 local json = require("luxec.json")
-local options = require("luxec.process.options")
-local process = require("luxec.process")
 local uv = require("luv")
 
 local M = {}
 
---- Functions told about every session luxec.spawn starts: fn(p, argv, opts) (the prompt's
---- list of sessions is one).
-M.on_spawn = {}
+--- Functions told about every session luxec.spawn starts (luxec.process.on_spawn).
+M.on_spawn = require("luxec.process").on_spawn
 
 -- ---- JSON strings, through luxec.json ----
 
@@ -66,6 +63,33 @@ function M.start(path, info)
     _tty = info.tty, path = path }, Recorder)
 end
 
+--- Record session p from now on: its output through a listener that holds nothing (a
+--- recording does not change how long a script runs), its input and resizes as p tells its
+--- parts. Closed when p finishes.
+---@param p luxec.Process
+function Recorder:attach(p)
+  p:_add_part(self)
+  p:on("output", function(data) self:event("o", data) end, { hold = false })
+  p:on("exit", function() self:close() end, { hold = false })
+end
+
+--- Part hook: input written to the session (kept as "*" when the terminal did not echo).
+function Recorder:input(_, data, echo_off)
+  if echo_off then data = data:gsub("[^\r\n]", "*") end
+  self:event("i", data)
+end
+
+--- Part hook: the session's terminal was resized.
+function Recorder:resized(_, rows, cols)
+  self:event("r", ("%dx%d"):format(cols, rows))
+end
+
+--- A session that did not start: no recording is left behind.
+function Recorder:discard()
+  self:close()
+  os.remove(self.path)
+end
+
 -- An event now; `final` writes an incomplete character kept from before as it is.
 function Recorder:event(kind, data, final)
   local fd = self._fd
@@ -97,99 +121,6 @@ function Recorder:close()
 end
 
 Recorder.__gc = Recorder.close -- a session closed before it finished
-
--- A recording must not change how long a script runs: its listeners hold nothing.
-local function listen_unheld(p, event, fn)
-  p:on(event, fn, { hold = false })
-end
-
--- ---- spawn ----
-
-local Process
-
--- Methods set on a session itself (luxec.process's class stays as it is): resize keeps the
--- size known, and feeds the screen the output drawn at the old size first; write records
--- input.
-local function tracked_resize(self, rows, cols)
-  if rawget(self, "_screen") then require("luxec.auto.screen").feed(self) end
-  local ok, err, code = Process.resize(self, rows, cols)
-  if ok then
-    self._tty_size = { rows, cols }
-    local rec = rawget(self, "_recorder")
-    if rec then rec:event("r", ("%dx%d"):format(cols, rows)) end
-  end
-  return ok, err, code
-end
-
-local function recorded_write(self, data)
-  local rec = rawget(self, "_recorder")
-  local kept = data
-  -- What is typed at a prompt that does not echo (a password) is not kept. Looked at before
-  -- the write: the program may turn echo back on as soon as it has read the line.
-  local h = rec and rawget(self, "_h")
-  if h and type(data) == "string" and h:status().tty and select(2, h:input_state()) then
-    kept = data:gsub("[^\r\n]", "*")
-  end
-  local n, err, code = Process.write(self, data)
-  if n and rec then rec:event("i", kept) end
-  return n, err, code
-end
-
---- luxec.spawn: process.spawn(argv, opts) plus opts.record (a path: record the session as
---- asciicast v2).
-function M.spawn(argv, opts)
-  local rec_path
-  if type(opts) == "table" and opts.record ~= nil then
-    if type(opts.record) ~= "string" then
-      error(("bad option 'record' to 'spawn' (string expected, got %s)"):format(type(opts.record)),
-        2)
-    end
-    rec_path = opts.record
-    local copy = {}
-    for k, v in pairs(opts) do
-      if k ~= "record" then copy[k] = v end
-    end
-    opts = copy
-  end
-  -- Raised at the caller's line, before anything starts.
-  local ok, err = pcall(options.check, "spawn", argv, opts)
-  if not ok then error(err, 2) end
-  local tty = opts and opts.tty
-  local rows = type(tty) == "table" and tty.rows or process.defaults.rows
-  local cols = type(tty) == "table" and tty.cols or process.defaults.cols
-  local rec
-  if rec_path then -- opened first: a path that cannot be written starts nothing
-    local env = opts and opts.env
-    local term = env and env.TERM or (env == nil or opts.inherit_env) and os.getenv("TERM")
-    local rerr, rcode
-    rec, rerr, rcode = M.start(rec_path, { argv = argv, rows = rows, cols = cols,
-      term = term or nil, tty = tty and true or false })
-    if not rec then return nil, ("%s (record)"):format(rerr), rcode end
-  end
-  local p, serr, code = process.spawn(argv, opts)
-  if not p then
-    if rec then
-      rec:close()
-      os.remove(rec_path)
-    end
-    return nil, serr, code
-  end
-  Process = Process or getmetatable(p)
-  if tty then
-    p._tty_size = { rows, cols }
-    p.resize = tracked_resize
-  end
-  if rec then
-    p._recorder = rec
-    p.write = recorded_write
-    listen_unheld(p, "output", function(data) rec:event("o", data) end)
-    listen_unheld(p, "exit", function() rec:close() end)
-  end
-  for _, fn in ipairs(M.on_spawn) do
-    fn(p, argv, opts)
-  end
-  return p
-end
 
 -- ---- luxec play ----
 

@@ -47,29 +47,30 @@ function Screen:find(text)
   return nil
 end
 
--- The session's terminal size as luxec.spawn (luxec.auto.record) tracks it.
-local function tty_size(p)
-  local size = rawget(p, "_tty_size")
-  if size then return size[1], size[2] end
-  local defaults = require("luxec.process").defaults
-  return defaults.rows, defaults.cols
+-- The part of a session that keeps its screen: told before a resize, so output drawn at
+-- the old size is rendered at that size.
+local Part = {}
+Part.__index = Part
+
+function Part:resizing(p)
+  M.feed(p, self)
 end
 
 --- Feed what the session printed since the last call and return its screen.
 ---@param p luxec.Process
 ---@return luxec.Screen
 function M.screen(p)
-  if not rawget(p, "_h") then error("attempt to call 'screen' on a closed process", 3) end
   local sc = rawget(p, "_screen")
   if not sc then
-    if not p:status().tty then
+    local rows, cols = p:size()
+    if not rows then
       error("screen: this session has no terminal (spawn with tty = true)", 3)
     end
-    local rows, cols = tty_size(p)
-    sc = { vt = M.new(rows, cols), reader = p:reader() }
+    sc = setmetatable({ vt = M.new(rows, cols), reader = p:reader() }, Part)
     p._screen = sc
+    p:_add_part(sc)
   end
-  M.feed(p)
+  M.feed(p, sc)
   local vt = sc.vt
   local row, col, visible = vt:cursor()
   local rows, cols = vt:size()
@@ -87,21 +88,13 @@ end
 --- function(screen) returning true. Output patterns cannot say what a full-screen program
 --- or a line editor finally shows (redraws, cursor moves, erasures); the screen can.
 --- Returns the screen, or nil, "timeout: ...", "timeout" / nil, "eof: ...", "eof".
---- opts: timeout (seconds, default p.timeout or 30).
-function M.expect_screen(p, what, opts)
-  if type(what) ~= "string" and type(what) ~= "function" then
-    error(("bad argument #1 to 'expect_screen' (string or function expected, got %s)")
-      :format(type(what)), 3)
-  end
-  local timeout = opts and opts.timeout
-  if timeout == nil then timeout = rawget(p, "timeout") end
-  if timeout == nil then timeout = require("luxec.auto.expect").defaults.timeout end
-  if timeout ~= false and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
-    error(("bad option 'timeout' to 'expect_screen' (non-negative number of seconds or false " ..
-      "expected, got %s)"):format(tostring(timeout)), 3)
-  end
+--- timeout: seconds, or false for no limit (p:expect_screen checks it).
+---@param p luxec.Process
+---@param what string|fun(screen: luxec.Screen): boolean
+---@param timeout number|false
+function M.expect_screen(p, what, timeout)
   local uv = require("luv")
-  local deadline = timeout and uv.hrtime() / 1e6 + timeout * 1000
+  local deadline = timeout and uv.hrtime() / 1e6 + timeout * 1000 or nil
   while true do
     local sc = M.screen(p)
     if type(what) == "string" and sc:find(what) or type(what) == "function" and what(sc) then
@@ -118,16 +111,17 @@ function M.expect_screen(p, what, opts)
         :format(type(what) == "string" and ("%q"):format(what) or "what was expected", timeout,
           tostring(sc)), "timeout"
     end
-    p:wait_output({ timeout = left and left / 1000 })
+    p:wait_output({ timeout = left and left / 1000 or false })
   end
 end
 
---- Bring a session's screen up to date (and to the session's size), if it has one. Called
---- before a resize, so output drawn for the old size is rendered at that size.
-function M.feed(p)
-  local sc = rawget(p, "_screen")
-  if not sc or not rawget(p, "_h") then return end
-  local rows, cols = tty_size(p)
+--- Bring a session's screen up to date (and to the session's size).
+---@param p luxec.Process
+---@param sc table|nil  the session's screen part (p._screen)
+function M.feed(p, sc)
+  sc = sc or rawget(p, "_screen")
+  if not sc or p:closed() then return end
+  local rows, cols = p:size()
   local r, c = sc.vt:size()
   if r ~= rows or c ~= cols then sc.vt:resize(rows, cols) end
   local data = sc.reader.read()

@@ -49,7 +49,7 @@ local function add_session(p, argv)
 end
 
 local function state_of(p)
-  if not rawget(p, "_h") then return "closed" end
+  if p:closed() then return "closed" end
   local st = p:status()
   if st.finished or st.exited then
     if st.signal_name then return "killed by SIG" .. st.signal_name end
@@ -255,7 +255,7 @@ function commands.ps()
   end
   local rows = { { "#", "PID", "STATE", "OUTPUT", "COMMAND" } }
   for _, s in ipairs(list) do
-    local open = rawget(s.p, "_h") ~= nil
+    local open = not s.p:closed()
     rows[#rows + 1] = { tostring(s.n), tostring(s.p.pid), state_of(s.p),
       open and size_text(s.p:snapshot().total) or "-", s.cmd }
   end
@@ -295,7 +295,7 @@ function commands.attach(arg)
     print(("no session %s (see :ps)"):format(arg ~= "" and arg or "given"))
     return
   end
-  if not rawget(s.p, "_h") or s.p:finished() then
+  if s.p:closed() or s.p:finished() then
     print(("session %d has ended (%s)"):format(s.n, state_of(s.p)))
     return
   end
@@ -308,7 +308,7 @@ function commands.attach(arg)
     draw(s)
     io.flush()
   end })
-  if rawget(s.p, "_h") and s.p:status().tty and s.p:screen().altscreen then
+  if not s.p:closed() and s.p:status().tty and s.p:screen().altscreen then
     io.write("\27[?1049l") -- back to the prompt's screen; the program keeps its own
   end
   if how == "exit" then
@@ -324,7 +324,7 @@ function commands.kill(arg)
     print(("no session %s (see :ps)"):format(arg ~= "" and arg or "given"))
     return
   end
-  if rawget(s.p, "_h") then
+  if not s.p:closed() then
     -- A hangup is what an interactive shell on a terminal heeds (it ignores TERM).
     local tty = s.p:status().tty
     local r = s.p:terminate({ signal = tty and "HUP" or "TERM", grace_ms = 1000 })

@@ -1,7 +1,14 @@
 --- luxec.process: sessions on the native core. The core does the exact work (spawn, bytes,
 --- exit, kill); this module decides everything else: defaults, how long to wait for EOF
 --- after exit, how terminate escalates, what a status says.
-local core = require("luxec.core")
+---
+--- One class, `Process`, is the object users hold. Its parts are composed, never patched in:
+--- the core handle (`_core`, whose raw methods are only ever called through that field), an
+--- optional recorder and screen (told of input and resizes through `_parts`), and the
+--- automation methods (expect, send*, wait_input, interact, screen) defined in
+--- luxec.process.automation with their matching logic in luxec.auto.*.
+---
+--- The core is taken from `M.core` at each use: the unit specs put a fake there.
 local limits = require("luxec.sandbox.limits")
 local options = require("luxec.process.options")
 local sandbox = require("luxec.sandbox")
@@ -9,6 +16,9 @@ local sched = require("luxec.sched")
 local uv = require("luv")
 
 local M = {}
+
+--- The native core (luxec.core); replaced by a fake in spec/unit.
+M.core = require("luxec.core")
 
 local KiB = 1024
 M.defaults = {
@@ -21,12 +31,24 @@ M.defaults = {
   terminate_grace_ms = 2000,
 }
 
+--- Functions told about every session luxec.spawn starts: fn(p, argv, opts) (the prompt's
+--- list of sessions is one).
+---@type fun(p: luxec.Process, argv: string[], opts: luxec.SpawnOptions)[]
+M.on_spawn = {}
+
 local session_serial = 0
 
 ---@class luxec.Process
 ---@field pid integer
+---@field timeout number|false|nil  the default timeout of expect and wait_input (seconds)
+---@field before string|nil  after expect: the output before the match
+---@field after string|table|nil  after expect: the matched text, or luxec.EOF / luxec.TIMEOUT
+---@field match string|table|nil  the same as after
+---@field captures table|nil  after expect: the captures of the match ({n = count})
+---@field index integer|nil  after expect: the index of the pattern that matched
 local Process = {}
 Process.__index = Process
+M.Process = Process
 
 ---@class luxec.SpawnOptions
 ---@field env table<string, string|false>|nil  exact environment (or overrides with inherit_env)
@@ -44,18 +66,67 @@ Process.__index = Process
 ---@field grace_ms integer|nil  after exit, wait this long for EOF before naming holders (50)
 ---@field cgroup boolean|nil  a cgroup for the session where possible (default true)
 ---@field sandbox luxec.SandboxPolicy|nil  confine it (see luxec.sandbox)
+---@field record string|nil  record the session into this file (asciicast v2)
 
---- Start a program. Returns the process, or nil, "ENOENT: no such file or directory ...",
---- "ENOENT" when it could not be started.
----@param argv string[]
----@param opts luxec.SpawnOptions|nil
----@return luxec.Process|nil, string|nil, string|nil
-function M.spawn(argv, opts)
-  local ok, err = pcall(options.check, "spawn", argv, opts)
-  if not ok then
-    error(err, 2)
+--- A timeout option: nil (the default), false (no limit) or seconds >= 0. Returns the
+--- milliseconds, or nil for no limit; raises a message naming fname.
+---@param fname string
+---@param t number|false|nil
+---@param default number|false|nil
+---@return number|nil
+function M.timeout_ms(fname, t, default)
+  if t == nil then t = default end
+  if t == nil or t == false then return nil end
+  if type(t) ~= "number" or t ~= t or t < 0 then
+    error(("bad option 'timeout' to '%s' (non-negative number of seconds or false expected, " ..
+      "got %s)"):format(fname, tostring(t)), 0)
   end
+  return t * 1000
+end
+
+-- Everything spawn needs beyond the options as given, worked out once: the environment
+-- (built once, when one is needed), the sandbox (resolved once), the terminal size.
+-- Raises messages without a position (the public function re-raises at its caller's line).
+local function prepare(argv, opts)
+  options.check("spawn", argv, opts)
   opts = opts or {}
+  local env
+  if opts.env ~= nil or opts.inherit_env ~= nil then env = options.build_env(opts) end
+  local marker
+  if opts.cgroup == false or not M.core.cgroups() then
+    -- Without a cgroup, orphans that left the session (setsid daemons) are told apart by
+    -- a variable they inherit.
+    session_serial = session_serial + 1
+    marker = ("LUXEC_SESSION=%d.%d"):format(uv.os_getpid(), session_serial)
+    env = env or options.build_env({ inherit_env = true })
+    env[#env + 1] = marker
+  end
+  local cwd, sbx = opts.cwd, nil
+  if opts.sandbox then
+    cwd = cwd or uv.cwd() -- a new mount namespace needs the directory looked up again
+    sbx = sandbox.resolve(opts.sandbox, cwd, sandbox.home_of(env))
+  end
+  local tty = opts.tty
+  return {
+    opts = opts, env = env, marker = marker, cwd = cwd, sandbox = sbx,
+    rows = type(tty) == "table" and tty.rows or M.defaults.rows,
+    cols = type(tty) == "table" and tty.cols or M.defaults.cols,
+  }
+end
+
+-- The TERM the program starts with (for a recording's header).
+local function term_of(spec)
+  if not spec.env then return os.getenv("TERM") end
+  for _, kv in ipairs(spec.env) do
+    local v = kv:match("^TERM=(.*)$")
+    if v then return v end
+  end
+  return nil
+end
+
+-- Start a checked spawn: the process, or nil, message, code.
+local function start(argv, spec)
+  local opts = spec.opts
   local self = setmetatable({
     _listeners = { output = {}, exit = {} },
     _waiters = {}, -- woken by any event, output included
@@ -64,43 +135,24 @@ function M.spawn(argv, opts)
     _evcursor = { 0, 0 },
     _grace_ms = opts.grace_ms or M.defaults.grace_ms,
     _finished = false,
+    _parts = {}, -- composed parts told of input and resizes: a recorder, a screen
   }, Process)
-  local tty = opts.tty
-  local env
-  if opts.env ~= nil or opts.inherit_env ~= nil then
-    ok, env = pcall(options.build_env, opts)
-    if not ok then
-      error(env, 2)
-    end
-  end
-  local marker
-  if opts.cgroup == false or not core.cgroups() then
-    -- Without a cgroup, orphans that left the session (setsid daemons) are told apart by
-    -- a variable they inherit.
-    session_serial = session_serial + 1
-    marker = ("LUXEC_SESSION=%d.%d"):format(uv.os_getpid(), session_serial)
-    env = env or options.build_env({ inherit_env = true })
-    env[#env + 1] = marker
-  end
-  local cwd = opts.cwd
-  local sbx
-  if opts.sandbox then
-    cwd = cwd or uv.cwd() -- a new mount namespace needs the directory looked up again
-    local resolved, spec = pcall(sandbox.resolve, opts.sandbox, cwd, sandbox.home_of(env))
-    if not resolved then
-      error(spec, 2)
-    end
-    sbx = spec
+  local rec
+  if opts.record then -- opened first: a path that cannot be written starts nothing
+    local rerr, rcode
+    rec, rerr, rcode = require("luxec.auto.record").start(opts.record, { argv = argv,
+      rows = spec.rows, cols = spec.cols, term = term_of(spec), tty = opts.tty and true or false })
+    if not rec then return nil, ("%s (record)"):format(rerr), rcode end
   end
   local copts = {
-    env = env,
-    marker = marker,
-    sandbox = sbx,
-    cwd = cwd,
+    env = spec.env,
+    marker = spec.marker,
+    sandbox = spec.sandbox,
+    cwd = spec.cwd,
     arg0 = opts.arg0,
-    tty = tty and true or false,
-    rows = type(tty) == "table" and tty.rows or M.defaults.rows,
-    cols = type(tty) == "table" and tty.cols or M.defaults.cols,
+    tty = opts.tty and true or false,
+    rows = spec.rows,
+    cols = spec.cols,
     stdin = opts.stdin or "pipe",
     stderr = opts.stderr or "merge",
     head = opts.head or M.defaults.head,
@@ -113,15 +165,40 @@ function M.spawn(argv, opts)
       self:_event(kind, a, b)
     end,
   }
-  local h, pid, code = core.spawn(argv, copts)
+  local h, pid, code = M.core.spawn(argv, copts)
   if not h then
+    if rec then rec:discard() end
     return nil, pid, code
   end
-  self._h = h
-  self._sbx = sbx
+  self._core = h
+  self._sbx = spec.sandbox
   self.pid = pid
   self._streams = (copts.tty or copts.stderr == "merge") and 1 or 2
+  if copts.tty then self._size = { spec.rows, spec.cols } end
+  if rec then rec:attach(self) end
+  for _, fn in ipairs(M.on_spawn) do
+    fn(self, argv, opts)
+  end
   return self
+end
+
+--- Start a program. Returns the process, or nil, "ENOENT: no such file or directory ...",
+--- "ENOENT" when it could not be started. Bad arguments raise an error naming them.
+---@param argv string[]
+---@param opts luxec.SpawnOptions|nil
+---@return luxec.Process|nil, string|nil, string|nil
+function M.spawn(argv, opts)
+  local ok, spec = pcall(prepare, argv, opts)
+  if not ok then error(spec, 2) end
+  return start(argv, spec)
+end
+
+--- spawn for a caller that re-raises at its own caller: `level` is where errors point.
+---@return luxec.Process|nil, string|nil, string|nil
+function M._spawn_at(level, argv, opts)
+  local ok, spec = pcall(prepare, argv, opts)
+  if not ok then error(spec, level + 1) end
+  return start(argv, spec)
 end
 
 local function wake_list(self, field)
@@ -140,6 +217,19 @@ local function wake_all(self, output_only)
   end
 end
 
+-- Call every listener; one that raises is reported (once, on stderr, naming the session,
+-- and counted in the host's exit status like any callback error) and the others, and every
+-- waiter, still run.
+local function call_listeners(self, event, ...)
+  for _, fn in ipairs(self._listeners[event]) do
+    local ok, err = xpcall(fn, debug.traceback, ...)
+    if not ok then
+      M.core.report_error(("%s: %s"):format(tostring(self), tostring(err)),
+        ("p:on(\"%s\") listener"):format(event))
+    end
+  end
+end
+
 function Process:_finish(holders)
   if self._finished then return end
   self._finished = true
@@ -152,27 +242,22 @@ function Process:_finish(holders)
     self:_hold(-self._listener_holds)
     self._listener_holds = nil
   end
-  local st = self:status()
-  for _, fn in ipairs(self._listeners.exit) do
-    fn(st)
-  end
+  call_listeners(self, "exit", self:status())
 end
 
 function Process:_event(kind, stream, count)
   if kind == "output" then
     if #self._listeners.output > 0 then
-      local data, next_cursor = self._h:read(stream, self._evcursor[stream])
+      local data, next_cursor = self._core:read(stream, self._evcursor[stream])
       self._evcursor[stream] = next_cursor
-      for _, fn in ipairs(self._listeners.output) do
-        fn(data, stream)
-      end
+      call_listeners(self, "output", data, stream)
     end
   elseif kind == "exit" or kind == "eof" then
     if kind == "eof" then
       self._eof = self._eof or {}
       self._eof[stream] = true
     end
-    local st = self._h:status()
+    local st = self._core:status()
     if st.exited and st.eof then
       self:_finish(nil)
     elseif st.exited and not self._grace_timer and not self._finished then
@@ -180,8 +265,8 @@ function Process:_event(kind, stream, count)
       local t = uv.new_timer()
       self._grace_timer = t
       t:start(self._grace_ms, 0, function()
-        if self._h and not self._finished then
-          self:_finish(self._h:holders())
+        if self._core and not self._finished then
+          self:_finish(self._core:holders())
         end
         wake_all(self)
       end)
@@ -195,8 +280,8 @@ end
 -- something waits on a session or listens to it, it does.
 function Process:_hold(delta)
   self._holds = (self._holds or 0) + delta
-  if self._h then
-    self._h:ref(self._holds > 0)
+  if self._core then
+    self._core:ref(self._holds > 0)
   end
 end
 
@@ -204,8 +289,8 @@ end
 -- output or listens to it (a count, like _hold).
 function Process:_watch(delta)
   self._watching = (self._watching or 0) + delta
-  if self._h then
-    self._h:want_output(self._watching > 0)
+  if self._core then
+    self._core:want_output(self._watching > 0)
   end
 end
 
@@ -240,8 +325,23 @@ function Process:_wait_until(pred, timeout_ms, ends_only)
   return pred()
 end
 
+--- Wait one turn: until something happens on the session (output, EOF, exit, close) or
+--- `arm`'s wake function is called (arm(wake) is called once, before suspending). For parts
+--- that wait on the session and on something else at once (interact: the session or a key).
+---@param arm fun(wake: fun())|nil
+function Process:wait_event(arm)
+  if not self._core then return end
+  self:_watch(1) -- output events, not only the end
+  local ok, err = pcall(sched.suspend, function(wake)
+    table.insert(self._waiters, wake)
+    if arm then arm(wake) end
+  end)
+  if self._core then self:_watch(-1) end
+  if not ok then error(err, 0) end
+end
+
 local function check_open(self, fname)
-  if not self._h then
+  if not self._core then
     error(("attempt to call '%s' on a closed process"):format(fname), 3)
   end
 end
@@ -251,12 +351,9 @@ local function check_timeout(fname, opts)
   if type(opts) ~= "table" then
     error(("bad argument #1 to '%s' (options table expected, got %s)"):format(fname, type(opts)), 3)
   end
-  local t = opts.timeout
-  if t ~= nil and (type(t) ~= "number" or t ~= t or t < 0) then
-    error(("bad option 'timeout' to '%s' (non-negative number of seconds expected, got %s)")
-      :format(fname, tostring(t)), 3)
-  end
-  return t and t * 1000
+  local ok, ms = pcall(M.timeout_ms, fname, opts.timeout)
+  if not ok then error(ms, 3) end
+  return ms
 end
 
 --- End every wait on this session now (each returns as if its timeout had passed); for a
@@ -268,12 +365,22 @@ end
 
 --- Whether the process exited and every output stream reached EOF (or the grace after exit
 --- ran out, with the holders named in the status).
+---@return boolean
 function Process:finished()
   return self._finished
 end
 
---- Wait until finished. opts.timeout in seconds. Returns the status, or nil, "timeout".
----@param opts {timeout: number}|nil
+--- Whether close() was called (or the host closed the session): no method but close,
+--- finished and closed works any more.
+---@return boolean
+function Process:closed()
+  return self._core == nil
+end
+
+--- Wait until finished. opts.timeout in seconds (false or nil: no limit). Returns the
+--- status, or nil, "timeout".
+---@param opts {timeout: number|false|nil}|nil
+---@return luxec.Status|nil, string|nil
 function Process:wait(opts)
   check_open(self, "wait")
   local ms = check_timeout("wait", opts)
@@ -283,92 +390,39 @@ function Process:wait(opts)
   return self:status()
 end
 
---- What arrived since this reader's last read: data, dropped, gap_at (the bytes dropped
---- from memory in between, and where in data they were).
----@param stream integer|nil 1 (stdout, or everything when merged) or 2 (stderr apart)
-function Process:read(stream)
-  check_open(self, "read")
-  stream = stream or 1
-  local data, next_cursor, dropped, gap_at = self._h:read(stream, self._cursor[stream])
-  self._cursor[stream] = next_cursor
-  return data, dropped, gap_at
-end
-
---- An independent reader with its own cursor: reader:read() -> data, dropped, gap_at.
-function Process:reader(stream)
-  check_open(self, "reader")
-  local proc, cursor = self, 0
-  stream = stream or 1
-  return {
-    read = function()
-      check_open(proc, "read")
-      local data, next_cursor, dropped, gap_at = proc._h:read(stream, cursor)
-      cursor = next_cursor
-      return data, dropped, gap_at
-    end,
-  }
-end
-
 --- Wait until new output arrives, the stream reaches EOF or the process finishes (or the
---- timeout passes); true unless it timed out.
+--- timeout passes, in seconds; false or nil: no limit); true unless it timed out.
+---@param opts {timeout: number|false|nil, stream: integer|nil}|nil
+---@return boolean
 function Process:wait_output(opts)
   check_open(self, "wait_output")
   local ms = check_timeout("wait_output", opts)
   local stream = (opts and opts.stream) or 1
-  local start = select(2, self._h:read(stream, 1 << 62)) -- the current total
+  local start_total = select(2, self._core:read(stream, 1 << 62)) -- the current total
   -- Past EOF nothing can arrive: wait for the exit, so `repeat wait_output until finished`
   -- turns the loop instead of spinning.
   local ended = self._eof ~= nil and self._eof[stream]
   return self:_wait_until(function()
     return self._finished or (not ended and self._eof and self._eof[stream])
-      or select(2, self._h:read(stream, 1 << 62)) > start
+      or select(2, self._core:read(stream, 1 << 62)) > start_total
   end, ms)
 end
 
 --- Whether the stream (1 by default) reached EOF: nothing more will arrive on it.
+---@param stream integer|nil
+---@return boolean
 function Process:eof(stream)
   return self._finished or (self._eof ~= nil and self._eof[stream or 1] == true)
 end
 
-function Process:read_range(offset, length, stream)
-  check_open(self, "read_range")
-  return self._h:read_range(stream or 1, offset, length)
-end
-
----@return {head: string, tail: string, dropped: integer, total: integer}
-function Process:snapshot(stream)
-  check_open(self, "snapshot")
-  local head, tail, dropped, total = self._h:snapshot(stream or 1)
-  return { head = head, tail = tail, dropped = dropped, total = total }
-end
-
-function Process:write(data)
-  check_open(self, "write")
-  if type(data) ~= "string" then
-    error(("bad argument #1 to 'write' (string expected, got %s)"):format(type(data)), 2)
-  end
-  return self._h:write(data)
-end
-
-function Process:close_stdin()
-  check_open(self, "close_stdin")
-  return self._h:close_stdin()
-end
-
-function Process:signal(sig, target)
-  check_open(self, "signal")
-  return self._h:signal(sig, target)
-end
-
-function Process:resize(rows, cols)
-  check_open(self, "resize")
-  return self._h:resize(rows, cols)
-end
-
 --- Register fn for "output" (fn(data, stream), as it arrives) or "exit" (fn(status), once
 --- finished). The session then keeps the host running until it finishes, unless opts.hold
---- is false.
+--- is false. An error raised by fn is reported on stderr (naming the session) and counted in
+--- the host's exit status; it does not stop the other listeners or any wait.
+---@param event "output"|"exit"
+---@param fn function
 ---@param opts {hold: boolean}|nil
+---@return luxec.Process
 function Process:on(event, fn, opts)
   check_open(self, "on")
   if self._listeners[event] == nil then
@@ -389,29 +443,49 @@ function Process:on(event, fn, opts)
   if event == "output" then self:_watch(1) end
   if event == "output" and #self._listeners.output == 1 then
     for s = 1, self._streams do -- start from now, not from the beginning
-      self._evcursor[s] = select(2, self._h:read(s, 1 << 62))
+      self._evcursor[s] = select(2, self._core:read(s, 1 << 62))
     end
   end
   return self
 end
 
+---@class luxec.Status
+---@field pid integer
+---@field running boolean
+---@field exited boolean
+---@field code integer|nil
+---@field signal integer|nil
+---@field signal_name string|nil
+---@field core_dumped boolean|nil
+---@field killed_by string|nil
+---@field eof boolean
+---@field finished boolean
+---@field holders {pid: integer, cmd: string}[]|nil
+---@field waiting_for_input boolean
+---@field echo_off boolean|nil
+---@field canonical boolean|nil
+---@field tty boolean
+---@field cgroup boolean
+---@field sandbox table|nil
+
 --- {pid, running, exited, code, signal, signal_name, core_dumped, killed_by, eof, finished,
 ---  holders, waiting_for_input, echo_off, canonical, tty, cgroup, sandbox}; sandbox.limits
 ---  says how each limit is enforced and what it counted, sandbox.limits_hit in one line which
 ---  limit ended or throttled the session (nil when none did)
+---@return luxec.Status
 function Process:status()
   check_open(self, "status")
-  local st = self._h:status()
+  local st = self._core:status()
   st.finished = self._finished
   st.holders = self._holders
   st.killed_by = st.killed_by or self._killed_by
-  st.sandbox = self._h:sandbox_report()
+  st.sandbox = self._core:sandbox_report()
   if st.sandbox and self._sbx then sandbox.annotate(st.sandbox, self._sbx) end
   if st.sandbox and st.sandbox.limits then -- counters read now from the session's cgroup
     st.sandbox.limits_hit = limits.explain(st.sandbox.limits)
   end
   if st.running then
-    st.waiting_for_input, st.echo_off, st.canonical = self._h:input_state()
+    st.waiting_for_input, st.echo_off, st.canonical = self._core:input_state()
   else
     st.waiting_for_input = false
   end
@@ -438,14 +512,14 @@ local function terminate_many(fname, procs, opts)
       error(("bad argument #1 to '%s' (entry %d is not a process)"):format(fname, i), 3)
     end
     check_open(p, fname)
-    if p._h:tree_alive() > 0 or not p._h:status().exited then
-      if not p._h:status().exited then p._killed_by = "terminate" end
-      p._h:signal_tree(sig)
+    if p._core:tree_alive() > 0 or not p._core:status().exited then
+      if not p._core:status().exited then p._killed_by = "terminate" end
+      p._core:signal_tree(sig)
       live[#live + 1] = p
     end
   end
   local function gone(p)
-    return p._h:status().exited and p._h:tree_alive() == 0
+    return p._core:status().exited and p._core:tree_alive() == 0
   end
   local result = { signal = sig, graceful = true, killed = 0 }
   if #live == 0 then
@@ -466,13 +540,13 @@ local function terminate_many(fname, procs, opts)
   if not ok then error(err, 0) end
   local left = {}
   for _, p in ipairs(live) do
-    if not gone(p) then left[#left + 1] = p._h end
+    if not gone(p) then left[#left + 1] = p._core end
   end
   if #left > 0 then
     result.graceful = false
-    result.killed = core.kill_trees(left, "terminate")
+    result.killed = M.core.kill_trees(left, "terminate")
   end
-  result.method = first._h:status().cgroup and "cgroup" or "process group and sweep"
+  result.method = first._core:status().cgroup and "cgroup" or "process group and sweep"
   for _, p in ipairs(live) do
     p:_wait_until(function() return p._finished end, 1000, true)
   end
@@ -503,13 +577,13 @@ end
 --- Close the handle: terminates at once (SIGKILL to the whole tree) whatever still runs.
 --- Idempotent; __close and garbage collection do the same.
 function Process:close()
-  if self._h then
+  if self._core then
     if self._grace_timer then
       self._grace_timer:close()
       self._grace_timer = nil
     end
-    self._h:close()
-    self._h = nil
+    self._core:close()
+    self._core = nil
     wake_all(self)
   end
 end
@@ -517,9 +591,10 @@ end
 Process.__close = Process.close
 
 function Process:__tostring()
-  return self._h and tostring(self._h) or "luxec.proc (closed)"
+  return self._core and tostring(self._core) or "luxec.proc (closed)"
 end
 
-require("luxec.auto.expect").install(Process)
+require("luxec.process.io")(Process, check_open)
+require("luxec.process.automation")(Process)
 
 return M

@@ -10,7 +10,7 @@ local SPAWN_OPTIONS = {
   tty = { "boolean", "table" }, stdin = "string", stderr = "string", head = "number",
   tail = "number", log = "string", log_stderr = "string", log_max = "number",
   grace_ms = "number",
-  cgroup = "boolean", sandbox = "table",
+  cgroup = "boolean", sandbox = "table", record = "string",
 }
 
 local function argerror(fname, n, msg)
@@ -128,19 +128,13 @@ function M.check_spawn_opts(opts)
   return opts
 end
 
-
 M.argerror = argerror
 
---- Check spawn's arguments (raises with no position; see the module comment).
+--- Check spawn's arguments (raises with no position; see the module comment). The
+--- environment and the sandbox are checked where spawn builds and resolves them, once.
 function M.check(fname, argv, opts)
   M.check_argv(fname, argv)
   M.check_spawn_opts(opts)
-  if opts and opts.env then
-    M.build_env({ env = opts.env }) -- the names and values, checked before anything starts
-  end
-  if opts and opts.sandbox then -- (the keys; spawn's own resolve searches the roots)
-    require("luxec.sandbox").resolve(opts.sandbox, opts.cwd or uv.cwd(), nil, false)
-  end
 end
 
 return M

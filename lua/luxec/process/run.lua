@@ -4,12 +4,33 @@ local process = require("luxec.process")
 
 local M = {}
 
-local RUN_OPTIONS = { timeout = "number", input = "string" }
+local RUN_OPTIONS = { input = "string" }
+
+---@class luxec.RunOptions: luxec.SpawnOptions
+---@field timeout number|false|nil  seconds before it is terminated (false or nil: no limit)
+---@field input string|nil  written to stdin, then EOF
+
+---@class luxec.RunResult
+---@field code integer|nil
+---@field signal integer|nil
+---@field signal_name string|nil
+---@field core_dumped boolean|nil
+---@field output string
+---@field dropped integer
+---@field stderr string|nil  with stderr = "pipe"
+---@field stderr_dropped integer|nil
+---@field timed_out boolean
+---@field holders table|nil
+---@field pid integer
+---@field sandbox table|nil
 
 --- Run a command to completion: {code, signal, signal_name, output, stderr, dropped,
 --- timed_out, sandbox, ...}; sandbox is status().sandbox of a sandboxed run (layers,
 --- denials, protected and masked paths), else nil. opts: every spawn option, plus timeout
---- (seconds) and input (written to stdin, then EOF).
+--- (seconds, or false for none) and input (written to stdin, then EOF).
+---@param argv string[]
+---@param opts luxec.RunOptions|nil
+---@return luxec.RunResult|nil, string|nil, string|nil
 function M.run(argv, opts)
   local checked, why = pcall(options.check_argv, "run", argv)
   if not checked then
@@ -20,11 +41,12 @@ function M.run(argv, opts)
   end
   local sopts = {}
   for k, v in pairs(opts or {}) do
-    if RUN_OPTIONS[k] then
+    if k == "timeout" then
+      local okt, terr = pcall(process.timeout_ms, "run", v)
+      if not okt then error(terr, 2) end
+    elseif RUN_OPTIONS[k] then
       local okt, terr = pcall(options.check_type, "run", k, v, RUN_OPTIONS[k])
-      if not okt then
-        error(terr, 2)
-      end
+      if not okt then error(terr, 2) end
     else
       sopts[k] = v
     end
@@ -33,7 +55,7 @@ function M.run(argv, opts)
   if sopts.stdin == nil then
     sopts.stdin = opts.input and "pipe" or "null"
   end
-  local p, err, code = process.spawn(argv, sopts)
+  local p, err, code = process._spawn_at(2, argv, sopts)
   if not p then
     return nil, err, code
   end
@@ -59,7 +81,7 @@ function M.run(argv, opts)
     holders = st.holders, pid = st.pid,
     sandbox = st.sandbox, -- the core's report: layers, denials, protected and masked paths
   }
-  if p._streams == 2 then
+  if st.tty == false and sopts.stderr == "pipe" then
     res.stderr, res.stderr_dropped = p:read(2)
   end
   p:close()

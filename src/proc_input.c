@@ -1,0 +1,80 @@
+/* proc_input.c: what a session's program has not read of its input yet, and its terminal's
+ * control characters. The Lua layer decides from these when the program waits for input. */
+#include "proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
+
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER _IO('T', 0x41)
+#endif
+
+/* Bytes written to the terminal that its line discipline holds unread. Data written to the
+ * master reaches the slave's line discipline from a kernel work item; a poll of the slave
+ * waits for that work when nothing is readable yet, so TIOCINQ after it counts every byte
+ * written so far. -1 when the terminal cannot be asked. */
+static long tty_unread(proc *p) {
+  int master = p->out[0].fd >= 0 ? p->out[0].fd : p->in_fd;
+  if (master < 0) return -1;
+  int slave = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+  if (slave < 0) return -1;
+  struct pollfd pfd = {.fd = slave, .events = POLLIN};
+  int n = 0;
+  while (poll(&pfd, 1, 0) < 0 && errno == EINTR) {
+  }
+  long r = ioctl(slave, TIOCINQ, &n) == 0 ? n : -1;
+  close(slave);
+  return r;
+}
+
+/* p:input_unread() -> bytes of input the program has not read yet: what the core still
+ * queues plus what the pipe or the terminal holds; nil when that cannot be known (stdin
+ * closed or /dev/null). */
+static int proc_input_unread(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  if (p->in_fd < 0 || p->in_err) {
+    lua_pushnil(L);
+    return 1;
+  }
+  long kernel;
+  if (p->tty) {
+    kernel = tty_unread(p);
+  } else {
+    int n = 0;
+    kernel = ioctl(p->in_fd, FIONREAD, &n) == 0 ? n : -1;
+  }
+  if (kernel < 0) {
+    lua_pushnil(L);
+    return 1;
+  }
+  lua_pushinteger(L, (lua_Integer)p->wq_bytes + kernel);
+  return 1;
+}
+
+static const char *const cc_names[] = {"eof", "intr", "quit", "susp", "erase", "kill", NULL};
+static const int cc_index[] = {VEOF, VINTR, VQUIT, VSUSP, VERASE, VKILL};
+
+/* p:tty_char(name) -> the byte the terminal now takes as "eof", "intr", "quit", "susp",
+ * "erase" or "kill" (its termios), or nil for a pipe session or one whose terminal is gone
+ * or has the character disabled. */
+static int proc_tty_char(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  int which = luaL_checkoption(L, 2, NULL, cc_names);
+  struct termios tio;
+  int fd = p->out[0].fd >= 0 ? p->out[0].fd : p->in_fd;
+  if (!p->tty || fd < 0 || tcgetattr(fd, &tio) != 0 ||
+      tio.c_cc[cc_index[which]] == _POSIX_VDISABLE) {
+    lua_pushnil(L);
+    return 1;
+  }
+  char c = (char)tio.c_cc[cc_index[which]];
+  lua_pushlstring(L, &c, 1);
+  return 1;
+}
+
+const luaL_Reg proc_input_methods[] = {
+    {"input_unread", proc_input_unread}, {"tty_char", proc_tty_char}, {NULL, NULL}};
