@@ -251,6 +251,7 @@ function Engine:_first_call(s, a, start, ctx, lim)
   else
     self._pending[s] = nil
     local pruned_id, pruned, warning = self._store:add(s.id, s)
+    s.stored = true
     if pruned then
       s.note = ("Session %d (%s) was ended to stay within %d open processes"):format(pruned_id,
         pruned.p:finished() and "exited, least recently used" or "least recently used",
@@ -413,8 +414,11 @@ function Engine:cancel(ctx, how)
   call.stop_progress(ctx)
   local s = ctx.session
   if not s then return false end
-  session.interrupt(s, ctx)
-  if how == "kill" and not s.closed then sched.go(session.kill, self, s, "terminated") end
+  if how == "kill" then -- its wait ends with the process (and reports that end)
+    if not s.closed then sched.go(session.kill, self, s, "terminated") end
+  else
+    session.interrupt(s, ctx)
+  end
   return true
 end
 

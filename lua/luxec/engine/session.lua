@@ -59,10 +59,8 @@ end
 --- `describe` and `read_output`); it closes when no call uses it.
 ---@param why "exited"|"timed_out"|"terminated"|"pruned"|"shutdown"
 function M.forget(eng, s, why)
-  if s.id and eng._store:get(s.id) == s then
-    eng._store:remove(s.id)
-    meta.ended_add(eng, s, why)
-  end
+  if s.id and eng._store:get(s.id) == s then eng._store:remove(s.id) end
+  if s.stored and not s.removed then meta.ended_add(eng, s, why) end -- (pruning removed it)
   s.removed = true
   s.close_pending = true
 end

@@ -411,15 +411,19 @@ function Server:shutdown(reason)
 end
 
 --- A server for an effective configuration (see luxec.mcp.config); `start` opens stdio.
+--- `seams` (for tests and embedders): the engine's `spawn` and `clock` (luxec.engine.new).
 ---@param cfg table
+---@param seams {spawn: function|nil, clock: (fun(): number)|nil}|nil
 ---@return luxec.McpServer
-function M.new(cfg)
+function M.new(cfg, seams)
   local self = setmetatable({
     cfg = cfg, calls = {}, signals = {}, client_info = {}, client_capabilities = {},
     log_level = LEVELS[cfg.server.log] or LEVELS.info,
   }, Server)
   -- the engine spawns through luxec.spawn and owns every session; the server asks it
-  self.engine = exec.new(config.engine_config(cfg))
+  local ecfg = config.engine_config(cfg)
+  if seams then ecfg.spawn, ecfg.clock = seams.spawn, seams.clock end
+  self.engine = exec.new(ecfg)
   self.instructions = config.instructions(cfg)
   return self
 end
