@@ -10,7 +10,12 @@
 ---
 --- Tool calls never raise: bad input returns nil and an error text (Codex's wording where it
 --- has one). Every call may run in its own luxec.go task: calls on different sessions run
---- concurrently, calls on one session one after the other.
+--- concurrently, calls on one session one after the other. A front end passes what it
+--- decides per request — a sandbox, limits, progress, cancellation — as the call's context
+--- (luxec.engine.call) and asks the engine about sessions (list, describe, read_output):
+--- the engine's store is the only registry, and workdir, shell and clamps are decided here
+--- (luxec.engine.policy). Files: session.lua (a session's lock, wait, result and end),
+--- meta.lua (descriptions, ended sessions, read-back), output.lua, sessions.lua (the store).
 local uv = require("luv")
 local sched = require("luxec.sched")
 local process = require("luxec.process")
