@@ -287,6 +287,11 @@ describe("the exec engine's call policy (fake process, fake clock)", function()
         r.warnings)
       r = assert(e:write_stdin({ session_id = id, yield_time_ms = 250 }))
       assert.same({ "", {} }, { r.output, r.warnings })
+      local done = {}
+      assert(e:write_stdin({ session_id = id, yield_time_ms = 250 }, done))
+      assert.is_false(e:cancel(done, "kill")) -- a call that is over: its session stays
+      assert.is_true(e:describe(id).running)
+      assert.is_nil(p.terminated)
     end)
 
     it("cancels only its own call: a queued call's input is not sent", function()

@@ -366,6 +366,7 @@ local function guard(self, fn, args, ctx)
   if not ctx then return nil, lim end
   local ok, res, err = pcall(fn, self, args, ctx, lim)
   call.stop_progress(ctx)
+  ctx.session = nil -- the call is over: cancelling it now touches no session
   if not ok then return nil, "internal error: " .. tostring(res) end
   return res, err
 end
