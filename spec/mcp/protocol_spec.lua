@@ -344,6 +344,29 @@ describe("luxec mcp protocol", function()
       end
     end)
 
+    it("cancelling a queued call leaves the call ahead of it waiting and sends not its input",
+      function()
+        start()
+        local r = P:tool("exec_command", { cmd = "bash --norc -i", tty = true,
+          yield_time_ms = 5000 })
+        local id = r.structuredContent.session_id
+        assert.is_number(id)
+        local a = P:request("tools/call", { name = "write_stdin", arguments = {
+          session_id = id, chars = "sleep 1; echo first-done\n", yield_time_ms = 10000 } })
+        local b = P:request("tools/call", { name = "write_stdin", arguments = {
+          session_id = id, chars = "echo b > b-ran\n", yield_time_ms = 1000 } })
+        P:call("ping") -- both calls are in: a waits on the session, b waits for a
+        P:notify("notifications/cancelled", { requestId = b })
+        local ra = P:response(a, 10000)
+        assert.matches("first-done", ra.result.structuredContent.output, 1, true)
+        -- a call after b's turn: b's input would have run before it
+        r = P:tool("write_stdin", { session_id = id, chars = "echo c-done\n",
+          yield_time_ms = 5000 })
+        assert.matches("c-done", r.structuredContent.output, 1, true)
+        assert.is_nil(uv.fs_stat(dir .. "/b-ran"), "the cancelled call's input was sent")
+        for _, m in ipairs(P.messages) do assert.is_false(m.id == b) end
+      end)
+
     it("with server.cancel = \"kill\" ends the command too", function()
       start('return { login = false, server = { cancel = "kill" } }')
       local call = P:request("tools/call", { name = "exec_command", arguments = {

@@ -84,6 +84,41 @@ describe("yield clamps", function()
   end)
 end)
 
+describe("workdir, shell, budgets and a call's limits", function()
+  it("resolves a workdir against the engine's directory", function()
+    assert.equals("/w", P.workdir("/w", nil))
+    assert.equals("/w", P.workdir("/w", ""))
+    assert.equals("/w", P.workdir("/w", 42))
+    assert.equals("/w/sub/x", P.workdir("/w", "sub/x"))
+    assert.equals("/etc", P.workdir("/w", "/etc"))
+  end)
+
+  it("takes bash when it is there, else sh", function()
+    assert.equals("/bin/bash", P.default_shell(function(path) return path == "/bin/bash" end))
+    assert.equals("/bin/sh", P.default_shell(function() return false end))
+  end)
+
+  it("gives a call the asked budget, the default, at most the limit", function()
+    local cfg = { max_output_tokens = 10000, max_output_tokens_limit = 50000 }
+    assert.same({ 10000, 0, 20000, 50000 }, { P.tokens(nil, cfg), P.tokens(0, cfg),
+      P.tokens(20000, cfg), P.tokens(10 ^ 9 // 1, cfg) })
+  end)
+
+  it("reads a call's limits through to the config and names a bad one", function()
+    local cfg = P.config({ max_yield_ms = 20000 })
+    local lim = assert(P.call_limits({ max_yield_ms = 1000 }, cfg))
+    assert.same({ 1000, 250 }, { lim.max_yield_ms, lim.min_yield_ms })
+    assert.equals(1000, P.exec_yield(5000, lim))
+    assert.equals(cfg, P.call_limits(nil, cfg))
+    local _, err = P.call_limits({ cwd = "/" }, cfg)
+    assert.matches("^bad call limit 'cwd' %(a call may set exec_yield_ms", err)
+    _, err = P.call_limits({ early_return = 1 }, cfg)
+    assert.equals("bad call limit 'early_return' (boolean expected, got 1)", err)
+    _, err = P.call_limits("x", cfg)
+    assert.equals("bad call limits (a table expected, got string)", err)
+  end)
+end)
+
 describe("tool argument checks", function()
   it("names a missing required field as Codex does", function()
     assert.same({ nil, "failed to parse function arguments: missing field `cmd`" },

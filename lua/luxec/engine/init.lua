@@ -10,14 +10,22 @@
 ---
 --- Tool calls never raise: bad input returns nil and an error text (Codex's wording where it
 --- has one). Every call may run in its own luxec.go task: calls on different sessions run
---- concurrently, calls on one session one after the other.
+--- concurrently, calls on one session one after the other. A front end passes what it
+--- decides per request — a sandbox, limits, progress, cancellation — as the call's context
+--- (luxec.engine.call) and asks the engine about sessions (list, describe, read_output):
+--- the engine's store is the only registry, and workdir, shell and clamps are decided here
+--- (luxec.engine.policy). Files: session.lua (a session's lock, wait, result and end),
+--- meta.lua (descriptions, ended sessions, read-back), output.lua, sessions.lua (the store).
 local uv = require("luv")
 local sched = require("luxec.sched")
 local process = require("luxec.process")
 local sessions = require("luxec.engine.sessions")
+local session = require("luxec.engine.session")
+local call = require("luxec.engine.call")
 local clean = require("luxec.engine.clean")
 local policy = require("luxec.engine.policy")
 local output = require("luxec.engine.output")
+local meta = require("luxec.engine.meta")
 
 local M = {}
 
@@ -31,16 +39,8 @@ local MAX_MS = (1 << 31) - 1 -- a yield, budget or timeout above this is not a n
 --- Every limit and switch, with its default (see luxec.engine.policy).
 M.defaults = policy.defaults
 
-local function default_shell()
-  return uv.fs_access("/bin/bash", "X") and "/bin/bash" or "/bin/sh"
-end
-
-local function now_ms()
+local function hrtime_ms()
   return uv.hrtime() / 1e6
-end
-
-local function chunk_id()
-  return ("%06x"):format(math.random(0, 0xFFFFFF))
 end
 
 ---@class luxec.ExecEngine
@@ -48,18 +48,25 @@ local Engine = {}
 Engine.__index = Engine
 
 --- A new engine. Raises on a bad config (a programming error); tool calls never raise.
+--- Every session starts through `config.spawn` (luxec.spawn by default) and every time is
+--- read from `config.clock` (the loop's clock): the seams a front end or a test gives it.
 ---@param config luxec.ExecConfig|nil
 ---@return luxec.ExecEngine
 function M.new(config)
   local ok, cfg = pcall(policy.config, config)
   if not ok then error(cfg, 2) end
-  cfg.shell = cfg.shell or default_shell()
+  cfg.shell = cfg.shell or policy.default_shell()
   cfg.cwd = cfg.cwd or uv.cwd()
   cfg.spawn = cfg.spawn or process.spawn
   local self = setmetatable({
     _cfg = cfg,
+    _now = cfg.clock or hrtime_ms,
     _env = policy.build_env(cfg.env, uv.os_environ(), cfg.env_forced, cfg.env_extra),
     _pending = {}, -- sessions whose first exec_command call is still running
+    _ended = {}, -- id -> what is known of an ended session (KEEP_ENDED of them)
+    _ended_order = {},
+    _carry = {}, -- id -> the result of a cancelled call, for the next call on that id
+    _logs = {}, -- every log path a result named
     _serial = 0,
     _closed = false,
   }, Engine)
@@ -71,157 +78,6 @@ function M.new(config)
     exited = function(s) return s.p:finished() end,
   })
   return self
-end
-
--- Sessions ------------------------------------------------------------------------------
-
--- One call at a time per session: later callers queue; unlock hands the lock over.
-local function lock(s)
-  if s._locked then
-    sched.suspend(function(wake) s._queue[#s._queue + 1] = wake end)
-  else
-    s._locked = true
-  end
-end
-
-local function close_session(self, s)
-  if s.closed then return end
-  s.closed = true
-  self._pending[s] = nil
-  if s.timer then
-    s.timer:close()
-    s.timer = nil
-  end
-  s.p:close()
-  if s.log and not s.log_referenced then os.remove(s.log) end
-end
-
--- Close a session nobody needs any more, once no call and no terminate is using it.
-local function maybe_close(self, s)
-  if s.close_pending and not s._locked and s._busy == 0 then close_session(self, s) end
-end
-
-local function unlock(self, s)
-  local nxt = table.remove(s._queue, 1)
-  if nxt then
-    nxt()
-  else
-    s._locked = false
-    maybe_close(self, s)
-  end
-end
-
--- Forget a session: its id is unknown from now on; it closes when no call uses it.
-local function forget(self, s)
-  if s.id and self._store:get(s.id) == s then self._store:remove(s.id) end
-  s.removed = true
-  s.close_pending = true
-end
-
--- The task that ends a session's process tree (TERM, the grace, KILL): one per session,
--- started on first need; whoever needs the tree gone waits for it.
-local function ending(self, s)
-  if not s.kill_task then
-    s.terminating = true
-    s._busy = s._busy + 1
-    s.kill_task = sched.go(function()
-      pcall(s.p.terminate, s.p, { grace_ms = self._cfg.kill_grace_ms })
-      s._busy = s._busy - 1
-      maybe_close(self, s)
-    end)
-  end
-  return s.kill_task
-end
-
--- End a session's process tree and forget it; returns once nothing of it is left.
-local function kill(self, s)
-  forget(self, s)
-  if s.closed then return end
-  ending(self, s):wait()
-end
-
--- The hard timeout (from the session's timer or a call that sees it pass).
-local function time_out(self, s)
-  if s.terminating or s.closed or s.p:finished() then return end
-  s.timed_out = true
-  ending(self, s)
-end
-
--- The wait --------------------------------------------------------------------------------
-
--- Wait until the process finished (exited, output closed or the drain over), the deadline
--- passed, or — from input_from on — it waits for input with no output for a moment.
--- Returns "exited", "deadline", "input" or "password".
-function Engine:_wait(s, deadline, input_from)
-  local p, cfg = s.p, self._cfg
-  local watch = cfg.early_return and s.input_possible
-  while true do
-    if p:finished() then return "exited" end
-    if s.interrupted then -- Engine:interrupt: the caller gave up on this call
-      s.interrupted = nil
-      return "deadline"
-    end
-    local now = now_ms()
-    if s.hard_deadline and now >= s.hard_deadline then time_out(self, s) end
-    if s.terminating then -- a timeout or terminate is ending it: wait for that, bounded
-      s.kill_task:wait()
-      if not p:finished() then p:wait({ timeout = 1 }) end
-      return p:finished() and "exited" or "deadline"
-    elseif now >= deadline then
-      return "deadline"
-    else
-      local left = math.min(deadline, s.hard_deadline or math.huge) - now
-      if not watch or p:eof() then -- with the output closed, only the exit can end the wait
-        p:wait({ timeout = left / 1000 })
-      elseif now < input_from then
-        p:wait_output({ timeout = math.min(left, input_from - now) / 1000 })
-      elseif p:status().waiting_for_input then
-        if not p:wait_output({ timeout = math.min(left, cfg.input_quiet_ms) / 1000 }) then
-          local st = p:status()
-          if st.waiting_for_input then
-            -- a secret prompt reads whole lines without echo; a line editor reads keys
-            local secret = st.echo_off and (st.canonical or st.canonical == nil)
-            return secret and "password" or "input"
-          end
-        end
-      else
-        p:wait_output({ timeout = math.min(left, cfg.input_poll_ms) / 1000 })
-      end
-    end
-  end
-end
-
--- The result of a call that waited: output, then exit code (and the session forgotten) or
--- the session id and what it is doing.
-function Engine:_result(s, reason, start, tokens)
-  local p = s.p
-  local finished = p:finished()
-  local res = { chunk_id = chunk_id(), warnings = {} }
-  output.collect(s, self._cfg.truncation, tokens, finished, res)
-  res.wall_time = (now_ms() - start) / 1000
-  if finished then
-    local st = p:status()
-    if s.timed_out then
-      res.exit_code, res.state, res.timed_out = 124, "timed_out", true
-      res.timeout_ms = s.timeout_ms
-    else
-      res.exit_code = st.signal and 128 + st.signal or st.code
-      res.state = "exited"
-    end
-    res.signal_name = st.signal_name
-    res.sandbox = output.verdict(s, st, res)
-    forget(self, s)
-  else
-    res.session_id = s.id
-    res.state = reason == "input" and "waiting_for_input"
-      or reason == "password" and "waiting_for_password" or "running"
-  end
-  if s.note then
-    res.warnings[#res.warnings + 1] = s.note
-    s.note = nil
-  end
-  res.full_output = nil
-  return res
 end
 
 -- Tool calls ------------------------------------------------------------------------------
@@ -256,15 +112,26 @@ local function parse_exec(args)
   return parse_common(args, a)
 end
 
-function Engine:_argv(a)
+--- How a command would run: its shell, whether as a login shell, and its directory — the
+--- engine's defaults and workdir rule, for a front end that must tell a policy hook before
+--- the call (args as exec_command takes them; bad ones fall back to the defaults).
+---@param args table
+---@return {shell: string, login: boolean, cwd: string}
+function Engine:resolve(args)
   local cfg = self._cfg
-  local shell = (a.shell ~= nil and a.shell ~= "") and a.shell or cfg.shell
-  local login = a.login
-  if login == nil then login = cfg.login and cfg.allow_login_shell end
-  if login and not cfg.allow_login_shell then
+  args = type(args) == "table" and args or {}
+  local shell = (type(args.shell) == "string" and args.shell ~= "") and args.shell or cfg.shell
+  local login = args.login
+  if type(login) ~= "boolean" then login = cfg.login and cfg.allow_login_shell end
+  return { shell = shell, login = login, cwd = policy.workdir(cfg.cwd, args.workdir) }
+end
+
+function Engine:_argv(a)
+  local r = self:resolve(a)
+  if r.login and not self._cfg.allow_login_shell then
     return nil, "login shell is disabled by config; omit `login` or set it to false."
   end
-  return { shell, login and "-lc" or "-c", a.cmd }
+  return { r.shell, r.login and "-lc" or "-c", a.cmd }, r.cwd
 end
 
 function Engine:_log_path(id)
@@ -288,16 +155,19 @@ function Engine:_log_path(id)
   return path
 end
 
-function Engine:_exec(args, no_sandbox)
+local function label(cmd)
+  return ("`%s`"):format(#cmd > 60 and cmd:sub(1, 60) .. "…" or cmd)
+end
+
+function Engine:_exec(args, ctx, lim, no_sandbox)
   local cfg = self._cfg
   local a, err = parse_exec(args)
   if not a then return nil, err end
-  local argv
-  argv, err = self:_argv(a)
-  if not argv then return nil, err end
-  local cwd = cfg.cwd
-  if a.workdir and a.workdir ~= "" then
-    cwd = a.workdir:sub(1, 1) == "/" and a.workdir or cfg.cwd .. "/" .. a.workdir
+  local argv, cwd = self:_argv(a)
+  if not argv then return nil, cwd end
+  if ctx.cancelled then return nil, "the call was cancelled before its command started" end
+  if not ctx._progress_timer then
+    call.start_progress(ctx, self._now, policy.exec_yield(a.yield, lim), label(a.cmd))
   end
   local id
   id, err = self._store:reserve()
@@ -309,13 +179,7 @@ function Engine:_exec(args, no_sandbox)
     return nil, err
   end
   local tty = a.tty == true
-  local sandbox = not no_sandbox and cfg.sandbox or nil
-  if sandbox and sandbox.workspace == nil then
-    -- the engine's directory is the workspace: a command's workdir must not widen it
-    local copy = { workspace = cfg.cwd }
-    for k, v in pairs(sandbox) do copy[k] = v end
-    sandbox = copy
-  end
+  local sandbox = not no_sandbox and call.sandbox(cfg.sandbox, cfg.cwd, ctx) or nil
   local opts = {
     env = self._env, cwd = cwd, log = log, log_max = log and cfg.log_max or nil,
     head = cfg.head, tail = cfg.tail,
@@ -328,7 +192,7 @@ function Engine:_exec(args, no_sandbox)
     self._store:release(id)
     return nil, ("failed to start `%s`: %s"):format(a.cmd, tostring(ok and serr or p))
   end
-  local start = now_ms()
+  local start = self._now()
   local do_clean = a.clean
   if do_clean == nil then do_clean = tty and cfg.clean_tty or (not tty and cfg.clean_pipe) end
   local s = {
@@ -340,24 +204,27 @@ function Engine:_exec(args, no_sandbox)
     raw_read = 0, raw_done = 0, tail = "", _queue = {}, _busy = 0,
   }
   self._pending[s] = true
-  local timeout_ms = a.timeout_ms or cfg.timeout_ms
+  ctx.session = s
+  local timeout_ms = a.timeout_ms or lim.timeout_ms
   if timeout_ms then
     s.timeout_ms, s.hard_deadline = timeout_ms, start + timeout_ms
     s.timer = uv.new_timer()
-    s.timer:start(timeout_ms, 0, function() time_out(self, s) end)
+    s.timer:start(timeout_ms, 0, function() session.time_out(self, s) end)
     s.timer:unref()
   end
-  lock(s)
-  local okc, res = pcall(self._first_call, self, s, a, start)
-  unlock(self, s)
+  session.lock(s, ctx)
+  local okc, res = pcall(self._first_call, self, s, a, start, ctx, lim)
+  session.unlock(self, s)
   if not okc then
-    kill(self, s)
+    session.kill(self, s)
     error(res, 0)
   end
-  if res.sandbox and res.sandbox.denied and cfg.on_denial and not no_sandbox then
+  if res.session_id and ctx.cancelled and not s.removed then call.keep(self:_carrier(s.id), res) end
+  if res.sandbox and res.sandbox.denied and cfg.on_denial and not no_sandbox
+    and not ctx.cancelled then
     local okh, again = pcall(cfg.on_denial, res.sandbox, args)
     if okh and again then
-      local res2, err2 = self:_exec(args, true)
+      local res2, err2 = self:_exec(args, ctx, lim, true)
       if not res2 then return nil, err2 end
       res2.sandbox_retry = res.sandbox
       return res2
@@ -366,25 +233,37 @@ function Engine:_exec(args, no_sandbox)
   return res
 end
 
-function Engine:_first_call(s, a, start)
+-- Where the carried result of session `id` is kept.
+function Engine:_carrier(id)
+  local c = self._carry[id]
+  if not c then
+    c = {}
+    self._carry[id] = c
+  end
+  return c
+end
+
+function Engine:_first_call(s, a, start, ctx, lim)
   local cfg = self._cfg
-  local yield = policy.exec_yield(a.yield, cfg)
-  local tokens = math.min(a.tokens or cfg.max_output_tokens, cfg.max_output_tokens_limit)
-  local reason = self:_wait(s, start + yield, start + math.min(cfg.early_exit_ms, yield))
+  local yield = policy.exec_yield(a.yield, lim)
+  local tokens = policy.tokens(a.tokens, lim)
+  local reason = session.wait(self, s, start + yield, start + math.min(cfg.early_exit_ms, yield),
+    lim, ctx)
   local res
   if s.p:finished() or self._closed or s.removed then
-    res = self:_result(s, reason, start, tokens)
+    res = session.result(self, s, reason, start, tokens)
     if res.session_id == nil then self._store:release(s.id) end -- ended unseen: not kept
   else
     self._pending[s] = nil
     local pruned_id, pruned, warning = self._store:add(s.id, s)
+    s.stored = true
     if pruned then
       s.note = ("Session %d (%s) was ended to stay within %d open processes"):format(pruned_id,
         pruned.p:finished() and "exited, least recently used" or "least recently used",
         cfg.max_sessions)
-      kill(self, pruned)
+      session.kill(self, pruned, "pruned")
     end
-    res = self:_result(s, reason, start, tokens)
+    res = session.result(self, s, reason, start, tokens)
     if warning then table.insert(res.warnings, 1, warning) end
   end
   res.command = a.cmd
@@ -409,25 +288,54 @@ local function parse_write(args, cfg)
   return parse_common(args, a)
 end
 
-function Engine:_write(args)
+function Engine:_write(args, ctx, lim)
   local cfg = self._cfg
   local a, err = parse_write(args, cfg)
   if not a then return nil, err end
   local unknown = ("Unknown process id %d"):format(a.id)
   local s = self._store:get(a.id)
-  if not s then return nil, unknown end
-  lock(s)
-  local ok, res, werr = pcall(self._write_locked, self, s, a, unknown)
-  unlock(self, s)
-  if not ok then error(res, 0) end
-  return res, werr
+  local res
+  if s then
+    if not ctx._progress_timer then
+      call.start_progress(ctx, self._now, policy.write_yield(a.yield, a.chars ~= "", lim),
+        ("session %d"):format(a.id))
+    end
+    ctx.session = s
+    session.lock(s, ctx)
+    local ok
+    ok, res, err = pcall(self._write_locked, self, s, a, unknown, ctx, lim)
+    session.unlock(self, s)
+    if not ok then error(res, 0) end
+  else
+    err = unknown
+  end
+  if ctx.cancelled then -- nobody reads this answer: keep it for the next call on the id
+    if res and (res.session_id or res.exit_code) then call.keep(self:_carrier(a.id), res) end
+    return res, err
+  end
+  local carried = self._carry[a.id]
+  if carried then
+    self._carry[a.id] = nil
+    if not res then
+      -- the cancelled call saw the session end: that result is the one nobody received
+      if carried.carry and carried.carry.exit_code then
+        res = carried.carry
+        table.insert(res.warnings, "This is the result of a call that was cancelled")
+        return res
+      end
+      return nil, err
+    end
+    call.take(carried, res)
+  end
+  return res, err
 end
 
-function Engine:_write_locked(s, a, unknown)
+function Engine:_write_locked(s, a, unknown, ctx, lim)
   local cfg = self._cfg
   if s.removed then return nil, unknown end
   self._store:touch(s.id)
   local p, chars = s.p, a.chars
+  if ctx.cancelled then chars = "" end -- cancelled while it queued: its input is not sent
   if chars ~= "" then
     if not s.tty and chars == "\3" then
       if not p:finished() then pcall(p.signal, p, "INT", "group") end
@@ -443,16 +351,22 @@ function Engine:_write_locked(s, a, unknown)
     end
     p:wait({ timeout = cfg.settle_ms / 1000 })
   end
-  local tokens = math.min(a.tokens or cfg.max_output_tokens, cfg.max_output_tokens_limit)
-  local start = now_ms()
-  local reason = self:_wait(s, start + policy.write_yield(a.yield, chars ~= "", cfg), start)
-  return self:_result(s, reason, start, tokens)
+  local tokens = policy.tokens(a.tokens, lim)
+  local start = self._now()
+  local reason = session.wait(self, s, start + policy.write_yield(a.yield, chars ~= "", lim),
+    start, lim, ctx)
+  return session.result(self, s, reason, start, tokens)
 end
 
 -- Run fn as a tool call: never raises; a failure inside is reported as an error text.
-local function guard(self, fn, ...)
+local function guard(self, fn, args, ctx)
   if self._closed then return nil, "the exec engine is shut down" end
-  local ok, res, err = pcall(fn, self, ...)
+  local lim
+  ctx, lim = call.check(ctx, self._cfg)
+  if not ctx then return nil, lim end
+  local ok, res, err = pcall(fn, self, args, ctx, lim)
+  call.stop_progress(ctx)
+  ctx.session = nil -- the call is over: cancelling it now touches no session
   if not ok then return nil, "internal error: " .. tostring(res) end
   return res, err
 end
@@ -475,25 +389,49 @@ end
 
 --- Codex's exec_command: run `cmd` in a shell; wait until it exits or the yield passes.
 --- args: cmd (required), workdir, shell, login, tty (false), yield_time_ms (10000, clamped
---- 250..30000), max_output_tokens (10000); luxec's: timeout_ms, clean.
+--- 250..30000), max_output_tokens (10000); luxec's: timeout_ms, clean. `ctx`: this call's
+--- sandbox, limits, progress and cancellation (luxec.engine.call).
 ---@param args table
+---@param ctx luxec.ExecCall|nil
 ---@return luxec.ExecResult|nil, string|nil
-function Engine:exec_command(args)
-  return guard(self, self._exec, args)
+function Engine:exec_command(args, ctx)
+  return guard(self, self._exec, args, ctx)
 end
 
 --- Codex's write_stdin: write chars (raw) to a session, then wait for output. args:
 --- session_id (required), chars (""), yield_time_ms (250), max_output_tokens.
 ---@param args table
+---@param ctx luxec.ExecCall|nil
 ---@return luxec.ExecResult|nil, string|nil
-function Engine:write_stdin(args)
-  return guard(self, self._write, args)
+function Engine:write_stdin(args, ctx)
+  return guard(self, self._write, args, ctx)
+end
+
+--- Cancel the call running with context `ctx` (from another task or a loop callback): its
+--- wait ends at once and it returns what it read, which the next call on its session gets
+--- (with a warning); an input it had not written yet is not written. `how` = "kill" also ends
+--- the session's process tree. Returns whether the call was working on a session.
+---@param ctx luxec.ExecCall
+---@param how "interrupt"|"kill"|nil
+---@return boolean
+function Engine:cancel(ctx, how)
+  if type(ctx) ~= "table" then return false end
+  ctx.cancelled = true
+  call.stop_progress(ctx)
+  local s = ctx.session
+  if not s then return false end
+  if how == "kill" then -- its wait ends with the process (and reports that end)
+    if not s.closed then sched.go(session.kill, self, s, "terminated") end
+  else
+    session.interrupt(s, ctx)
+  end
+  return true
 end
 
 --- End the wait of the call now waiting on a session — `target` is its session id, or the
 --- process a first exec_command started (before it has an id) — so that it returns at once
---- with what it has read; a cancelled request does not keep the session locked until its
---- yield ends. Returns whether a call was waiting.
+--- with what it has read. Returns whether a call was waiting. (A front end that knows its
+--- call cancels that call with `cancel`.)
 ---@param target integer|luxec.Process
 ---@return boolean
 function Engine:interrupt(target)
@@ -503,37 +441,59 @@ function Engine:interrupt(target)
       if ps.p == target then s = ps end
     end
   end
-  if not s or s.closed or not s._locked then return false end
-  s.interrupted = true
-  s.p:_interrupt_waits()
-  return true
+  if not s then return false end
+  return session.interrupt(s)
 end
 
 --- The open sessions, most recently used first.
 ---@return {session_id: integer, pid: integer, command: string, tty: boolean, cwd: string,
 ---  running: boolean, age_ms: number, log: string|nil}[]
 function Engine:list()
-  local list = {}
+  local list, now = {}, self._now()
   for _, id in ipairs(self._store:ids()) do
-    local s = self._store:get(id)
-    list[#list + 1] = { session_id = id, pid = s.p.pid, command = s.cmd, tty = s.tty,
-      cwd = s.cwd, running = not s.p:finished(), age_ms = now_ms() - s.started, log = s.log }
+    list[#list + 1] = meta.info(self._store:get(id), now)
   end
   return list
 end
 
---- End a session's whole process tree and forget it.
+--- End a session's whole process tree and forget it. For a session that ended inside a
+--- cancelled call (its end was never reported) returns nil, a message and true.
 ---@param id integer
----@return boolean|nil, string|nil
+---@return boolean|nil, string|nil, boolean|nil
 function Engine:terminate(id)
   if math.type(id) ~= "integer" then
     return nil, ("bad session id %s (integer expected)"):format(tostring(id))
   end
+  local carried = self._carry[id]
+  self._carry[id] = nil
   local s = self._store:get(id)
-  if not s then return nil, ("Unknown process id %d"):format(id) end
-  local ok, err = pcall(kill, self, s)
+  if not s then
+    if carried then return nil, ("Session %d had already exited"):format(id), true end
+    return nil, ("Unknown process id %d"):format(id)
+  end
+  local ok, err = pcall(session.kill, self, s, "terminated")
   if not ok then return nil, "internal error: " .. tostring(err) end
   return true
+end
+
+--- What the engine knows of session `id`: an open one as `list` tells it, or one that ended
+--- (among the last ones), with ended = true and the reason ("exited", "timed_out",
+--- "terminated", "pruned", "shutdown"); nil for an id it never handed out.
+---@param id integer
+---@return table|nil
+function Engine:describe(id)
+  return meta.describe(self, id)
+end
+
+--- Read back a session's output (or a log a result named) by byte offset: args session_id
+--- and/or log, offset (0), length (65536, at most max_bytes). Returns {data, total, log,
+--- offset, session_id} (log nil when read from memory), or nil and an error text.
+---@param args table
+---@param max_bytes integer|nil
+---@return {data: string, total: integer, log: string|nil, offset: integer,
+---  session_id: integer|nil}|nil, string|nil
+function Engine:read_output(args, max_bytes)
+  return meta.read_output(self, args, max_bytes)
 end
 
 local function remove_logs(self)
@@ -556,7 +516,7 @@ function Engine:shutdown()
   for s in pairs(self._pending) do all[#all + 1] = s end
   local tasks = {}
   for _, s in ipairs(all) do
-    tasks[#tasks + 1] = sched.go(kill, self, s)
+    tasks[#tasks + 1] = sched.go(session.kill, self, s, "shutdown")
   end
   for _, t in ipairs(tasks) do t:wait() end
   remove_logs(self)
@@ -569,8 +529,8 @@ Engine.__close = Engine.shutdown
 function Engine:__gc()
   if self._closed then return end
   self._closed = true
-  for _, id in ipairs(self._store:ids()) do close_session(self, self._store:get(id)) end
-  for s in pairs(self._pending) do close_session(self, s) end
+  for _, id in ipairs(self._store:ids()) do session.close(self, self._store:get(id)) end
+  for s in pairs(self._pending) do session.close(self, s) end
   remove_logs(self)
 end
 

@@ -64,7 +64,8 @@ M.defaults = {
   env_extra = M.EXTRA_ENV,
   sandbox = nil, ---@type table|nil  passed as is to luxec.spawn's `sandbox` option
   on_denial = nil, ---@type function|nil  fn(verdict, args) -> true: rerun without sandbox
-  spawn = nil, ---@type function|nil  luxec.spawn (a seam for tests)
+  spawn = nil, ---@type function|nil  luxec.spawn (the seam every session starts through)
+  clock = nil, ---@type (fun(): number)|nil  milliseconds, monotonic (uv.hrtime by default)
 }
 
 local CONFIG_TYPES = {
@@ -79,6 +80,7 @@ local CONFIG_TYPES = {
   cols = "count", head = "count", tail = "count", pipe_stdin = "string", max_chars = "count",
   log = "boolean", log_max = "count", log_dir = "string", env = "table", env_forced = "table",
   env_extra = "table", sandbox = "table", on_denial = "function", spawn = "function",
+  clock = "function",
 }
 
 --- The engine's config: `config` checked (unknown keys, types, enumerations) over the
@@ -181,6 +183,67 @@ function M.build_env(policy, source, forced, extra)
   for k, v in pairs(forced or {}) do env[k] = v end
   for k, v in pairs(extra or {}) do env[k] = v end
   return env
+end
+
+--- The shell a command runs in when neither the call nor the config names one.
+---@param access (fun(path: string, mode: string): boolean)|nil  uv.fs_access by default
+---@return string
+function M.default_shell(access)
+  access = access or require("luv").fs_access
+  return access("/bin/bash", "X") and "/bin/bash" or "/bin/sh"
+end
+
+--- The directory a command runs in: `workdir` (absolute, or relative to `base`), else `base`.
+--- A workdir that is not a non-empty string is `base` (the argument check reports it).
+---@param base string  the engine's directory
+---@param workdir any
+---@return string
+function M.workdir(base, workdir)
+  if type(workdir) ~= "string" or workdir == "" then return base end
+  return workdir:sub(1, 1) == "/" and workdir or base .. "/" .. workdir
+end
+
+--- The output budget of a call: the asked tokens (or the default), at most the limit.
+---@param tokens integer|nil
+---@param cfg {max_output_tokens: integer, max_output_tokens_limit: integer}
+---@return integer
+function M.tokens(tokens, cfg)
+  return math.min(tokens or cfg.max_output_tokens, cfg.max_output_tokens_limit)
+end
+
+--- The config keys one call may set for itself (a call context's `limits`).
+M.CALL_LIMITS = {
+  exec_yield_ms = true, write_yield_ms = true, min_yield_ms = true, max_yield_ms = true,
+  poll_min_ms = true, poll_max_ms = true, max_output_tokens = true,
+  max_output_tokens_limit = true, timeout_ms = true, early_return = true,
+}
+
+--- A call's limits over the engine's config (a table that reads through to `cfg`); nil and
+--- an error naming the key for a bad one.
+---@param limits table|nil
+---@param cfg table
+---@return table|nil, string|nil
+function M.call_limits(limits, cfg)
+  if limits == nil then return cfg end
+  if type(limits) ~= "table" then
+    return nil, ("bad call limits (a table expected, got %s)"):format(type(limits))
+  end
+  local lim = {}
+  for k, v in pairs(limits) do
+    if not M.CALL_LIMITS[k] then
+      return nil, ("bad call limit '%s' (a call may set %s)"):format(tostring(k),
+        "exec_yield_ms, write_yield_ms, min_yield_ms, max_yield_ms, poll_min_ms, poll_max_ms, "
+        .. "max_output_tokens, max_output_tokens_limit, timeout_ms, early_return")
+    end
+    local want = CONFIG_TYPES[k]
+    local ok = want == "count" and math.type(v) == "integer" and v >= 0 or type(v) == want
+    if not ok then
+      return nil, ("bad call limit '%s' (%s expected, got %s)"):format(k,
+        want == "count" and "non-negative integer" or want, tostring(v))
+    end
+    lim[k] = v
+  end
+  return setmetatable(lim, { __index = cfg })
 end
 
 --- Codex's yield for exec_command: the default when absent, clamped to [min, max].

@@ -505,7 +505,7 @@ function M.describe(cfg)
   for k, v in pairs(cfg) do
     if k ~= "source" then t[k] = v end
   end
-  t.shell = t.shell or (uv.fs_access("/bin/bash", "X") and "/bin/bash" or "/bin/sh")
+  t.shell = t.shell or policy.default_shell()
   local out = { ("-- luxec mcp: the effective configuration (%s)\n"):format(cfg.source
     and "from " .. cfg.source or "the defaults") }
   local ok, spec = pcall(sandbox.resolve, cfg.sandbox, cfg.cwd)

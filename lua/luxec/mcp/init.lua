@@ -12,7 +12,6 @@
 local uv = require("luv")
 local core = require("luxec.core")
 local sched = require("luxec.sched")
-local process = require("luxec.process")
 local exec = require("luxec.engine")
 local config = require("luxec.mcp.config")
 local json = require("luxec.json")
@@ -181,7 +180,9 @@ methods["tools/call"] = function(self, req)
   return self:_start_call(req, p.name, args)
 end
 
--- tools/call: a task of its own; the response is sent when it ends (unless cancelled).
+-- tools/call: a task of its own; the response is sent when it ends (unless cancelled). The
+-- call's context for the engine (its progress notifications; the hook's sandbox is added by
+-- the tool) is an argument of the engine call, and cancelling it goes through the engine.
 function Server:_start_call(req, name, args)
   local meta = req.meta or {}
   local call = {
@@ -189,16 +190,22 @@ function Server:_start_call(req, name, args)
     progress_token = meta.progressToken, protocol_version = req.protocol_version,
     modern = req.modern, client_info = req.client_info,
     client_capabilities = req.client_capabilities,
+    ctx = { progress_interval_ms = self.cfg.server.progress_interval_ms },
   }
+  if call.progress_token ~= nil then
+    call.ctx.progress = function(ms, total, what)
+      if call.cancelled or call.done then return end
+      self:notify("notifications/progress", {
+        progressToken = call.progress_token, progress = ms, total = total,
+        message = ("%s: waiting, %.1f s"):format(what, ms / 1000),
+      })
+    end
+  end
   self.calls[req.key] = call
   self:log("debug", ("call %s: %s"):format(req.key, name))
   sched.go(function()
-    local co = coroutine.running()
-    self.call_of[co] = call
     local ok, res = xpcall(tools.call, debug.traceback, self, call, name, args)
-    self.call_of[co] = nil
     call.done = true
-    tools.stop_progress(call)
     if self.calls[call.key] == call then self.calls[call.key] = nil end
     if call.cancelled then
       self:log("debug", ("call %s (%s) was cancelled"):format(call.key, name))
@@ -225,32 +232,11 @@ notifications["notifications/cancelled"] = function(self, params)
   if not call then return end -- finished already, or never known: nothing to do
   call.cancelled = true
   self.calls[key] = nil
-  tools.stop_progress(call)
   self:log("info", ("call %s (%s) cancelled%s"):format(key, call.tool,
     type(params.reason) == "string" and ": " .. params.reason or ""))
-  if self.cfg.server.cancel == "kill" then
-    self:_kill_call(call)
-  else -- the session keeps running, and the next call on it need not wait out this one
-    if call.tool == "write_stdin" and call.session_id then
-      self.engine:interrupt(call.session_id)
-    end
-    for _, s in ipairs(call.spawned or {}) do
-      self.engine:interrupt(s.p)
-    end
-  end
-end
-
--- cancel = "kill": end what the cancelled call was waiting on.
-function Server:_kill_call(call)
-  local grace = self.cfg.exec.kill_grace_ms
-  sched.go(function()
-    if call.tool == "write_stdin" and call.session_id then
-      self.engine:terminate(call.session_id)
-    end
-    for _, s in ipairs(call.spawned or {}) do
-      pcall(s.p.terminate, s.p, { grace_ms = grace })
-    end
-  end)
+  -- "keep": the session runs on, and the next call on it need not wait out this one;
+  -- "kill": what the call was waiting on ends too
+  self.engine:cancel(call.ctx, self.cfg.server.cancel == "kill" and "kill" or nil)
 end
 
 -- Dispatch ------------------------------------------------------------------------------------
@@ -425,35 +411,20 @@ function Server:shutdown(reason)
 end
 
 --- A server for an effective configuration (see luxec.mcp.config); `start` opens stdio.
+--- `seams` (for tests and embedders): the engine's `spawn` and `clock` (luxec.engine.new).
 ---@param cfg table
+---@param seams {spawn: function|nil, clock: (fun(): number)|nil}|nil
 ---@return luxec.McpServer
-function M.new(cfg)
+function M.new(cfg, seams)
   local self = setmetatable({
-    cfg = cfg, calls = {}, call_of = setmetatable({}, { __mode = "k" }),
-    sessions = {}, session_order = {}, logs = {}, carry = {}, signals = {},
-    client_info = {}, client_capabilities = {},
+    cfg = cfg, calls = {}, signals = {}, client_info = {}, client_capabilities = {},
     log_level = LEVELS[cfg.server.log] or LEVELS.info,
   }, Server)
+  -- the engine spawns through luxec.spawn and owns every session; the server asks it
   local ecfg = config.engine_config(cfg)
-  -- the seam every session is spawned through: a per-command sandbox from on_command, and
-  -- what a call started (to end it if a cancelled call must take its process along)
-  ecfg.spawn = function(argv, opts)
-    local call = self.call_of[coroutine.running()]
-    if call and call.sandbox and opts.sandbox ~= nil then
-      -- the hook's sandbox, over the same workspace (a workdir must not widen it)
-      local sb = { workspace = opts.sandbox.workspace }
-      for k, v in pairs(call.sandbox) do sb[k] = v end
-      opts.sandbox = sb
-    end
-    local p, err, code = process.spawn(argv, opts)
-    if p and call and call.spawned then
-      call.spawned[#call.spawned + 1] = { p = p, log = opts.log }
-    end
-    return p, err, code
-  end
+  if seams then ecfg.spawn, ecfg.clock = seams.spawn, seams.clock end
   self.engine = exec.new(ecfg)
   self.instructions = config.instructions(cfg)
-  self.engine_shell = cfg.shell or (uv.fs_access("/bin/bash", "X") and "/bin/bash" or "/bin/sh")
   return self
 end
 

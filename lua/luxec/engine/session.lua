@@ -1,0 +1,185 @@
+--- luxec.engine.session: one exec session's life inside the engine — its lock (one call at a
+--- time), the wait of a call (exit, deadline, input, cancellation), the result it returns,
+--- and its end (the terminate task, forgetting the id, closing the process). Functions take
+--- the engine and the session; the engine's registry (luxec.engine.sessions) stays the only
+--- list of sessions.
+local sched = require("luxec.sched")
+local output = require("luxec.engine.output")
+local meta = require("luxec.engine.meta")
+
+local M = {}
+
+local function chunk_id()
+  return ("%06x"):format(math.random(0, 0xFFFFFF))
+end
+
+--- One call at a time per session: later callers queue; `unlock` hands the lock over. `ctx`
+--- is the call holding it (what a cancellation of that call interrupts).
+---@param s table
+---@param ctx table|nil
+function M.lock(s, ctx)
+  if s._locked then
+    sched.suspend(function(wake) s._queue[#s._queue + 1] = wake end)
+  else
+    s._locked = true
+  end
+  s._holder = ctx
+end
+
+--- Close the process of a session (once).
+function M.close(eng, s)
+  if s.closed then return end
+  s.closed = true
+  eng._pending[s] = nil
+  if s.timer then
+    s.timer:close()
+    s.timer = nil
+  end
+  s.p:close()
+  if s.log and not s.log_referenced then os.remove(s.log) end
+end
+
+-- Close a session nobody needs any more, once no call and no terminate is using it.
+local function maybe_close(eng, s)
+  if s.close_pending and not s._locked and s._busy == 0 then M.close(eng, s) end
+end
+
+function M.unlock(eng, s)
+  s._holder = nil
+  local nxt = table.remove(s._queue, 1)
+  if nxt then
+    nxt()
+  else
+    s._locked = false
+    maybe_close(eng, s)
+  end
+end
+
+--- Forget a session: its id is unknown from now on (the engine remembers it as ended, for
+--- `describe` and `read_output`); it closes when no call uses it.
+---@param why "exited"|"timed_out"|"terminated"|"pruned"|"shutdown"
+function M.forget(eng, s, why)
+  if s.id and eng._store:get(s.id) == s then eng._store:remove(s.id) end
+  if s.stored and not s.removed then meta.ended_add(eng, s, why) end -- (pruning removed it)
+  s.removed = true
+  s.close_pending = true
+end
+
+-- The task that ends a session's process tree (TERM, the grace, KILL): one per session,
+-- started on first need; whoever needs the tree gone waits for it.
+local function ending(eng, s)
+  if not s.kill_task then
+    s.terminating = true
+    s._busy = s._busy + 1
+    s.kill_task = sched.go(function()
+      pcall(s.p.terminate, s.p, { grace_ms = eng._cfg.kill_grace_ms })
+      s._busy = s._busy - 1
+      maybe_close(eng, s)
+    end)
+  end
+  return s.kill_task
+end
+
+--- End a session's process tree and forget it; returns once nothing of it is left.
+function M.kill(eng, s, why)
+  M.forget(eng, s, why or "terminated")
+  if s.closed then return end
+  ending(eng, s):wait()
+end
+
+--- The hard timeout (from the session's timer or a call that sees it pass).
+function M.time_out(eng, s)
+  if s.terminating or s.closed or s.p:finished() then return end
+  s.timed_out = true
+  ending(eng, s)
+end
+
+--- Interrupt the wait of the call holding session `s` (if `ctx` is given: only when that
+--- call holds it). Returns whether a call was waiting.
+function M.interrupt(s, ctx)
+  if s.closed or not s._locked then return false end
+  if ctx ~= nil and s._holder ~= ctx then return false end
+  s.interrupted = true
+  s.p:_interrupt_waits()
+  return true
+end
+
+--- Wait until the process finished (exited, output closed or the drain over), the deadline
+--- passed, or — from input_from on — it waits for input with no output for a moment.
+--- `lim` is the call's limits (the engine's config, or a call's override of it). Returns
+--- "exited", "deadline", "input" or "password".
+function M.wait(eng, s, deadline, input_from, lim, ctx)
+  local p = s.p
+  local watch = lim.early_return and s.input_possible
+  local now_ms = eng._now
+  while true do
+    if p:finished() then return "exited" end
+    if s.interrupted or (ctx and ctx.cancelled) then -- the caller gave up on this call
+      s.interrupted = nil
+      return "deadline"
+    end
+    local now = now_ms()
+    if s.hard_deadline and now >= s.hard_deadline then M.time_out(eng, s) end
+    if s.terminating then -- a timeout or terminate is ending it: wait for that, bounded
+      s.kill_task:wait()
+      if not p:finished() then p:wait({ timeout = 1 }) end
+      return p:finished() and "exited" or "deadline"
+    elseif now >= deadline then
+      return "deadline"
+    else
+      local left = math.min(deadline, s.hard_deadline or math.huge) - now
+      if not watch or p:eof() then -- with the output closed, only the exit can end the wait
+        p:wait({ timeout = left / 1000 })
+      elseif now < input_from then
+        p:wait_output({ timeout = math.min(left, input_from - now) / 1000 })
+      elseif p:status().waiting_for_input then
+        if not p:wait_output({ timeout = math.min(left, lim.input_quiet_ms) / 1000 }) then
+          local st = p:status()
+          if st.waiting_for_input then
+            -- a secret prompt reads whole lines without echo; a line editor reads keys
+            local secret = st.echo_off and (st.canonical or st.canonical == nil)
+            return secret and "password" or "input"
+          end
+        end
+      else
+        p:wait_output({ timeout = math.min(left, lim.input_poll_ms) / 1000 })
+      end
+    end
+  end
+end
+
+--- The result of a call that waited: output, then exit code (and the session forgotten) or
+--- the session id and what it is doing.
+function M.result(eng, s, reason, start, tokens)
+  local p = s.p
+  local finished = p:finished()
+  local res = { chunk_id = chunk_id(), warnings = {} }
+  output.collect(s, eng._cfg.truncation, tokens, finished, res)
+  res.wall_time = (eng._now() - start) / 1000
+  if res.log_range then eng._logs[res.log_range.path] = true end
+  if finished then
+    local st = p:status()
+    if s.timed_out then
+      res.exit_code, res.state, res.timed_out = 124, "timed_out", true
+      res.timeout_ms = s.timeout_ms
+    else
+      res.exit_code = st.signal and 128 + st.signal or st.code
+      res.state = "exited"
+    end
+    res.signal_name = st.signal_name
+    res.sandbox = output.verdict(s, st, res)
+    M.forget(eng, s, s.timed_out and "timed_out" or "exited")
+  else
+    res.session_id = s.id
+    res.state = reason == "input" and "waiting_for_input"
+      or reason == "password" and "waiting_for_password" or "running"
+  end
+  if s.note then
+    res.warnings[#res.warnings + 1] = s.note
+    s.note = nil
+  end
+  res.full_output = nil
+  return res
+end
+
+return M
