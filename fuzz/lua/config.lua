@@ -268,18 +268,26 @@ local function has_function(v, seen)
 end
 
 -- Whether two effective configurations are the same (functions: both functions).
-local function same(a, b)
-  if type(a) == "function" then return type(b) == "function" end
+-- nil when a and b are the same configuration, else the path where they first differ.
+local function differ(a, b, path)
+  path = path or "config"
+  if type(a) == "function" then return type(b) ~= "function" and path or nil end
   if type(a) ~= "table" or type(b) ~= "table" then
-    return a == b or (a ~= a and b ~= b)
+    if a == b or (a ~= a and b ~= b) then return nil end
+    return ("%s: %s ~= %s"):format(path, q(a), q(b))
   end
   for k, v in pairs(a) do
-    if not same(v, b[k]) then return false end
+    local d = differ(v, b[k], path .. "." .. tostring(k))
+    if d then return d end
   end
   for k in pairs(b) do
-    if a[k] == nil then return false end
+    if a[k] == nil then return ("%s.%s: only in the second"):format(path, tostring(k)) end
   end
-  return true
+  return nil
+end
+
+local function same(a, b)
+  return differ(a, b) == nil
 end
 
 local function effective(cfg)
@@ -303,8 +311,8 @@ local function check_describe(cfg, text)
   local again, aerr = config.check(t, nil, "/")
   check(again, "describe printed a configuration check rejects: %s\n%s", q(aerr), text)
   if cfg.shell == nil then again.shell = nil end -- describe names the default shell
-  check(same(effective(cfg), effective(again)), "describe printed another configuration:\n%s",
-    text)
+  local d = differ(effective(cfg), effective(again))
+  check(d == nil, "describe printed another configuration (%s):\n%s", d, text)
 end
 
 local VERBOSE = os.getenv("FUZZ_VERBOSE")
