@@ -259,7 +259,8 @@ static void *serve(void *arg) {
 }
 
 sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths, int nro,
-                               int mountns, int net_deny, const sbx_unix_cfg *u) {
+                               int mountns, int net_deny, int proxy_port,
+                               const sbx_unix_cfg *u) {
   sbx_monitor *m = calloc(1, sizeof *m);
   if (m == NULL) {
     close(fd);
@@ -280,6 +281,7 @@ sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths
   }
   m->mountns = mountns;
   m->net_deny = net_deny;
+  m->proxy_port = proxy_port;
   m->roots = copy(roots, nroots);
   m->nroots = nroots;
   m->ro_paths = copy(ro_paths, nro);

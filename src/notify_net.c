@@ -61,6 +61,14 @@ static int read_addr(sbx_call *c, uint64_t addr, uint64_t len, struct sockaddr_s
   return 1;
 }
 
+/* Network by name: the proxy's listener in the sandbox's own namespace (no other address
+ * there leads anywhere, and this one only to the host's proxy). */
+static int to_proxy(const sbx_call *c, const struct sockaddr_storage *ss) {
+  if (c->m->proxy_port <= 0 || ss->ss_family != AF_INET) return 0;
+  const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+  return ntohs(in->sin_port) == c->m->proxy_port && ntohl(in->sin_addr.s_addr) == INADDR_LOOPBACK;
+}
+
 /* connect, sendto, sendmsg: a destination. */
 static void judge_dest(sbx_call *c, const char *op, uint64_t addr, uint64_t len) {
   struct sockaddr_storage ss;
@@ -72,7 +80,7 @@ static void judge_dest(sbx_call *c, const char *op, uint64_t addr, uint64_t len)
   }
   /* unix sockets are judged by the kernel layers; the network namespace keeps the rest
    * in, whatever the memory says by then: a refusal here is the evidence */
-  if (ss.ss_family == AF_UNIX || !c->m->net_deny) return;
+  if (ss.ss_family == AF_UNIX || !c->m->net_deny || to_proxy(c, &ss)) return;
   refuse_addr(c, op, &ss);
 }
 

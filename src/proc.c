@@ -261,6 +261,8 @@ static void proc_shutdown(proc *p, const char *why) {
   p->closed = 1;
   sbx_monitor_close(p->sbx); /* only now: a live sandboxed process would get ENOSYS */
   p->sbx = NULL;
+  if (p->proxy_fd >= 0) close(p->proxy_fd); /* (never taken by the Lua side) */
+  p->proxy_fd = -1;
   proc_io_stop_input(p);
   for (int i = 0; i < p->nout; i++) {
     pstream *s = &p->out[i];
@@ -464,6 +466,7 @@ void luxec_open_proc(lua_State *L) {
     luaL_setfuncs(L, proc_input_methods, 0);
     luaL_setfuncs(L, proc_tree_methods, 0);
     luaL_setfuncs(L, proc_sandbox_methods, 0);
+    luaL_setfuncs(L, proc_proxy_methods, 0);
     lua_setfield(L, -2, "__index");
   }
   lua_pop(L, 1);

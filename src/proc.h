@@ -73,6 +73,8 @@ typedef struct proc {
   int referenced;        /* keeps the loop alive (uv_ref) */
   int want_output;       /* Lua wants an "output" event per read (someone waits or listens) */
   struct sbx_monitor *sbx; /* the seccomp listener's host end, or NULL */
+  int proxy_fd;          /* network by name: the proxy's listener until Lua takes it, or -1 */
+  int proxy_port;
   proc_sandbox_info sbx_info;
 } proc;
 
@@ -106,6 +108,8 @@ int proc_sandbox_prepare(lua_State *L, int opts, struct sandbox_prep *prep,
                          proc_sandbox_info *info); /* -1: the error triple is pushed */
 void proc_sandbox_started(proc *p, struct sandbox_prep *prep, int listener, uv_loop_t *loop);
 extern const luaL_Reg proc_sandbox_methods[];
+/* proc_proxy.c */
+extern const luaL_Reg proc_proxy_methods[];
 extern const luaL_Reg proc_sandbox_functions[];
 
 /* proc_limits.c */

@@ -62,6 +62,9 @@ int proc_sandbox_prepare(lua_State *L, int opts, sandbox_prep *prep, proc_sandbo
   spec.unix_sockets = strings(L, t, "unix_sockets", &spec.nunix);
   spec.ro_paths = strings(L, t, "ro_paths", &spec.nro);
   spec.masks = strings(L, t, "masks", &spec.nmasks);
+  lua_getfield(L, t, "proxy_port"); /* network by name (luxec.sandbox.proxy) */
+  spec.proxy_port = (int)luaL_optinteger(L, -1, 0);
+  lua_pop(L, 1);
   char err[512] = "";
   int rc = sandbox_prepare(&spec, prep, err, sizeof err);
   lua_settop(L, t - 1);
@@ -87,6 +90,9 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
   info->caps_dropped = prep->caps_dropped;
   info->degraded_notify = prep->degraded_notify;
   info->degraded_ns = prep->degraded_ns;
+  p->proxy_fd = prep->proxy_fd; /* the proxy's listener: the session's now */
+  p->proxy_port = prep->proxy_port;
+  prep->proxy_fd = -1;
   if (listener >= 0) {
     (void)loop;
     /* the restricted modes: AF_UNIX calls are judged by the host (notify_unix.c) */
@@ -97,7 +103,7 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
     if (judged) prep->diag_fd = -1; /* the monitor's now */
     p->sbx = sbx_monitor_start(listener, prep->roots, prep->nroots, prep->ro_paths, prep->nro,
                                prep->mountns_ok, strcmp(info->network, "deny") == 0,
-                               judged ? &u : NULL);
+                               prep->proxy_port, judged ? &u : NULL);
     info->notify = p->sbx != NULL;
   }
 }

@@ -128,7 +128,7 @@ int proc_core_spawn(lua_State *L) {
   p->sbx_info = sbx_info;
   p->L = luxec_gethost(L)->L;
   p->self_ref = p->cb_ref = LUA_NOREF;
-  p->pidfd = p->in_fd = -1;
+  p->pidfd = p->in_fd = p->proxy_fd = -1;
   p->init_pid = -1;
   p->cg.dir_fd = p->cg.procs_fd = p->cg.events_fd = -1;
   p->tty = req.tty;

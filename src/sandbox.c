@@ -111,6 +111,14 @@ static int build_ruleset(const sandbox_spec *s, int abi, char *err, size_t errle
   }
   /* never MAKE_CHAR or MAKE_BLOCK: a device node made in a root would bypass everything */
   uint64_t root_access = all & ~(LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK);
+  if (attr.handled_access_net && s->proxy_port > 0) { /* network by name: the proxy only */
+    struct { uint64_t allowed_access, port; } np = {ACCESS_NET_CONNECT_TCP, (uint64_t)s->proxy_port};
+    if (syscall(SYS_landlock_add_rule, rs, 2 /* LANDLOCK_RULE_NET_PORT */, &np, 0) < 0) {
+      snprintf(err, errlen, "landlock: rule for the proxy's port: %s", strerror(errno));
+      close(rs);
+      return -1;
+    }
+  }
   for (int i = 0; i < s->nroots; i++) {
     if (add_path_rule(rs, s->roots[i], root_access) < 0) {
       snprintf(err, errlen, "landlock: rule for root %s: %s", s->roots[i], strerror(errno));
@@ -168,6 +176,15 @@ int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t er
       p->degraded_ns = 1;
     }
   }
+  if (s->proxy_port > 0) { /* network by name: the proxy is the only way out of a netns */
+    if (!p->want_netns) {
+      snprintf(err, errlen, "network by name needs a network namespace, and none can be made "
+                            "here (best_effort does not apply: the network would be open)");
+      sandbox_prep_free(p);
+      return -1;
+    }
+    p->proxy_port = s->proxy_port;
+  }
   p->drop_caps = root || p->want_userns;
   /* a listener in the restricted modes even without evidence: AF_UNIX calls are judged there */
   int notify = s->evidence_net || s->evidence_files || s->mode != SBX_FULL;
@@ -193,6 +210,7 @@ void sandbox_prep_free(sandbox_prep *p) {
   if (p->ruleset_fd >= 0) close(p->ruleset_fd);
   if (p->got_listener && p->listener_fd >= 0) close(p->listener_fd); /* a failed launch's */
   if (p->diag_fd >= 0) close(p->diag_fd);
+  if (p->proxy_fd >= 0) close(p->proxy_fd);
   for (int i = 0; i < p->nunix; i++) free(p->unix_sockets[i]);
   free(p->unix_sockets);
   /* (the filters belong to sandbox_filter.c's cache) */
@@ -204,7 +222,7 @@ void sandbox_prep_free(sandbox_prep *p) {
 
 void sandbox_prep_init(sandbox_prep *p) {
   memset(p, 0, sizeof *p);
-  p->ruleset_fd = p->listener_fd = p->diag_fd = -1; /* (0 would be the host's stdin) */
+  p->ruleset_fd = p->listener_fd = p->diag_fd = p->proxy_fd = -1; /* (0: the host's stdin) */
 }
 
 /* ---- child side: system calls only ---- */

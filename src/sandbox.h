@@ -25,6 +25,7 @@ typedef struct sandbox_spec {
   int nmasks;
   const char **unix_sockets;        /* socket paths outside the sandbox it may connect to */
   int nunix;
+  int proxy_port;   /* network by name: the host's proxy listens on 127.0.0.1:port inside */
 } sandbox_spec;
 
 typedef struct sandbox_prep {
@@ -51,6 +52,8 @@ typedef struct sandbox_prep {
   /* written by the children, read by the parent after the launch */
   const char *failed_path; /* the path the mount layer could not make */
   volatile int diag_fd; /* sock_diag in the sandbox's network namespace (the host's table) */
+  int proxy_port;       /* network by name: listen on 127.0.0.1:port in the namespace */
+  volatile int proxy_fd; /* that listener (the host's table), or -1 */
   volatile int got_listener, listener_fd;
   volatile int userns_ok, mountns_ok, pidns_ok, ipcns_ok, netns_ok, caps_dropped;
   volatile int degraded_notify, degraded_ns;
@@ -90,5 +93,8 @@ int sandbox_paths_apply(sandbox_prep *p);
 /* Parent side after the launch: the listener the program's process made in the host's
  * descriptor table (it shared it until then), or -1. */
 int sandbox_take_listener(sandbox_prep *prep);
+/* Setup child side (sandbox_proxy.c), in the new network namespace: lo up, and the proxy's
+ * listener on 127.0.0.1:prep->proxy_port in prep->proxy_fd. 0, or -1 with errno set. */
+int sandbox_proxy_listen(sandbox_prep *prep);
 
 #endif

@@ -146,6 +146,10 @@ int sandbox_ns_setup(sandbox_prep *p, const char **stage) {
   /* the host's way to see which unix sockets were made inside (notify_unix.c) */
   if (p->want_netns)
     p->diag_fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (p->want_netns && p->proxy_port > 0 && sandbox_proxy_listen(p) < 0) {
+    *stage = "sandbox network proxy";
+    return -1;
+  }
   if (p->want_mountns) {
     if (mount_layer(p) < 0) {
       *stage = "sandbox mount namespace";

@@ -105,6 +105,9 @@ local function prepare(argv, opts)
   if opts.sandbox then
     cwd = cwd or uv.cwd() -- a new mount namespace needs the directory looked up again
     sbx = sandbox.resolve(opts.sandbox, cwd, sandbox.home_of(env))
+    if sbx.net then -- network by name: every client is pointed at the session's proxy
+      env = sandbox.proxy_env(env or options.build_env({ inherit_env = true }), sbx)
+    end
   end
   local tty = opts.tty
   return {
@@ -172,6 +175,7 @@ local function start(argv, spec)
   end
   self._core = h
   self._sbx = spec.sandbox
+  self._proxy = spec.sandbox and spec.sandbox.net and sandbox.start_proxy(h, spec.sandbox)
   self.pid = pid
   self._streams = (copts.tty or copts.stderr == "merge") and 1 or 2
   if copts.tty then self._size = { spec.rows, spec.cols } end
@@ -480,7 +484,7 @@ function Process:status()
   st.holders = self._holders
   st.killed_by = st.killed_by or self._killed_by
   st.sandbox = self._core:sandbox_report()
-  if st.sandbox and self._sbx then sandbox.annotate(st.sandbox, self._sbx) end
+  if st.sandbox and self._sbx then sandbox.annotate(st.sandbox, self._sbx, self._proxy) end
   if st.sandbox and st.sandbox.limits then -- counters read now from the session's cgroup
     st.sandbox.limits_hit = limits.explain(st.sandbox.limits)
   end
@@ -584,6 +588,7 @@ function Process:close()
     end
     self._core:close()
     self._core = nil
+    if self._proxy then self._proxy:close() end
     wake_all(self)
   end
 end

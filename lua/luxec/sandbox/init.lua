@@ -4,12 +4,15 @@
 local uv = require("luv")
 local paths = require("luxec.sandbox.paths")
 local limits = require("luxec.sandbox.limits")
+local netpolicy = require("luxec.sandbox.network")
 
 local M = {}
 
 ---@class luxec.SandboxPolicy
 ---@field mode "full-access"|"read-only"|"workspace-write"
----@field network "deny"|"allow"|nil  deny by default in the restricted modes
+---@field network "deny"|"allow"|table|nil  deny by default in the restricted modes; a table
+---  {allow = {names}, deny = {names}, resolve = {[name] = address}} lets the session reach the
+---  named hosts through a proxy of the host's, and nothing else (luxec.sandbox.network)
 ---@field roots string[]|nil  more writable roots (absolute, existing) for workspace-write
 ---@field best_effort boolean|nil  run with what the kernel offers instead of failing (false)
 ---@field evidence boolean|{network: boolean, files: boolean}|nil  record denials (true)
@@ -87,11 +90,14 @@ function M.resolve(policy, cwd, home, search)
   if not MODES[mode] then
     fail("unknown mode %q (\"full-access\", \"read-only\" or \"workspace-write\")", tostring(mode))
   end
-  local network = policy.network
+  local network, by_name = policy.network, nil
   if network == nil then
     network = mode == "full-access" and "allow" or "deny"
+  elseif type(network) == "table" then -- by name: an empty namespace whose way out is a proxy
+    by_name, network = netpolicy.check(network), "deny"
   elseif network ~= "deny" and network ~= "allow" then
-    fail("'network' must be \"deny\" or \"allow\", got %q", tostring(network))
+    fail("'network' must be \"deny\", \"allow\" or {allow = {host names}}, got %q",
+      tostring(network))
   end
   for _, k in ipairs({ "best_effort", "tmp" }) do
     if policy[k] ~= nil and type(policy[k]) ~= "boolean" then
@@ -194,6 +200,8 @@ function M.resolve(policy, cwd, home, search)
     limits = lim,
     mode = mode,
     network = network,
+    net = by_name, -- (the proxy's policy; the core sees only its port)
+    proxy_port = by_name and netpolicy.PORT or nil,
     best_effort = policy.best_effort == true,
     evidence_net = ev_net,
     evidence_files = ev_files,
@@ -207,6 +215,40 @@ function M.resolve(policy, cwd, home, search)
   }
 end
 
+--- A session's environment ("K=V" list) with every client's proxy variables set to the
+--- session's proxy (network by name), replacing any it had.
+---@param env string[]
+---@param spec table  from resolve
+function M.proxy_env(env, spec)
+  local vars, out = netpolicy.env(spec.proxy_port), {}
+  for _, kv in ipairs(env) do
+    if not vars[kv:match("^([^=]*)")] then out[#out + 1] = kv end
+  end
+  local names = {}
+  for k in pairs(vars) do names[#names + 1] = k end
+  table.sort(names)
+  for _, k in ipairs(names) do out[#out + 1] = k .. "=" .. vars[k] end
+  return out
+end
+
+--- Serve the proxy of a session whose network goes by name (luxec.sandbox.proxy), on the
+--- listener the core made in its network namespace. The proxy holds the session's handle
+--- weakly: a session dropped without a close lets its proxy close at its next connection.
+---@param h userdata  the core's handle
+---@param spec table  from resolve
+function M.start_proxy(h, spec)
+  local server = assert(h:sandbox_proxy(), "the session has no proxy listener")
+  local weak = setmetatable({ h = h }, { __mode = "v" })
+  local p
+  p = require("luxec.sandbox.proxy").start(server, spec.net, function(port)
+    local hh = weak.h
+    if not hh then return nil end
+    local ok, pid, comm = pcall(hh.sandbox_peer, hh, port)
+    if ok then return pid, comm end
+  end)
+  return p
+end
+
 --- The HOME a session sees: its env's ("K=V" list), else the host's.
 M.home_of = paths.home_of
 
@@ -216,7 +258,20 @@ M.home_of = paths.home_of
 --- (best_effort) none of it was applied: the lists are empty and `unprotected` says so.
 ---@param report table  from the core
 ---@param spec table  from resolve
-function M.annotate(report, spec)
+---@param proxy luxec.Proxy|nil  network by name: `network` becomes {allow, deny, proxy,
+---  allowed = {[host] = requests}, refused = {records}, failed = {records}}
+function M.annotate(report, spec, proxy)
+  if proxy then
+    local net = proxy:report()
+    local function texts(rules)
+      local out = {}
+      for i, r in ipairs(rules) do out[i] = r.text end
+      return out
+    end
+    net.allow, net.deny = texts(spec.net.allow), texts(spec.net.deny)
+    net.proxy = ("http://127.0.0.1:%d"):format(spec.proxy_port)
+    report.network = net
+  end
   local applied = report.layers and report.layers.mountns
   report.protected = applied and spec.ro_paths or {}
   report.masked = applied and spec.masks or {}
@@ -283,7 +338,16 @@ end
 function M.describe(d)
   local e = M.escape
   local what
-  if d.addr then
+  if d.host then -- a request the network-by-name proxy refused or could not forward
+    local host = d.host:find(":", 1, true) and ("[" .. e(d.host) .. "]") or e(d.host)
+    what = ("%s %s:%d %s: %s"):format(e(d.op), host, math.tointeger(d.port) or 0,
+      d.failed and "failed" or "refused", e(d.reason or "?"))
+    if not d.pid then -- (it was gone, or closed the connection, before it was looked for)
+      local n = math.tointeger(d.count)
+      return ("%s (process not found%s)"):format(what, n and n > 1 and (", %d times"):format(n)
+        or "")
+    end
+  elseif d.addr then
     local addr = d.family == "AF_INET6" and ("[" .. e(d.addr) .. "]") or e(d.addr)
     what = ("%s %s:%d"):format(e(d.op), addr, math.tointeger(d.port) or 0)
   elseif d.path then

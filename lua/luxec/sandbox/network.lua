@@ -1,0 +1,233 @@
+--- luxec.sandbox.network: network by name. A policy
+---   network = {allow = {"registry.npmjs.org", "*.pythonhosted.org", "github.com:443"},
+---              deny = {...}, resolve = {["registry.test"] = "10.0.0.2"}}
+--- is checked here (errors name the entry) and judges each request the session's proxy
+--- (luxec.sandbox.proxy) receives: deny wins over allow; a name matches an entry that is the
+--- same name, or `*.suffix` (any name below suffix, not suffix itself), or `*` (every name);
+--- an entry without a port allows every port; an IP literal is allowed only where the very
+--- literal is listed (a `*` covers no address).
+local M = {}
+
+--- Where the proxy listens inside the sandbox's own network namespace (127.0.0.1). Every
+--- session has its own namespace: the same port in each leads to that session's proxy.
+M.PORT = 3128
+--- Timeouts of the proxy (ms): connecting upstream (name resolution included), and reading a
+--- client's request head.
+M.defaults = { connect_timeout_ms = 10000, head_timeout_ms = 30000 }
+
+local KEYS = { allow = true, deny = true, resolve = true, connect_timeout_ms = true }
+
+local function fail(msg, ...)
+  error("bad sandbox policy: " .. msg:format(...), 0)
+end
+
+--- An IPv4 literal (four decimal numbers 0-255) as it is, or nil.
+local function ipv4(s)
+  local a, b, c, d = s:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
+  if not a then return nil end
+  for _, n in ipairs({ a, b, c, d }) do
+    if #n > 3 or tonumber(n) > 255 then return nil end
+  end
+  return s
+end
+
+--- An IPv6 literal (hex groups and colons, at most one "::"), lower-cased, or nil.
+local function ipv6(s)
+  if not s:find(":", 1, true) or s:find("[^%x:%.]") then return nil end
+  local _, doubles = s:gsub("::", "")
+  if doubles > 1 then return nil end
+  local groups = 0
+  for g in s:gmatch("[^:]+") do
+    if g:find("%.") then
+      if not ipv4(g) then return nil end
+      groups = groups + 2
+    elseif #g > 4 then
+      return nil
+    else
+      groups = groups + 1
+    end
+  end
+  if (doubles == 0 and groups ~= 8) or groups > 8 then return nil end
+  return s:lower()
+end
+
+--- s as an IP literal (IPv6 without brackets), or nil when it is a name.
+function M.ip_literal(s)
+  return ipv4(s) or ipv6(s)
+end
+
+--- A name as the proxy compares it: lower case, without a final dot.
+function M.normalize(host)
+  host = host:lower()
+  if host:sub(-1) == "." then host = host:sub(1, -2) end
+  return host
+end
+
+local function valid_name(s)
+  if #s == 0 or #s > 253 then return false end
+  for label in (s .. "."):gmatch("([^.]*)%.") do
+    if #label == 0 or #label > 63 or label:find("[^%w%-_]") or label:sub(1, 1) == "-" then
+      return false
+    end
+  end
+  return true
+end
+
+--- One entry "host", "host:port", "*.suffix[:port]", "*", "1.2.3.4[:port]", "::1" or
+--- "[::1]:port" as {name=|ip=|suffix=|any=true, port=}; raises naming where[i].
+local function parse_entry(where, i, e)
+  if type(e) ~= "string" then
+    fail("network.%s[%d] must be a string, got %s", where, i, type(e))
+  end
+  local host, port = e, nil
+  local v6, p6 = e:match("^%[([^%]]+)%]:?(%d*)$")
+  if v6 then
+    host, port = v6, p6 ~= "" and p6 or nil
+  elseif not ipv6(e) then
+    local h, p = e:match("^(.*):([^:]*)$")
+    if h then host, port = h, p end
+  end
+  local rule = {}
+  if port ~= nil then
+    local n = tonumber(port)
+    if not port:match("^%d+$") or not n or n < 1 or n > 65535 then
+      fail("network.%s[%d]: bad port %q in %q (1 to 65535)", where, i, port, e)
+    end
+    rule.port = math.tointeger(n)
+  end
+  local ip = M.ip_literal(host)
+  if ip then
+    rule.ip = ip
+  elseif v6 then
+    fail("network.%s[%d]: %q is no IPv6 address", where, i, e)
+  elseif host == "*" then
+    rule.any = true
+  elseif host:sub(1, 2) == "*." then
+    local suffix = M.normalize(host:sub(3))
+    if not valid_name(suffix) then
+      fail("network.%s[%d]: bad name %q in %q", where, i, host, e)
+    end
+    rule.suffix = suffix
+  else
+    local name = M.normalize(host)
+    if name:find("*", 1, true) then
+      fail("network.%s[%d]: a wildcard must be the whole first label (\"*.example.com\"), "
+        .. "got %q", where, i, e)
+    end
+    if not valid_name(name) then
+      fail("network.%s[%d]: bad name %q in %q", where, i, host, e)
+    end
+    rule.name = name
+  end
+  rule.text = e
+  return rule
+end
+
+local function parse_list(where, list, required)
+  if list == nil then
+    if required then fail("'network.%s' is required (a list of host names)", where) end
+    return {}
+  end
+  if type(list) ~= "table" then
+    fail("'network.%s' must be a list of host names, got %s", where, type(list))
+  end
+  for k in pairs(list) do
+    if math.type(k) ~= "integer" or k < 1 or k > #list then
+      fail("'network.%s' must be a list of host names, got the key %s", where, tostring(k))
+    end
+  end
+  if #list == 0 then
+    fail("'network.%s' is empty (name at least one host, or use network = \"deny\")", where)
+  end
+  local rules = {}
+  for i = 1, #list do rules[i] = parse_entry(where, i, list[i]) end
+  return rules
+end
+
+--- Check a `network` table; returns {allow=, deny=, resolve=, connect_timeout_ms=} or raises
+--- an error naming the bad key or entry.
+---@param net table
+function M.check(net)
+  for k in pairs(net) do
+    if not KEYS[k] then
+      fail("unknown key 'network.%s' (allow, deny, resolve, connect_timeout_ms)", tostring(k))
+    end
+  end
+  local policy = {
+    allow = parse_list("allow", net.allow, true),
+    deny = net.deny ~= nil and parse_list("deny", net.deny, false) or {},
+    resolve = {},
+    connect_timeout_ms = M.defaults.connect_timeout_ms,
+  }
+  if net.resolve ~= nil then
+    if type(net.resolve) ~= "table" then
+      fail("'network.resolve' must be a table of name = address, got %s", type(net.resolve))
+    end
+    for name, addr in pairs(net.resolve) do
+      if type(name) ~= "string" or M.ip_literal(name) or not valid_name(M.normalize(name)) then
+        fail("network.resolve: bad name %s", type(name) == "string" and ("%q"):format(name)
+          or tostring(name))
+      end
+      if type(addr) ~= "string" or not M.ip_literal(addr) then
+        fail("network.resolve[%q] must be an IP address, got %s", name,
+          type(addr) == "string" and ("%q"):format(addr) or type(addr))
+      end
+      policy.resolve[M.normalize(name)] = M.ip_literal(addr)
+    end
+  end
+  local t = net.connect_timeout_ms
+  if t ~= nil then
+    if math.type(t) ~= "integer" or t < 1 then
+      fail("'network.connect_timeout_ms' must be a positive integer, got %s", tostring(t))
+    end
+    policy.connect_timeout_ms = t
+  end
+  return policy
+end
+
+local function matches(rule, host, ip, port)
+  if rule.port and rule.port ~= port then return false end
+  if ip then return rule.ip == ip end
+  if rule.any then return true end
+  if rule.name then return rule.name == host end
+  if rule.suffix then return host:sub(-#rule.suffix - 1) == "." .. rule.suffix end
+  return false
+end
+
+--- The verdict on host:port: true, or false and the reason ("not in network.allow",
+--- "in network.deny (\"*.evil.example\")").
+---@param policy table  from check
+---@param host string
+---@param port integer
+function M.judge(policy, host, port)
+  host = M.normalize(host)
+  local ip = M.ip_literal(host)
+  for _, r in ipairs(policy.deny) do
+    if matches(r, host, ip, port) then
+      return false, ("in network.deny (%q)"):format(r.text)
+    end
+  end
+  for _, r in ipairs(policy.allow) do
+    if matches(r, host, ip, port) then return true end
+  end
+  if ip then return false, "an IP address not in network.allow" end
+  return false, "not in network.allow"
+end
+
+--- The environment a session gets: every client's proxy variables pointing at its proxy.
+--- (curl reads only the lower-case http_proxy; npm its npm_config_*; pip PIP_PROXY besides the
+--- usual ones; cargo CARGO_HTTP_PROXY; git uses libcurl's variables.)
+---@param port integer
+---@return table<string, string>
+function M.env(port)
+  local url = ("http://127.0.0.1:%d"):format(port)
+  local no = "localhost,127.0.0.1,::1"
+  return {
+    http_proxy = url, HTTP_PROXY = url, https_proxy = url, HTTPS_PROXY = url,
+    all_proxy = url, ALL_PROXY = url, no_proxy = no, NO_PROXY = no,
+    npm_config_proxy = url, npm_config_https_proxy = url, npm_config_noproxy = no,
+    PIP_PROXY = url, CARGO_HTTP_PROXY = url,
+  }
+end
+
+return M

@@ -1,0 +1,319 @@
+--- luxec.sandbox.proxy: the host's proxy of a session whose network goes by name. Its listener
+--- lives in the sandbox's own network namespace (made there by the core, the only thing in it
+--- with a way out); it runs on the host's loop, outside the sandbox. It speaks HTTP CONNECT (a
+--- tunnel: TLS passes untouched, the name comes from the CONNECT line) and plain HTTP by its
+--- absolute URI or Host header, resolves names itself (nothing inside can send a DNS query),
+--- judges each request with luxec.sandbox.network, and relays the bytes with luv streams. A
+--- refusal is answered 403 and recorded with the host, port and reason, and the pid and
+--- command of the process that asked; an upstream that cannot be reached is answered 502, or
+--- 504 after the connect timeout, and recorded too. Allowed requests are counted per host.
+local uv = require("luv")
+local network = require("luxec.sandbox.network")
+
+local M = {}
+
+local HEAD_MAX = 64 * 1024   -- a request head longer than this is refused (431)
+local KEEP = 256             -- distinct records kept per list (later ones are only counted)
+local HIGH, LOW = 4 * 1024 * 1024, 1024 * 1024 -- bytes queued on one side: pause, resume
+
+---@class luxec.Proxy
+---@field allowed table<string, integer>  allowed requests per host
+---@field refused table[]  {op, host, port, reason, pid, comm, count}
+---@field failed table[]  allowed, but the upstream could not be reached: same fields
+local Proxy = {}
+Proxy.__index = Proxy
+
+local function close_handle(h)
+  if h and not h:is_closing() then h:close() end
+end
+
+function Proxy:_close(conn)
+  if conn.closed then return end
+  conn.closed = true
+  self._conns[conn] = nil
+  close_handle(conn.timer)
+  close_handle(conn.client)
+  close_handle(conn.upstream)
+end
+
+--- Record a refused or failed request once per (op, host, port, reason), with a count.
+function Proxy:_record(list, conn, host, port, reason)
+  local key = table.concat({ conn.op, host, port, reason }, "\0")
+  local rec = self._index[key]
+  if rec then
+    rec.count = rec.count + 1
+  else
+    local pid, comm
+    local peer = conn.client:getpeername()
+    if peer and self._peer then pid, comm = self._peer(peer.port) end
+    rec = { op = conn.op, host = host, port = port, reason = reason, pid = pid, comm = comm,
+      count = 1, failed = list == self.failed or nil }
+    if #list < KEEP then
+      list[#list + 1] = rec
+      self._index[key] = rec
+    end
+  end
+  self.total = self.total + 1
+  return rec
+end
+
+local STATUS = { [400] = "Bad Request", [403] = "Forbidden", [408] = "Request Timeout",
+  [431] = "Request Header Fields Too Large", [502] = "Bad Gateway", [504] = "Gateway Timeout" }
+
+--- Answer the client with an error and a one-line reason, then close.
+function Proxy:_reply(conn, code, text)
+  if conn.closed then return end
+  local body = "luxec sandbox: " .. text .. "\n"
+  local msg = ("HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
+    .. "Connection: close\r\nX-Luxec-Sandbox: %s\r\n\r\n%s")
+    :format(code, STATUS[code], #body, text:gsub("[\r\n]", " "), body)
+  close_handle(conn.timer)
+  conn.client:read_stop()
+  conn.client:write(msg, function()
+    if conn.closed then return end
+    conn.client:shutdown(function() self:_close(conn) end)
+  end)
+end
+
+--- Copy from one stream to the other until EOF; pause reading while the other side's queue
+--- is long. The connection closes when both directions have ended, or on any error.
+function Proxy:_pipe(conn, from, to)
+  local paused = false
+  local on_read
+  on_read = function(err, data)
+    if conn.closed then return end
+    if err then return self:_close(conn) end
+    if data then
+      to:write(data, function(werr)
+        if conn.closed then return end
+        if werr then return self:_close(conn) end
+        if paused and to:get_write_queue_size() < LOW then
+          paused = false
+          from:read_start(on_read)
+        end
+      end)
+      if not paused and to:get_write_queue_size() > HIGH then
+        paused = true
+        from:read_stop()
+      end
+    else
+      conn.ends = conn.ends + 1
+      if conn.ends == 2 then return self:_close(conn) end
+      to:shutdown(function(serr) if serr then self:_close(conn) end end)
+    end
+  end
+  from:read_start(on_read)
+end
+
+--- "host:port", "[v6]:port" or "host" (with dflt) as host, port; nil when malformed.
+local function split_authority(a, dflt)
+  a = a:match("@([^@]*)$") or a -- (user info is not the host)
+  local host, port = a:match("^%[([^%]]+)%]:?(%d*)$")
+  if not host then
+    host, port = a:match("^([^:]+):?(%d*)$")
+  end
+  if not host or host == "" then return nil end
+  if port == "" then port = dflt end
+  port = math.tointeger(tonumber(port))
+  if not port or port < 1 or port > 65535 then return nil end
+  return host, port
+end
+
+local function header(head, name)
+  return head:match("\r\n" .. name .. ":[ \t]*([^\r\n]-)[ \t]*\r\n")
+end
+
+local HOP = { connection = true, ["keep-alive"] = true, ["proxy-connection"] = true,
+  ["proxy-authorization"] = true }
+
+--- A plain HTTP request for the origin: the path alone on the request line, no hop headers,
+--- one request per connection (what follows on it could name another host).
+local function origin_head(head, method, path, version)
+  local out = { ("%s %s %s"):format(method, path, version) }
+  for line in head:gmatch("\r\n([^\r\n]+)") do
+    local name = line:match("^([^:]+):")
+    if name and not HOP[name:lower()] then out[#out + 1] = line end
+  end
+  out[#out + 1] = "Connection: close"
+  return table.concat(out, "\r\n") .. "\r\n\r\n"
+end
+
+--- The addresses of host: an IP literal, the policy's resolve table, else the host's resolver.
+local function resolve(policy, host, cb)
+  local ip = network.ip_literal(host)
+  if ip or policy.resolve[host] then return cb({ ip or policy.resolve[host] }) end
+  uv.getaddrinfo(host, nil, { socktype = "stream" }, function(err, res)
+    if err or not res or #res == 0 then return cb(nil, err or "no address") end
+    local list = {}
+    for _, r in ipairs(res) do list[#list + 1] = r.addr end
+    cb(list)
+  end)
+end
+
+--- Connect to host:port within the policy's timeout; cb(tcp) or cb(nil, code, reason).
+function Proxy:_connect(conn, host, port, cb)
+  local ms = self._policy.connect_timeout_ms
+  local done = false
+  local function finish(tcp, code, reason)
+    if done then return close_handle(tcp) end
+    done = true
+    close_handle(conn.timer)
+    cb(tcp, code, reason)
+  end
+  conn.timer = uv.new_timer()
+  conn.timer:unref()
+  conn.timer:start(ms, 0, function()
+    close_handle(conn.upstream)
+    finish(nil, 504, ("timed out after %d ms"):format(ms))
+  end)
+  resolve(self._policy, host, function(addrs, err)
+    if done or conn.closed then return end
+    if not addrs then return finish(nil, 502, "cannot resolve: " .. tostring(err)) end
+    local i = 0
+    local function try(last)
+      i = i + 1
+      if done or conn.closed then return end
+      if i > #addrs then return finish(nil, 502, last) end
+      local tcp = uv.new_tcp()
+      tcp:unref()
+      conn.upstream = tcp
+      local ok, cerr = tcp:connect(addrs[i], port, function(e)
+        if done then return end
+        if e then
+          close_handle(tcp)
+          return try(("%s (%s)"):format(e:match("^[%u%d_]+") or e, addrs[i]))
+        end
+        finish(tcp)
+      end)
+      if not ok then
+        close_handle(tcp)
+        try(("%s (%s)"):format(tostring(cerr):match("^[%u%d_]+") or cerr, addrs[i]))
+      end
+    end
+    try("no address")
+  end)
+end
+
+function Proxy:_request(conn, head, rest)
+  local method, target, version = head:match("^(%u+) (%S+) (HTTP/1%.[01])\r\n")
+  if not method then return self:_reply(conn, 400, "not an HTTP/1 request") end
+  local host, port, path
+  if method == "CONNECT" then
+    conn.op = "connect"
+    host, port = split_authority(target, nil)
+  else
+    conn.op = "http"
+    local scheme, rest_uri = target:match("^(%a[%w+.-]*)://(.*)$")
+    if scheme then
+      if scheme:lower() ~= "http" then
+        return self:_reply(conn, 400, ("%s:// is not proxied as plain HTTP (use CONNECT)")
+          :format(scheme))
+      end
+      local authority, p = rest_uri:match("^([^/?#]*)(.*)$")
+      host, port = split_authority(authority, 80)
+      path = p == "" and "/" or p
+    elseif target:sub(1, 1) == "/" then
+      host, port = split_authority(header(head, "[Hh][Oo][Ss][Tt]") or "", 80)
+      path = target
+    end
+  end
+  if not host then return self:_reply(conn, 400, "no host:port in " .. target) end
+  host = network.normalize(host)
+  local what = ("%s %s:%d"):format(conn.op, host, port)
+  local ok, why = network.judge(self._policy, host, port)
+  if not ok then
+    self:_record(self.refused, conn, host, port, why)
+    return self:_reply(conn, 403, what .. " refused: " .. why)
+  end
+  self.allowed[host] = (self.allowed[host] or 0) + 1
+  self:_connect(conn, host, port, function(up, code, reason)
+    if conn.closed then return close_handle(up) end
+    if not up then
+      self:_record(self.failed, conn, host, port, reason)
+      return self:_reply(conn, code, what .. " failed: " .. reason)
+    end
+    up:nodelay(true)
+    if method == "CONNECT" then
+      conn.client:write("HTTP/1.1 200 Connection established\r\n\r\n")
+      if #rest > 0 then up:write(rest) end
+    else
+      up:write(origin_head(head, method, path, version))
+      if #rest > 0 then up:write(rest) end
+    end
+    self:_pipe(conn, conn.client, up)
+    self:_pipe(conn, up, conn.client)
+  end)
+end
+
+function Proxy:_accept()
+  local c = uv.new_tcp()
+  if not self._server:accept(c) then return c:close() end
+  c:unref()
+  c:nodelay(true)
+  local conn = { client = c, ends = 0, op = "connect" }
+  self._conns[conn] = true
+  local parts, size = {}, 0
+  local t = uv.new_timer()
+  t:unref()
+  conn.timer = t
+  t:start(self._head_ms, 0, function()
+    self:_reply(conn, 408, ("no request within %d ms"):format(self._head_ms))
+  end)
+  c:read_start(function(err, data)
+    if conn.closed or conn.head then return end
+    if err or not data then return self:_close(conn) end
+    parts[#parts + 1] = data
+    size = size + #data
+    local all = table.concat(parts)
+    parts = { all }
+    local e = all:find("\r\n\r\n", 1, true)
+    if not e then
+      if size > HEAD_MAX then self:_reply(conn, 431, "request head too long") end
+      return
+    end
+    conn.head = true
+    c:read_stop()
+    close_handle(t)
+    self:_request(conn, all:sub(1, e + 3), all:sub(e + 4))
+  end)
+end
+
+--- Serve a session's proxy on its listener.
+---@param server userdata  a luv tcp handle, listening (from the core: h:sandbox_proxy())
+---@param policy table  from luxec.sandbox.network.check
+---@param peer fun(port: integer): integer|nil, string|nil  the pid and command of the process
+---  in the sandbox whose connection to the proxy has that local port
+---@return luxec.Proxy
+function M.start(server, policy, peer)
+  local self = setmetatable({ _server = server, _policy = policy, _peer = peer, _conns = {},
+    _index = {}, _head_ms = network.defaults.head_timeout_ms, allowed = {}, refused = {},
+    failed = {}, total = 0 }, Proxy)
+  server:unref() -- (the session keeps the host alive, not its proxy)
+  server:listen(128, function(err)
+    if not err then self:_accept() end
+  end)
+  return self
+end
+
+--- What status().sandbox.network shows: copies, so a caller cannot change the counts.
+function Proxy:report()
+  local function copy(list)
+    local out = {}
+    for i, r in ipairs(list) do
+      out[i] = { op = r.op, host = r.host, port = r.port, reason = r.reason, pid = r.pid,
+        comm = r.comm, count = r.count, failed = r.failed }
+    end
+    return out
+  end
+  local allowed = {}
+  for k, v in pairs(self.allowed) do allowed[k] = v end
+  return { allowed = allowed, refused = copy(self.refused), failed = copy(self.failed) }
+end
+
+--- Stop: the listener and every connection still open close.
+function Proxy:close()
+  close_handle(self._server)
+  for conn in pairs(self._conns) do self:_close(conn) end
+end
+
+return M
