@@ -321,7 +321,7 @@ describe("sandbox policy", function()
       { { }, "'mode' is required" },
       { { mode = "workspace-write", netwrk = "deny" }, "unknown key 'netwrk'" },
       { { mode = "workspace-write", network = "maybe" },
-        "'network' must be \"deny\" or \"allow\"" },
+        "'network' must be \"deny\", \"allow\" or {allow = {host names}}" },
       { { mode = "workspace-write", roots = { "relative/dir" } }, "roots%[1%] is relative" },
       { { mode = "workspace-write", roots = { "/nonexistent/dir" } }, "roots%[1%] does not exist" },
       { { mode = "workspace-write", roots = "/tmp" }, "'roots' must be a list" },

@@ -82,7 +82,7 @@ local SHOWN_DENIALS = 3
 function M.verdict(s, st, res)
   if not s.sandboxed then return nil end
   local report = type(st.sandbox) == "table" and st.sandbox or nil
-  local denials = report and report.denials
+  local denials, all = sandbox.evidence(report) -- (the core's, and the network proxy's)
   if denials and #denials > 0 then
     -- each record is one (op, target) with a count: "more" counts the refusals not shown
     local list, shown = {}, 0
@@ -90,7 +90,7 @@ function M.verdict(s, st, res)
       list[i] = sandbox.describe(denials[i])
       shown = shown + (math.tointeger(denials[i].count) or 1)
     end
-    local total = math.max(math.tointeger(report.denials_total) or 0, shown)
+    local total = math.max(all, shown)
     if total > shown then list[#list + 1] = ("%d more"):format(total - shown) end
     return { denied = true, guess = false, evidence = denials, report = report,
       reason = table.concat(list, "; "), limits_hit = report.limits_hit }

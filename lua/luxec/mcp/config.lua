@@ -108,7 +108,9 @@ function M.instructions(cfg)
     where = ("Commands run in a sandbox: only %s are writable"):format(table.concat(spec.roots,
       ", "))
   end
-  local net = ok and spec.network == "deny" and "; the network is denied" or ""
+  local net = ok and (spec.net and "; the network reaches only the hosts named (" ..
+    sandbox.network_text(spec.net):gsub("^by name: ", "") .. ") through a proxy"
+    or spec.network == "deny" and "; the network is denied") or ""
   local field = sb.mode ~= "full-access" and "; a result's sandbox field names what was denied"
     or ""
   return ("%s Commands run in %s%s%s%s."):format(TOOLS_TEXT, cfg.cwd,
@@ -511,7 +513,7 @@ function M.describe(cfg)
   local ok, spec = pcall(sandbox.resolve, cfg.sandbox, cfg.cwd)
   if ok then
     out[#out + 1] = ("-- sandbox: %s, network %s; writable: %s\n"):format(spec.mode,
-      spec.network, spec.mode == "full-access" and "everything"
+      sandbox.network_text(spec.net or spec.network), spec.mode == "full-access" and "everything"
       or #spec.roots == 0 and "nothing (but /dev/null and the terminal)"
       or table.concat(spec.roots, ", "))
   end

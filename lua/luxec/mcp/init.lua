@@ -17,6 +17,7 @@ local config = require("luxec.mcp.config")
 local json = require("luxec.json")
 local tools = require("luxec.mcp.tools")
 local stdio = require("luxec.mcp.stdio")
+local sandbox = require("luxec.sandbox")
 
 local M = {}
 
@@ -444,7 +445,7 @@ function Server:start()
   local sb = self.cfg.sandbox
   self:log("info", ("serving on stdio (protocols %s..%s), cwd %s, sandbox %s%s%s"):format(
     M.LEGACY_VERSIONS[#M.LEGACY_VERSIONS], M.MODERN_VERSIONS[#M.MODERN_VERSIONS], self.cfg.cwd,
-    sb.mode, sb.mode ~= "full-access" and (", network " .. (sb.network or "deny")) or "",
+    sb.mode, sb.mode ~= "full-access" and (", network " .. sandbox.network_text(sb.network)) or "",
     self.cfg.source and ", config " .. self.cfg.source or ""))
 end
 

@@ -32,7 +32,7 @@ local SANDBOX_SCHEMA = {
     guess = bool("true: a reading of the output, not evidence"),
     reason = str("what was denied (or why it looks so)"),
     mode = str("the sandbox mode the command ran under"),
-    network = str("\"deny\" or \"allow\""),
+    network = str("\"deny\", \"allow\" or \"by name: \" and the hosts allowed"),
     denials_total = int("denials recorded in all"),
     denials = { type = "array", items = { type = "object" },
       description = "the first denials: op, path or addr:port, pid, comm, description" },

@@ -49,7 +49,7 @@ local function structured_sandbox(v)
   local report = v.report or {}
   return {
     denied = v.denied == true, guess = v.guess == true, reason = v.reason,
-    mode = report.mode, network = report.network,
+    mode = report.mode, network = report.network and sandbox.network_text(report.network),
     denials_total = math.tointeger(report.denials_total),
     denials = v.evidence and structured_denials(v.evidence) or nil,
   }

@@ -249,6 +249,19 @@ function M.start_proxy(h, spec)
   return p
 end
 
+--- The network of a policy or a report in a few words: "deny", "allow", or "by name:
+--- registry.npmjs.org, *.pythonhosted.org".
+---@param net string|table|nil
+---@return string
+function M.network_text(net)
+  if type(net) ~= "table" then return tostring(net or "deny") end
+  local names = {}
+  for i, e in ipairs(type(net.allow) == "table" and net.allow or {}) do
+    names[i] = type(e) == "table" and e.text or tostring(e)
+  end
+  return "by name: " .. table.concat(names, ", ")
+end
+
 --- The HOME a session sees: its env's ("K=V" list), else the host's.
 M.home_of = paths.home_of
 
@@ -328,6 +341,25 @@ function M.escape(s)
     end
   end
   return table.concat(out)
+end
+
+--- Every refusal of a report (status().sandbox): the network proxy's records (refused, then
+--- failed: network by name) before the core's denials, and how many refusals in all.
+---@param report table|nil
+---@return table[]|nil, integer
+function M.evidence(report)
+  if not report then return nil, 0 end
+  local net = type(report.network) == "table" and report.network or nil
+  if not net then return report.denials, math.tointeger(report.denials_total) or 0 end
+  local list, total = {}, math.tointeger(report.denials_total) or 0
+  for _, key in ipairs({ "refused", "failed" }) do
+    for _, r in ipairs(net[key] or {}) do
+      list[#list + 1] = r
+      total = total + (math.tointeger(r.count) or 1)
+    end
+  end
+  for _, d in ipairs(report.denials or {}) do list[#list + 1] = d end
+  return list, total
 end
 
 --- One line a model or a person reads for a denial, e.g.
