@@ -11,11 +11,13 @@ local M = {}
 --- Where the proxy listens inside the sandbox's own network namespace (127.0.0.1). Every
 --- session has its own namespace: the same port in each leads to that session's proxy.
 M.PORT = 3128
---- Timeouts of the proxy (ms): connecting upstream (name resolution included), and reading a
---- client's request head.
-M.defaults = { connect_timeout_ms = 10000, head_timeout_ms = 30000 }
+--- Timeouts of the proxy (ms): connecting upstream (name resolution included); the first byte
+--- of a plain HTTP response (a CONNECT tunnel has none: the protocol inside decides who
+--- speaks); reading a client's request head.
+M.defaults = { connect_timeout_ms = 10000, response_timeout_ms = 60000, head_timeout_ms = 30000 }
 
-local KEYS = { allow = true, deny = true, resolve = true, connect_timeout_ms = true }
+local KEYS = { allow = true, deny = true, resolve = true, connect_timeout_ms = true,
+  response_timeout_ms = true }
 
 local function fail(msg, ...)
   error("bad sandbox policy: " .. msg:format(...), 0)
@@ -144,13 +146,15 @@ local function parse_list(where, list, required)
   return rules
 end
 
---- Check a `network` table; returns {allow=, deny=, resolve=, connect_timeout_ms=} or raises
+--- Check a `network` table; returns {allow=, deny=, resolve=, connect_timeout_ms=,
+--- response_timeout_ms=} or raises
 --- an error naming the bad key or entry.
 ---@param net table
 function M.check(net)
   for k in pairs(net) do
     if not KEYS[k] then
-      fail("unknown key 'network.%s' (allow, deny, resolve, connect_timeout_ms)", tostring(k))
+      fail("unknown key 'network.%s' (allow, deny, resolve, connect_timeout_ms, "
+        .. "response_timeout_ms)", tostring(k))
     end
   end
   local policy = {
@@ -158,6 +162,7 @@ function M.check(net)
     deny = net.deny ~= nil and parse_list("deny", net.deny, false) or {},
     resolve = {},
     connect_timeout_ms = M.defaults.connect_timeout_ms,
+    response_timeout_ms = M.defaults.response_timeout_ms,
   }
   if net.resolve ~= nil then
     if type(net.resolve) ~= "table" then
@@ -175,12 +180,14 @@ function M.check(net)
       policy.resolve[M.normalize(name)] = M.ip_literal(addr)
     end
   end
-  local t = net.connect_timeout_ms
-  if t ~= nil then
-    if math.type(t) ~= "integer" or t < 1 then
-      fail("'network.connect_timeout_ms' must be a positive integer, got %s", tostring(t))
+  for _, k in ipairs({ "connect_timeout_ms", "response_timeout_ms" }) do
+    local t = net[k]
+    if t ~= nil then
+      if math.type(t) ~= "integer" or t < 1 then
+        fail("'network.%s' must be a positive integer, got %s", k, tostring(t))
+      end
+      policy[k] = t
     end
-    policy.connect_timeout_ms = t
   end
   return policy
 end

@@ -68,6 +68,7 @@ function Proxy:_reply(conn, code, text)
     .. "Connection: close\r\nX-Luxec-Sandbox: %s\r\n\r\n%s")
     :format(code, STATUS[code], #body, text:gsub("[\r\n]", " "), body)
   close_handle(conn.timer)
+  close_handle(conn.upstream) -- (nothing more of it reaches the client)
   conn.client:read_stop()
   conn.client:write(msg, function()
     if conn.closed then return end
@@ -84,6 +85,10 @@ function Proxy:_pipe(conn, from, to)
     if conn.closed then return end
     if err then return self:_close(conn) end
     if data then
+      if conn.waiting and from == conn.upstream then -- the response began
+        conn.waiting = false
+        close_handle(conn.timer)
+      end
       to:write(data, function(werr)
         if conn.closed then return end
         if werr then return self:_close(conn) end
@@ -239,6 +244,16 @@ function Proxy:_request(conn, head, rest)
     else
       up:write(origin_head(head, method, path, version))
       if #rest > 0 then up:write(rest) end
+      local ms = self._policy.response_timeout_ms
+      conn.waiting = true
+      conn.timer = uv.new_timer()
+      conn.timer:unref()
+      conn.timer:start(ms, 0, function()
+        if not conn.waiting or conn.closed then return end
+        local late = ("no response within %d ms"):format(ms)
+        self:_record(self.failed, conn, host, port, late)
+        self:_reply(conn, 504, what .. " failed: " .. late)
+      end)
     end
     self:_pipe(conn, conn.client, up)
     self:_pipe(conn, up, conn.client)

@@ -1,0 +1,389 @@
+-- Network by name: a sandboxed command reaches the hosts its policy names, through the host's
+-- proxy, and nothing else. Every verdict is decided from outside the sandbox: test servers on
+-- the host's loopback count every connection and datagram they get, and the names reach the
+-- proxy's resolver through the policy's `resolve` table (nothing here goes off the machine).
+local H = require("helper")
+local json = require("luxec.json")
+local luxec = require("luxec")
+local sandbox = require("luxec.sandbox")
+local exec = require("luxec.engine")
+local uv = require("luv")
+
+local PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+local NOBODY = 65534
+
+local function have(tool)
+  local r = luxec.run({ "sh", "-c", "command -v " .. tool }, { env = { PATH = PATH } })
+  return r.output:match("^(/%S+)")
+end
+
+-- An HTTP server on the host's loopback: every connection it accepts is counted, every
+-- request head kept ({line =, host =}); it answers "hello from <Host>".
+local function http_server()
+  local s = { conns = 0, hits = {}, clients = {} }
+  s.tcp = uv.new_tcp()
+  assert(s.tcp:bind("127.0.0.1", 0))
+  s.tcp:listen(64, function()
+    local c = uv.new_tcp()
+    s.tcp:accept(c)
+    s.conns = s.conns + 1
+    s.clients[#s.clients + 1] = c
+    local buf = ""
+    c:read_start(function(_, data)
+      if not data then return c:is_closing() or c:close() end
+      buf = buf .. data
+      if not buf:find("\r\n\r\n", 1, true) then return end
+      local hit = { line = buf:match("^([^\r\n]*)"), host = buf:match("\r\n[Hh]ost: ([^\r\n]*)") }
+      s.hits[#s.hits + 1] = hit
+      buf = ""
+      local body = "hello from " .. tostring(hit.host) .. "\n"
+      c:write(("HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s")
+        :format(#body, body), function()
+        if c:is_closing() then return end
+        c:shutdown(function() if not c:is_closing() then c:close() end end)
+      end)
+    end)
+  end)
+  s.port = s.tcp:getsockname().port
+  function s.close()
+    for _, c in ipairs(s.clients) do if not c:is_closing() then c:close() end end
+    s.tcp:close()
+  end
+  return s
+end
+
+-- A UDP server on the host's loopback counting the datagrams it gets (a DNS server's place).
+local function udp_server()
+  local s = { got = 0 }
+  s.udp = uv.new_udp()
+  assert(s.udp:bind("127.0.0.1", 0))
+  s.udp:recv_start(function(_, data) if data then s.got = s.got + 1 end end)
+  s.port = s.udp:getsockname().port
+  function s.close() s.udp:close() end
+  return s
+end
+
+-- A port nothing listens on.
+local function dead_port()
+  local t = uv.new_tcp()
+  t:bind("127.0.0.1", 0)
+  local port = t:getsockname().port
+  t:close()
+  return port
+end
+
+-- A server that accepts and never answers.
+local function silent_server()
+  local s = { clients = {} }
+  s.tcp = uv.new_tcp()
+  assert(s.tcp:bind("127.0.0.1", 0))
+  s.tcp:listen(8, function()
+    local c = uv.new_tcp()
+    s.tcp:accept(c)
+    s.clients[#s.clients + 1] = c
+  end)
+  s.port = s.tcp:getsockname().port
+  function s.close()
+    for _, c in ipairs(s.clients) do if not c:is_closing() then c:close() end end
+    s.tcp:close()
+  end
+  return s
+end
+
+-- An address whose connect gets no answer: a veth pair to a network namespace of the spec's
+-- where nothing has that address (no ARP answer: the connect hangs, then EHOSTUNREACH after
+-- about 3 s). Returns the address and a cleanup, or nil and why it cannot be made.
+local function black_hole()
+  if math.tointeger(uv.getuid()) ~= 0 or not have("ip") then
+    return nil, "needs root and ip(8) to make a network namespace"
+  end
+  local tag = ("%d"):format(uv.os_getpid() % 100000)
+  local ns, a, b = "luxnet" .. tag, "lxa" .. tag, "lxb" .. tag
+  local net = ("198.18.%d"):format(uv.os_getpid() % 250 + 1)
+  local sh = table.concat({ "ip netns add %s", "ip link add %s type veth peer name %s",
+    "ip link set %s netns %s", "ip addr add %s.1/24 dev %s", "ip link set %s up",
+    "ip -n %s link set %s up" }, " && ")
+    :format(ns, a, b, b, ns, net, a, a, ns, b)
+  local r = luxec.run({ "sh", "-c", sh }, { env = { PATH = PATH } })
+  local function clean()
+    luxec.run({ "sh", "-c", ("ip link del %s; ip netns del %s"):format(a, ns) },
+      { env = { PATH = PATH } })
+  end
+  if r.code ~= 0 then
+    clean()
+    return nil, "cannot make a veth pair here: " .. r.output
+  end
+  return net .. ".2", clean
+end
+
+local function run(script, net, opts)
+  opts = opts or {}
+  return luxec.run({ "sh", "-c", script }, { timeout = opts.timeout or 20, cwd = "/",
+    env = { PATH = PATH, HOME = "/tmp" },
+    sandbox = { mode = opts.mode or "read-only", network = net } })
+end
+
+local function find(list, pred)
+  for _, r in ipairs(list or {}) do
+    if pred(r) then return r end
+  end
+end
+
+local function refused(r, host, port)
+  return find(r.sandbox.network.refused, function(x) return x.host == host and x.port == port end)
+end
+
+local usable, why = H.sandbox_usable()
+local curl = have("curl")
+local python = have("python3")
+
+describe("network by name", function()
+  if not usable or not curl or not python then
+    it("runs where the sandbox, curl and python3 are", function()
+      pending("skipped: " .. (why or (not curl and "curl is not installed")
+        or "python3 is not installed"))
+    end)
+    return
+  end
+  local srv, udp
+  before_each(function()
+    srv, udp = http_server(), udp_server()
+  end)
+  after_each(function()
+    srv.close()
+    udp.close()
+    uv.run("nowait")
+    H.assert_clean()
+  end)
+
+  local function names(extra)
+    local t = { ["registry.test"] = "127.0.0.1", ["evil.test"] = "127.0.0.1" }
+    for k, v in pairs(extra or {}) do t[k] = v end
+    return t
+  end
+
+  it("lets curl and python's urllib reach an allowed name, counted per host", function()
+    local url = ("http://registry.test:%d/pkg"):format(srv.port)
+    local r = run(("curl -sS %s; python3 -c 'import urllib.request,sys; "
+      .. "sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' %s")
+      :format(url, url), { allow = { "registry.test" }, resolve = names() })
+    local want = ("hello from registry.test:%d\n"):format(srv.port)
+    assert.equals(want .. want, r.output)
+    assert.equals(0, r.code)
+    assert.equals(2, #srv.hits)
+    assert.equals("GET /pkg HTTP/1.1", srv.hits[1].line) -- (the proxy sent the origin form)
+    assert.same({ ["registry.test"] = 2 }, r.sandbox.network.allowed)
+    assert.same({}, r.sandbox.network.refused)
+    assert.same({ "registry.test" }, r.sandbox.network.allow)
+  end)
+
+  it("tunnels CONNECT to an allowed name and port", function()
+    -- a CONNECT tunnel carries any bytes: here plain HTTP through it (curl --proxytunnel)
+    local r = run(("curl -sS -p http://registry.test:%d/t"):format(srv.port),
+      { allow = { ("registry.test:%d"):format(srv.port) }, resolve = names() })
+    assert.equals(("hello from registry.test:%d\n"):format(srv.port), r.output)
+    assert.equals(1, srv.conns)
+  end)
+
+  it("refuses a name not allowed, an IP literal, a raw connect and a UDP query: none reaches "
+    .. "the server, each is recorded with who asked", function()
+    local p, u = srv.port, udp.port
+    local script = table.concat({
+      ("curl -sS http://evil.test:%d/a"):format(p),
+      ("curl -sS https://evil.test:%d/b"):format(p),
+      ("curl -sS --noproxy '' http://127.0.0.1:%d/c"):format(p), -- (no_proxy names it)
+      ("python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", %d), 3)'"):format(p),
+      ("python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+        .. "s.sendto(b\"\\x12\\x34query\", (\"127.0.0.1\", %d))'"):format(u),
+      "true" }, "; ")
+    local r = run(script, { allow = { "registry.test" }, resolve = names() })
+    uv.run("nowait")
+    assert.equals(0, srv.conns, "a refused request reached the server")
+    assert.equals(0, udp.got, "a datagram reached the UDP server")
+    assert.matches("luxec sandbox: http evil.test:" .. p .. " refused: not in network.allow",
+      r.output, 1, true)
+    assert.matches("CONNECT tunnel failed, response 403", r.output, 1, true)
+    local h = refused(r, "evil.test", p)
+    assert.same({ "http", "not in network.allow", "curl", 1 }, { h.op, h.reason, h.comm, h.count })
+    assert.is_true(math.tointeger(h.pid) > 0)
+    local c = find(r.sandbox.network.refused, function(x) return x.op == "connect" end)
+    assert.same({ "evil.test", p, "curl" }, { c.host, c.port, c.comm })
+    local ip = refused(r, "127.0.0.1", p)
+    assert.same({ "an IP address not in network.allow", "curl" }, { ip.reason, ip.comm })
+    assert.equals(("http evil.test:%d refused: not in network.allow (pid %d curl)")
+      :format(p, h.pid), sandbox.describe(h))
+    -- past the proxy: the core's evidence
+    local raw = find(r.sandbox.denials, function(d) return d.op == "connect" and d.port == p end)
+    assert.same({ "127.0.0.1", "python3" }, { raw.addr, raw.comm })
+    local dns = find(r.sandbox.denials, function(d) return d.op == "sendto" and d.port == u end)
+    assert.same({ "127.0.0.1", "python3" }, { dns.addr, dns.comm })
+    assert.same({}, r.sandbox.network.allowed)
+  end)
+
+  it("lets deny win over allow; a wildcard names the hosts below it, a port only that port",
+    function()
+    local p = srv.port
+    local r = run(table.concat({
+      ("curl -sS http://a.pkg.test:%d/"):format(p),
+      ("curl -sS http://bad.pkg.test:%d/"):format(p),
+      ("curl -sS http://pkg.test:%d/"):format(p),
+      ("curl -sS http://registry.test:%d/"):format(p),
+      ("curl -sS http://registry.test:%d/"):format(p == 65535 and 1 or p + 1) }, "; "),
+      { allow = { "*.pkg.test", ("registry.test:%d"):format(p) }, deny = { "bad.pkg.test" },
+        resolve = names({ ["a.pkg.test"] = "127.0.0.1", ["bad.pkg.test"] = "127.0.0.1",
+          ["pkg.test"] = "127.0.0.1" }) })
+    assert.equals(2, srv.conns)
+    assert.same({ ["a.pkg.test"] = 1, ["registry.test"] = 1 }, r.sandbox.network.allowed)
+    assert.equals("in network.deny (\"bad.pkg.test\")", refused(r, "bad.pkg.test", p).reason)
+    assert.equals("not in network.allow", refused(r, "pkg.test", p).reason)
+    assert.equals("not in network.allow", refused(r, "registry.test", p == 65535 and 1 or p + 1)
+      .reason)
+  end)
+
+  it("gives each session its own proxy: a second session cannot use the first one's", function()
+    local a = assert(luxec.spawn({ "sh", "-c", "echo up; sleep 30" }, { cwd = "/",
+      env = { PATH = PATH }, sandbox = { mode = "read-only",
+        network = { allow = { "registry.test" }, resolve = names() } } }))
+    a:expect("up", { timeout = 10 })
+    local url = ("http://registry.test:%d/"):format(srv.port)
+    -- the same address inside another session is that session's proxy, with its policy
+    local b = run(("curl -sS -x http://127.0.0.1:3128 %s"):format(url),
+      { allow = { "other.test" }, resolve = names() })
+    assert.matches("refused: not in network.allow", b.output, 1, true)
+    assert.truthy(refused(b, "registry.test", srv.port))
+    -- a session whose network is denied has no proxy at all: the connect is refused
+    local c = run(("curl -sS -x http://127.0.0.1:3128 %s"):format(url), "deny")
+    assert.truthy(find(c.sandbox.denials, function(d)
+      return d.op == "connect" and d.addr == "127.0.0.1" and d.port == 3128 end))
+    assert.equals(0, srv.conns)
+    local st = a:status().sandbox.network
+    assert.same({ {}, {} }, { st.allowed, st.refused })
+    a:terminate()
+    a:close()
+  end)
+
+  it("answers a dead upstream 502 at once, and one that never answers 504", function()
+    local quiet = silent_server()
+    local dead = dead_port()
+    local t0 = H.now_ms()
+    local r = run(("curl -sS -w ' %%{http_code}\\n' http://dead.test:%d/; "
+      .. "curl -sS -w ' %%{http_code}\\n' http://quiet.test:%d/"):format(dead, quiet.port),
+      { allow = { "dead.test", "quiet.test" }, response_timeout_ms = 500,
+        resolve = { ["dead.test"] = "127.0.0.1", ["quiet.test"] = "127.0.0.1" } })
+    local ms = H.now_ms() - t0
+    quiet.close()
+    assert.matches(("http dead.test:%d failed: ECONNREFUSED (127.0.0.1)\n 502"):format(dead),
+      r.output, 1, true)
+    assert.matches(("http quiet.test:%d failed: no response within 500 ms\n 504")
+      :format(quiet.port), r.output, 1, true)
+    assert.is_true(ms >= 500 and ms < 5000, ("took %.0f ms"):format(ms))
+    local f = r.sandbox.network.failed
+    assert.same({ "dead.test", "curl", true }, { f[1].host, f[1].comm, f[1].failed })
+    assert.equals("no response within 500 ms", f[2].reason)
+    assert.equals(("http dead.test:%d failed: ECONNREFUSED (127.0.0.1) (pid %d curl)")
+      :format(dead, f[1].pid), sandbox.describe(f[1]))
+  end)
+
+  it("answers 504 when a connect gets no answer within the connect timeout", function()
+    local addr, clean = black_hole()
+    if not addr then
+      pending("skipped: " .. clean)
+      return
+    end
+    local t0 = H.now_ms()
+    local r = run("curl -sS -w ' %{http_code}\\n' https://hole.test/",
+      { allow = { "hole.test" }, connect_timeout_ms = 300, resolve = { ["hole.test"] = addr } })
+    local ms = H.now_ms() - t0
+    clean()
+    assert.matches("CONNECT tunnel failed, response 504", r.output, 1, true)
+    assert.is_true(ms >= 300 and ms < 2500, ("took %.0f ms"):format(ms))
+    local f = r.sandbox.network.failed[1]
+    assert.same({ "connect", "hole.test", 443, "timed out after 300 ms", "curl" },
+      { f.op, f.host, f.port, f.reason, f.comm })
+  end)
+
+  it("shows the refusal in the agent engine's text", function()
+    local e = exec.new({ deterministic = true, login = false, sandbox = { mode = "read-only",
+      network = { allow = { "registry.test" }, resolve = names() } } })
+    local r = assert(e:exec_command({ cmd = ("curl -sS http://evil.test:%d/x"):format(srv.port),
+      workdir = "/" }))
+    e:shutdown()
+    assert.matches(("\nSandbox denied: http evil.test:%d refused: not in network.allow "
+      .. "%%(pid %%d+ curl%%)\n"):format(srv.port), exec.format(r))
+    assert.equals(0, srv.conns)
+  end)
+
+  it("rejects a bad network policy with an error naming the entry, and spawns nothing", function()
+    local cases = {
+      { { allow = {} }, "'network.allow' is empty" },
+      { { deny = { "x.test" } }, "'network.allow' is required" },
+      { { allow = { "a.test" }, alow = { "b" } }, "unknown key 'network.alow'" },
+      { { allow = { "a.test", 7 } }, "network.allow%[2%] must be a string, got number" },
+      { { allow = { "a.test:0" } }, "network.allow%[1%]: bad port \"0\" in \"a.test:0\"" },
+      { { allow = { "a.test:http" } }, "network.allow%[1%]: bad port \"http\"" },
+      { { allow = { "a.test", "a.test:70000" } }, "network.allow%[2%]: bad port \"70000\"" },
+      { { allow = { "a*.test" } }, "network.allow%[1%]: a wildcard must be the whole first label" },
+      { { allow = { "bad name.test" } }, "network.allow%[1%]: bad name \"bad name.test\"" },
+      { { allow = { "[::1" } }, "network.allow%[1%]" },
+      { { allow = "a.test" }, "'network.allow' must be a list of host names, got string" },
+      { { allow = { x = "a.test" } },
+        "'network.allow' must be a list of host names, got the key x" },
+      { { allow = { "a.test" }, deny = {} }, "'network.deny' is empty" },
+      { { allow = { "a.test" }, resolve = { ["a.test"] = "localhost" } },
+        "network.resolve%[\"a.test\"%] must be an IP address, got \"localhost\"" },
+      { { allow = { "a.test" }, connect_timeout_ms = 0 }, "'network.connect_timeout_ms' must be" },
+    }
+    for _, c in ipairs(cases) do
+      local ok, err = pcall(luxec.spawn, { "true" },
+        { sandbox = { mode = "read-only", network = c[1] } })
+      assert.is_false(ok)
+      assert.matches("bad sandbox policy: " .. c[2], err)
+    end
+    assert.same({}, H.children())
+  end)
+end)
+
+-- The same allowed/refused pair with the luxec host itself unprivileged (its namespaces come
+-- through a user namespace).
+describe("network by name as an unprivileged user", function()
+  local ok_sb, why_sb = H.sandbox_usable()
+  local skip = not ok_sb and why_sb or not curl and "curl is not installed"
+    or math.tointeger(uv.getuid()) ~= 0 and "not root: the suite already runs unprivileged"
+    or not have("setpriv") and "setpriv (util-linux) is not installed"
+  if skip then
+    it("runs where it can drop privileges", function() pending("skipped: " .. skip) end)
+    return
+  end
+  it("reaches the allowed name and records the refused one", function()
+    local srv = http_server()
+    local code = ([[
+      local luxec, json = require("luxec"), require("luxec.json")
+      local r = luxec.run({"sh", "-c", "curl -sS http://registry.test:%d/ok; "
+        .. "curl -sS http://evil.test:%d/no"}, {cwd = "/", timeout = 20,
+        env = {PATH = %q, HOME = "/tmp"}, sandbox = {mode = "read-only", network = {
+        allow = {"registry.test"}, resolve = {["registry.test"] = "127.0.0.1",
+        ["evil.test"] = "127.0.0.1"}}}})
+      local n = r.sandbox.network
+      io.write(json.encode({output = r.output, allowed = n.allowed, refused = n.refused,
+        userns = r.sandbox.layers.userns}), "\n")
+    ]]):format(srv.port, srv.port, PATH)
+    local out, done = {}, false
+    local stdout = uv.new_pipe()
+    local proc = uv.spawn("setpriv", { args = { "--reuid=" .. NOBODY, "--regid=" .. NOBODY,
+      "--clear-groups", H.luxec, "-e", code }, stdio = { nil, stdout, 2 },
+      env = { "PATH=" .. PATH, "HOME=/tmp" } }, function() done = true end)
+    assert(proc)
+    stdout:read_start(function(_, d) if d then out[#out + 1] = d end end)
+    H.wait_for(function() return done end, 30000, "the unprivileged host")
+    stdout:close()
+    proc:close()
+    srv.close()
+    local res = json.decode(table.concat(out))
+    assert.is_true(res.userns)
+    assert.equals(("hello from registry.test:%d\nluxec sandbox: http evil.test:%d refused: "
+      .. "not in network.allow\n"):format(srv.port, srv.port), res.output)
+    assert.same({ ["registry.test"] = 1 }, res.allowed)
+    assert.same({ "evil.test", "curl" }, { res.refused[1].host, res.refused[1].comm })
+    assert.equals(1, srv.conns)
+  end)
+end)
