@@ -365,6 +365,23 @@ describe("network by name", function()
   end)
 end)
 
+describe("network by name in luxec mcp's config", function()
+  local config = require("luxec.mcp.config")
+  it("is checked when the config is, with the entry named; and said in the instructions",
+    function()
+    local cfg, err = config.check({ sandbox = { mode = "read-only",
+      network = { allow = { "a.test", 5 } } } })
+    assert.is_nil(cfg)
+    assert.equals("config: sandbox: network.allow[2] must be a string, got number", err)
+    cfg = assert(config.check({ sandbox = { mode = "read-only",
+      network = { allow = { "registry.npmjs.org", "*.pythonhosted.org" } } } }))
+    assert.matches("the network reaches only the hosts named (registry.npmjs.org, "
+      .. "*.pythonhosted.org) through a proxy", config.instructions(cfg), 1, true)
+    assert.matches("-- sandbox: read-only, network by name: registry.npmjs.org, "
+      .. "*.pythonhosted.org;", config.describe(cfg), 1, true)
+  end)
+end)
+
 -- The same allowed/refused pair with the luxec host itself unprivileged (its namespaces come
 -- through a user namespace).
 describe("network by name as an unprivileged user", function()
