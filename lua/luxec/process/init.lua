@@ -175,7 +175,9 @@ local function start(argv, spec)
   end
   self._core = h
   self._sbx = spec.sandbox
-  self._proxy = spec.sandbox and spec.sandbox.net and sandbox.start_proxy(h, spec.sandbox)
+  if spec.sandbox and spec.sandbox.net then
+    self._proxy, self._proxy_guard = sandbox.start_proxy(h, spec.sandbox)
+  end
   self.pid = pid
   self._streams = (copts.tty or copts.stderr == "merge") and 1 or 2
   if copts.tty then self._size = { spec.rows, spec.cols } end

@@ -233,9 +233,11 @@ end
 
 --- Serve the proxy of a session whose network goes by name (luxec.sandbox.proxy), on the
 --- listener the core made in its network namespace. The proxy holds the session's handle
---- weakly: a session dropped without a close lets its proxy close at its next connection.
+--- weakly; the second value, a guard the session keeps, closes the proxy when it is collected
+--- (a session dropped without a close).
 ---@param h userdata  the core's handle
 ---@param spec table  from resolve
+---@return luxec.Proxy, table
 function M.start_proxy(h, spec)
   local server = assert(h:sandbox_proxy(), "the session has no proxy listener")
   local weak = setmetatable({ h = h }, { __mode = "v" })
@@ -246,7 +248,7 @@ function M.start_proxy(h, spec)
     local ok, pid, comm = pcall(hh.sandbox_peer, hh, port)
     if ok then return pid, comm end
   end)
-  return p
+  return p, setmetatable({}, { __gc = function() pcall(p.close, p) end })
 end
 
 --- The network of a policy or a report in a few words: "deny", "allow", or "by name:
