@@ -118,7 +118,7 @@ end
 
 local function run(script, net, opts)
   opts = opts or {}
-  return luxec.run({ "sh", "-c", script }, { timeout = opts.timeout or 20, cwd = "/",
+  return luxec.run({ "sh", "-c", script }, { timeout = opts.timeout or 20, cwd = opts.cwd or "/",
     env = { PATH = PATH, HOME = "/tmp" },
     sandbox = { mode = opts.mode or "read-only", network = net } })
 end
@@ -311,6 +311,70 @@ describe("network by name", function()
     assert.matches(("\nSandbox denied: http evil.test:%d refused: not in network.allow "
       .. "%%(pid %%d+ curl%%)\n"):format(srv.port), exec.format(r))
     assert.equals(0, srv.conns)
+  end)
+
+  it("reaches an allowed name over HTTPS through a CONNECT tunnel (curl, urllib, git clone), "
+    .. "with a test CA", function()
+    if not have("openssl") or not have("git") then
+      pending("skipped: openssl or git is not installed")
+      return
+    end
+    local dir = H.tmpdir()
+    local setup = table.concat({
+      "set -e", "cd " .. dir, "mkdir www",
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 "
+        .. "-keyout ca.key -out ca.pem -subj /CN=luxec-test-ca 2>/dev/null",
+      "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout srv.key "
+        .. "-out srv.csr -subj /CN=registry.test 2>/dev/null",
+      "printf 'subjectAltName=DNS:registry.test\\n' > ext",
+      "openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 "
+        .. "-out srv.pem -extfile ext 2>/dev/null",
+      "echo 'tls hello' > www/hello.txt",
+      "git init -q work && cd work && echo pkg > README && git add README",
+      "git -c user.name=t -c user.email=t@t commit -qm one && cd ..",
+      "git clone -q --bare work www/repo.git && git -C www/repo.git update-server-info",
+    }, "\n")
+    local made = luxec.run({ "sh", "-c", setup }, { env = { PATH = PATH, HOME = dir } })
+    assert(made.code == 0, made.output)
+    H.write_file(dir .. "/server.py", table.concat({
+      "import http.server, ssl, sys, functools",
+      "class H(http.server.SimpleHTTPRequestHandler):",
+      "    def log_message(self, fmt, *a):",
+      "        sys.stdout.write('HIT %s\\n' % self.path); sys.stdout.flush()",
+      "h = functools.partial(H, directory=sys.argv[1] + '/www')",
+      "srv = http.server.HTTPServer(('127.0.0.1', 0), h)",
+      "ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)",
+      "ctx.load_cert_chain(sys.argv[1] + '/srv.pem', sys.argv[1] + '/srv.key')",
+      "srv.socket = ctx.wrap_socket(srv.socket, server_side=True)",
+      "print('PORT %d' % srv.server_address[1], flush=True)",
+      "srv.serve_forever()", "" }, "\n"))
+    local server = assert(luxec.spawn({ "python3", dir .. "/server.py", dir },
+      { env = { PATH = PATH } }))
+    local _, _, port_text = server:expect({ lua = "PORT (%d+)" }, { timeout = 10 })
+    local port = assert(tonumber(port_text), "the TLS server did not start")
+    local url = ("https://registry.test:%d"):format(port)
+    local r = run(table.concat({
+      ("curl -sS --cacert %s/ca.pem %s/hello.txt"):format(dir, url),
+      ("python3 -c 'import urllib.request, ssl, sys; c = ssl.create_default_context(cafile=sys."
+        .. "argv[1]); sys.stdout.write(urllib.request.urlopen(sys.argv[2], context=c).read()"
+        .. ".decode())' %s/ca.pem %s/hello.txt"):format(dir, url),
+      ("GIT_SSL_CAINFO=%s/ca.pem git clone -q %s/repo.git clone && cat clone/README")
+        :format(dir, url),
+      ("curl -sS --cacert %s/ca.pem https://evil.test:%d/hello.txt"):format(dir, port),
+    }, "; "), { allow = { "registry.test" }, resolve = names() },
+      { mode = "workspace-write", cwd = dir })
+    local hits = server:read()
+    server:terminate()
+    server:close()
+    H.rmtree(dir)
+    assert.matches("^tls hello\ntls hello\npkg\ncurl: %(56%) CONNECT tunnel failed, response 403",
+      r.output)
+    local n = 0
+    for _ in hits:gmatch("HIT /hello.txt") do n = n + 1 end
+    assert.equals(2, n, hits)
+    assert.matches("HIT /repo.git/info/refs", hits, 1, true)
+    assert.is_true(r.sandbox.network.allowed["registry.test"] >= 3)
+    assert.equals("connect", refused(r, "evil.test", port).op)
   end)
 
   it("runs the README's example as it says", function()
