@@ -18,9 +18,10 @@ local function have(tool)
 end
 
 -- An HTTP server on the host's loopback: every connection it accepts is counted, every
--- request head kept ({line =, host =}); it answers "hello from <Host>".
+-- request head kept ({line =, host =}); it answers a path of s.routes with its body, any
+-- other with "hello from <Host>".
 local function http_server()
-  local s = { conns = 0, hits = {}, clients = {} }
+  local s = { conns = 0, hits = {}, clients = {}, routes = {} } -- routes[path] = {type, body}
   s.tcp = uv.new_tcp()
   assert(s.tcp:bind("127.0.0.1", 0))
   s.tcp:listen(64, function()
@@ -36,9 +37,11 @@ local function http_server()
       local hit = { line = buf:match("^([^\r\n]*)"), host = buf:match("\r\n[Hh]ost: ([^\r\n]*)") }
       s.hits[#s.hits + 1] = hit
       buf = ""
-      local body = "hello from " .. tostring(hit.host) .. "\n"
-      c:write(("HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s")
-        :format(#body, body), function()
+      local route = s.routes[hit.line:match("^%u+ (%S+)") or ""]
+      local body = route and route[2] or "hello from " .. tostring(hit.host) .. "\n"
+      c:write(("HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n"
+        .. "Connection: close\r\n\r\n%s"):format(route and route[1] or "text/plain", #body, body),
+        function()
         if c:is_closing() then return end
         c:shutdown(function() if not c:is_closing() then c:close() end end)
       end)
@@ -311,6 +314,48 @@ describe("network by name", function()
     assert.matches(("\nSandbox denied: http evil.test:%d refused: not in network.allow "
       .. "%%(pid %%d+ curl%%)\n"):format(srv.port), exec.format(r))
     assert.equals(0, srv.conns)
+  end)
+
+  it("lets npm and pip use a local registry by name", function()
+    local npm = have("npm")
+    if not npm then
+      pending("skipped: npm is not installed")
+      return
+    end
+    local dir = H.tmpdir()
+    local base = ("http://registry.test:%d"):format(srv.port)
+    -- a wheel pip accepts: the package's metadata, and nothing else
+    local made = luxec.run({ "python3", "-c", table.concat({
+      "import zipfile, sys",
+      "z = zipfile.ZipFile(sys.argv[1], 'w')",
+      "d = 'luxec_demo-1.0.0.dist-info/'",
+      "z.writestr(d + 'METADATA', 'Metadata-Version: 2.1\\nName: luxec-demo\\nVersion: 1.0.0\\n')",
+      "z.writestr(d + 'WHEEL', 'Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\n"
+        .. "Tag: py3-none-any\\n')",
+      "z.writestr(d + 'RECORD', '')", "z.writestr('luxec_demo/__init__.py', '')", "z.close()",
+    }, "\n"), dir .. "/w.whl" }, { env = { PATH = PATH } })
+    assert(made.code == 0, made.output)
+    local whl = "luxec_demo-1.0.0-py3-none-any.whl"
+    srv.routes["/luxec-demo"] = { "application/json", json.encode({ name = "luxec-demo",
+      ["dist-tags"] = { latest = "1.0.0" }, versions = { ["1.0.0"] = { name = "luxec-demo",
+        version = "1.0.0", dist = { tarball = base .. "/luxec-demo-1.0.0.tgz" } } } }) }
+    srv.routes["/simple/luxec-demo/"] = { "text/html",
+      ('<html><body><a href="/files/%s">%s</a></body></html>'):format(whl, whl) }
+    srv.routes["/files/" .. whl] = { "application/octet-stream", H.read_file(dir .. "/w.whl") }
+    local r = luxec.run({ "sh", "-c", table.concat({
+      ("npm view luxec-demo version --registry %s/"):format(base),
+      ("python3 -m pip download -q --no-deps --no-cache-dir --trusted-host registry.test "
+        .. "--index-url %s/simple/ -d dl "
+        .. "luxec-demo && ls dl"):format(base) }, "; ") },
+      { timeout = 60, cwd = dir, env = { PATH = PATH, HOME = dir,
+        npm_config_update_notifier = "false", PIP_DISABLE_PIP_VERSION_CHECK = "1" },
+        sandbox = { mode = "workspace-write",
+          network = { allow = { "registry.test" }, resolve = names() } } })
+    H.rmtree(dir)
+    assert.equals("1.0.0\n" .. whl .. "\n", r.output)
+    local paths = {}
+    for _, h in ipairs(srv.hits) do paths[#paths + 1] = h.line:match("^%u+ (%S+)") end
+    assert.same({ "/luxec-demo", "/simple/luxec-demo/", "/files/" .. whl }, paths)
   end)
 
   it("reaches an allowed name over HTTPS through a CONNECT tunnel (curl, urllib, git clone), "
