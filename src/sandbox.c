@@ -112,7 +112,8 @@ static int build_ruleset(const sandbox_spec *s, int abi, char *err, size_t errle
   /* never MAKE_CHAR or MAKE_BLOCK: a device node made in a root would bypass everything */
   uint64_t root_access = all & ~(LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK);
   if (attr.handled_access_net && s->proxy_port > 0) { /* network by name: the proxy only */
-    struct { uint64_t allowed_access, port; } np = {ACCESS_NET_CONNECT_TCP, (uint64_t)s->proxy_port};
+    struct { uint64_t allowed_access, port; } np = {ACCESS_NET_CONNECT_TCP,
+                                                     (uint64_t)s->proxy_port};
     if (syscall(SYS_landlock_add_rule, rs, 2 /* LANDLOCK_RULE_NET_PORT */, &np, 0) < 0) {
       snprintf(err, errlen, "landlock: rule for the proxy's port: %s", strerror(errno));
       close(rs);
