@@ -491,6 +491,43 @@ describe("network by name in luxec mcp's config", function()
   end)
 end)
 
+describe("network by name through luxec mcp's on_command hook", function()
+  if not usable or not curl then
+    it("runs where the sandbox and curl are", function()
+      pending("skipped: " .. (why or "curl is not installed"))
+    end)
+    return
+  end
+  it("runs a call under the hook's policy; the result names the refusal", function()
+    local mcp, config = require("luxec.mcp"), require("luxec.mcp.config")
+    local srv = http_server()
+    local cfg = assert(config.check({ login = false, cwd = "/", output = { log = false },
+      server = { log = "off" }, exec = { deterministic = true },
+      sandbox = { mode = "read-only" }, env = { set = { PATH = PATH } },
+      on_command = function()
+        return { sandbox = { mode = "read-only", network = { allow = { "registry.test" },
+          resolve = { ["registry.test"] = "127.0.0.1", ["evil.test"] = "127.0.0.1" } } } }
+      end }))
+    local server = mcp.new(cfg)
+    local sent = {}
+    server.out = { write = function(_, text) sent[#sent + 1] = json.decode(text) end,
+      drained = function() return true end, close = function() end }
+    server:handle_line(json.encode({ jsonrpc = "2.0", id = 1, method = "tools/call",
+      params = { name = "exec_command", arguments = { cmd = ("curl -sS http://registry.test:%d/"
+        .. "; curl -sS http://evil.test:%d/"):format(srv.port, srv.port) } } }))
+    H.wait_for(function() return sent[1] ~= nil end, 20000, "the call's answer")
+    server.engine:shutdown()
+    srv.close()
+    local res = sent[1].result.structuredContent
+    assert.matches(("hello from registry.test:%d\n"):format(srv.port), res.output, 1, true)
+    assert.same({ true, false, "by name: registry.test" },
+      { res.sandbox.denied, res.sandbox.guess, res.sandbox.network })
+    assert.matches(("^http evil.test:%d refused: not in network.allow %%(pid %%d+ curl%%)$")
+      :format(srv.port), res.sandbox.reason)
+    assert.equals(1, srv.conns)
+  end)
+end)
+
 -- The same allowed/refused pair with the luxec host itself unprivileged (its namespaces come
 -- through a user namespace).
 describe("network by name as an unprivileged user", function()
