@@ -267,6 +267,7 @@ describe("network by name", function()
 
   it("answers a dead upstream 502 at once, and one that never answers 504", function()
     local quiet = silent_server()
+    finally(function() if not quiet.tcp:is_closing() then quiet.close() end end)
     local dead = dead_port()
     local t0 = H.now_ms()
     local r = run(("curl -sS -w ' %%{http_code}\\n' http://dead.test:%d/; "
@@ -274,7 +275,6 @@ describe("network by name", function()
       { allow = { "dead.test", "quiet.test" }, response_timeout_ms = 500,
         resolve = { ["dead.test"] = "127.0.0.1", ["quiet.test"] = "127.0.0.1" } })
     local ms = H.now_ms() - t0
-    quiet.close()
     assert.matches(("http dead.test:%d failed: ECONNREFUSED (127.0.0.1)\n 502"):format(dead),
       r.output, 1, true)
     assert.matches(("http quiet.test:%d failed: no response within 500 ms\n 504")
@@ -293,11 +293,11 @@ describe("network by name", function()
       pending("skipped: " .. clean)
       return
     end
+    finally(clean) -- (whatever fails below)
     local t0 = H.now_ms()
     local r = run("curl -sS -w ' %{http_code}\\n' https://hole.test/",
       { allow = { "hole.test" }, connect_timeout_ms = 300, resolve = { ["hole.test"] = addr } })
     local ms = H.now_ms() - t0
-    clean()
     assert.matches("CONNECT tunnel failed, response 504", r.output, 1, true)
     assert.is_true(ms >= 300 and ms < 2500, ("took %.0f ms"):format(ms))
     local f = r.sandbox.network.failed[1]
@@ -395,6 +395,7 @@ describe("network by name", function()
       "srv.serve_forever()", "" }, "\n"))
     local server = assert(luxec.spawn({ "python3", dir .. "/server.py", dir },
       { env = { PATH = PATH } }))
+    finally(function() server:close() end) -- (idempotent; kills it if a check below fails)
     local _, _, port_text = server:expect({ lua = "PORT (%d+)" }, { timeout = 10 })
     local port = assert(tonumber(port_text), "the TLS server did not start")
     local url = ("https://registry.test:%d"):format(port)
