@@ -35,9 +35,13 @@ end
 -- Wait until the shell has printed "ready" and every escapee's pid (the double fork's
 -- grandchild prints from the background, maybe after "ready"); fails naming what is missing.
 local function wait_escapees(p)
-  local _, pids = H.wait_output(p, function(text)
+  local ok, _, pids = pcall(H.wait_output, p, function(text)
     return text:find("ready", 1, true) and escapee_pids(text)
   end, 5000, "ready and the pids of " .. table.concat(KINDS, ", "))
+  if not ok then
+    p:close() -- the failure is this test's only
+    error(_, 2)
+  end
   return pids
 end
 
