@@ -87,10 +87,11 @@ return function(server)
   end
 
   M["process/read"] = function(_, p)
-    local s = server:session(proto.string(p, "processId", true))
+    local id = proto.string(p, "processId", true)
     local after = proto.integer(p, "afterSeq", 0) or 0
     local max = proto.integer(p, "maxBytes", 1) or math.maxinteger
     local wait = proto.integer(p, "waitMs", 0, 24 * 3600 * 1000) or 0
+    local s = server:session(id)
     local function ready()
       local chunks = server:chunks_after(s, after, max)
       return #chunks > 0 or s.closed or (s.exited and after < s.next_seq - 1)
@@ -102,8 +103,9 @@ return function(server)
   end
 
   M["process/write"] = function(_, p)
-    local s = server:session(proto.string(p, "processId", true))
+    local id = proto.string(p, "processId", true)
     local data = proto.bytes(p, "chunk")
+    local s = server:session(id)
     if not s.pipe_stdin then
       fail(INVALID_REQUEST, "process %s takes no input: it has no terminal and was started "
         .. "without pipeStdin", s.id)

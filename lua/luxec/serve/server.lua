@@ -270,7 +270,7 @@ function Server:wait_session(s, pred, ms)
 end
 
 --- The chunks of `s` after sequence number `after`, within `max_bytes` (at least one).
-function Server:chunks_after(s, after, max_bytes)
+function Server.chunks_after(_, s, after, max_bytes)
   local out, bytes, next_seq = json.array(), 0, s.next_seq
   for i = s.first, #s.chunks do
     local c = s.chunks[i]
