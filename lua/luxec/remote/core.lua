@@ -1,0 +1,226 @@
+--- luxec.remote.core: the handle behind a remote session — the same methods as the native
+--- handle (read by cursor, status, write, signal, resize, snapshot, ...), so that the one
+--- Process class (luxec.process) drives it. Output comes from the server's notifications,
+--- applied in sequence order; a gap (notifications the server held back from a slow client,
+--- or a client that attached late) is filled with process/read. The bytes are kept here up to
+--- `keep` per stream (the oldest are dropped, and a read says how many).
+local base64 = require("luxec.serve.base64")
+local sched = require("luxec.sched")
+
+local M = {}
+
+local Core = {}
+Core.__index = Core
+
+M.KEEP = 4 * 1024 * 1024
+
+function M.new(conn, id, info)
+  local self = setmetatable({ conn = conn, id = id, tty = info.tty, pid = info.pid,
+    streams = info.tty and 1 or info.streams, seen = 0, bufs = {}, exited = false,
+    closed = false, keep = info.keep or M.KEEP }, Core)
+  for s = 1, 2 do self.bufs[s] = { data = "", base = 0 } end
+  return self
+end
+
+local STREAM = { pty = 1, stdout = 1, stderr = 2 }
+
+function Core:_append(stream, data)
+  local b = self.bufs[stream]
+  b.data = b.data .. data
+  if #b.data > 2 * self.keep then
+    local cut = #b.data - self.keep
+    b.base = b.base + cut
+    b.data = b.data:sub(cut + 1)
+  end
+  if self.proc then self.proc:_event("output", stream, #data) end
+end
+
+-- Whether every output chunk before the exit has been applied: then the session ends.
+function Core:_maybe_finish()
+  if not (self.exit_seq and self.closed and self.seen >= self.exit_seq - 1) then return end
+  if self.finished then return end
+  self.finished = true
+  if self.proc then
+    for s = 1, self.streams do self.proc:_event("eof", s) end
+    self.proc:_event("exit")
+  end
+end
+
+--- A chunk from a notification or a read: applied if it is the next one; a later one starts
+--- filling the gap.
+function Core:_chunk(seq, stream, b64)
+  if seq <= self.seen then return end
+  if seq ~= self.seen + 1 and not self.filling then
+    return self:_fill()
+  end
+  if seq ~= self.seen + 1 and self.filling then return end
+  self.seen = seq
+  self:_append(STREAM[stream] or 1, base64.decode(b64) or "")
+  self:_maybe_finish()
+end
+
+function Core:_exited(params)
+  self.exited = true
+  self.exit_seq = params.seq
+  local x = params.luxec or {}
+  self.code = x.code or (not x.signal and params.exitCode) or nil
+  self.signal_name = x.signal
+  self.killed_by = x.killedBy
+  if self.seen < params.seq - 1 then self:_fill() end
+  self:_maybe_finish()
+end
+
+function Core:_closed()
+  self.closed = true
+  self:_maybe_finish()
+end
+
+--- The connection is gone: the session ends here (a daemon keeps it running there).
+function Core:_lost(why)
+  if self.finished then return end
+  self.exited, self.closed, self.lost = true, true, why
+  self.exit_seq = self.seen + 1
+  self:_maybe_finish()
+end
+
+function Core:_fill()
+  if self.filling then return end
+  self.filling = true
+  sched.go(function()
+    while not self.conn.lost do
+      local r = self.conn:call("process/read", { processId = self.id, afterSeq = self.seen })
+      if not r then break end
+      for _, c in ipairs(r.chunks) do
+        if c.seq > self.seen then
+          self.seen = c.seq - 1 -- (what the server no longer held is gone)
+          self.filling = false
+          self:_chunk(c.seq, c.stream, c.chunk)
+          self.filling = true
+        end
+      end
+      if #r.chunks == 0 or (self.exit_seq and self.seen >= self.exit_seq - 1) then break end
+    end
+    self.filling = false
+    if self.exit_seq and self.seen < self.exit_seq - 1 then self.seen = self.exit_seq - 1 end
+    self:_maybe_finish()
+  end)
+end
+
+-- The native handle's methods ------------------------------------------------------------------
+
+function Core:read(stream, cursor)
+  local b = self.bufs[stream]
+  local total = b.base + #b.data
+  if cursor >= total then return "", total, 0, 0 end
+  if cursor < b.base then return b.data, total, b.base - cursor, 0 end
+  return b.data:sub(cursor - b.base + 1), total, 0, 0
+end
+
+function Core:status()
+  return { pid = self.pid, running = not self.exited, exited = self.exited, code = self.code,
+    signal_name = self.signal_name, killed_by = self.killed_by or (self.lost and "connection")
+      or nil, eof = self.closed, tty = self.tty, cgroup = false, connection_lost = self.lost }
+end
+
+function Core.sandbox_report() return nil end
+
+function Core.holders() return nil end
+
+function Core:ref(on)
+  if self.reffed ~= on then
+    self.reffed = on
+    self.conn:hold(on and 1 or -1)
+  end
+end
+
+function Core.want_output() end
+
+function Core:input_unread()
+  local r, err = self.conn:call("process/inputState", { processId = self.id })
+  if not r then error(err, 0) end
+  self._input = r
+  return r.unread
+end
+
+function Core:input_state()
+  local r = self._input
+  self._input = nil
+  if not r then
+    if require("luv").loop_mode() or self.exited then return false end
+    local err
+    r, err = self.conn:call("process/inputState", { processId = self.id })
+    if not r then error(err, 0) end
+  end
+  return r.waiting, r.echoOff == true, r.canonical == true
+end
+
+function Core:write(data)
+  if self.exited then return nil, "EPIPE: the session ended", "EPIPE" end
+  if self.write_error then return nil, self.write_error, "EPIPE" end
+  self.conn:send_call("process/write", { processId = self.id, chunk = base64.encode(data) },
+    function(r, err)
+      if not r then self.write_error = err
+      elseif r.status ~= "accepted" then
+        self.write_error = "EPIPE: " .. ((r.luxec or {}).error or r.status)
+      end
+    end)
+  return #data
+end
+
+function Core:_rpc(method, params)
+  params.processId = self.id
+  local r, err = self.conn:call(method, params)
+  if not r then return nil, err, "EREMOTE" end
+  return r
+end
+
+function Core:close_stdin()
+  if not self:_rpc("process/closeStdin", {}) then return nil end
+  return true
+end
+
+function Core:signal(sig, target)
+  local r, err, code = self:_rpc("process/signal", { signal = sig, target = target })
+  if not r then return nil, err, code end
+  return true
+end
+
+function Core:resize(rows, cols)
+  local r, err, code = self:_rpc("process/resize", { rows = rows, cols = cols })
+  if not r then return nil, err, code end
+  return true
+end
+
+function Core:tty_char(name)
+  if self.tty and name == "eof" then return "\4" end
+  return nil
+end
+
+function Core:snapshot(stream)
+  local r, err = self:_rpc("process/snapshot", { stream = stream })
+  if not r then error(err, 0) end
+  return base64.decode(r.head), base64.decode(r.tail), r.dropped, r.total
+end
+
+function Core:read_range(stream, offset, length)
+  local r, err, code = self:_rpc("process/readRange", { stream = stream, offset = offset,
+    length = length })
+  if not r then return nil, err, code end
+  return base64.decode(r.chunk)
+end
+
+--- The session is closed here: the server ends it (a kill of its whole tree).
+function Core:close()
+  if self.conn.cores[self.id] == self then self.conn.cores[self.id] = nil end
+  self:ref(false)
+  if not self.exited and not self.conn.lost then
+    self.conn:send_call("process/terminate", { processId = self.id,
+      luxec = { signal = "KILL", grace_ms = 0 } }, function() end)
+  end
+end
+
+function Core:__tostring()
+  return ("luxec.remote.proc %s on %s"):format(self.id, self.conn.name)
+end
+
+return M
