@@ -123,15 +123,15 @@ function M.listen(srv, path)
       reader:feed(data)
     end)
   end)
+  local signals = {}
   sched.suspend(function(done)
     for _, name in ipairs({ "sigterm", "sigint", "sighup" }) do
       local s = uv.new_signal()
-      s:start(name, function()
-        s:close()
-        done()
-      end)
+      s:start(name, done)
+      signals[#signals + 1] = s
     end
   end)
+  for _, s in ipairs(signals) do s:close() end
   l:close()
   uv.fs_unlink(path)
   srv:shutdown()
