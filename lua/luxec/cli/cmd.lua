@@ -142,13 +142,17 @@ commands.serve = {
     { "--listen", arg = "unix:PATH", help = "serve clients on this unix socket (mode 0600)" },
     { "--sandbox", arg = "MODE", help = "run every process under this policy: read-only or "
       .. "workspace-write (the current directory; network denied); default full-access" },
+    { "--max-queued", arg = "BYTES", positive = true, help = "a client with more than BYTES "
+      .. "not yet written to it gets no output notifications until it catches up (it reads "
+      .. "the gap by sequence number); default 4194304" },
   },
   arguments = {},
 }
 
 --- luxec serve [--listen unix:PATH] [--sandbox MODE]: the exec-server (luxec.serve).
 function commands.serve.run(values)
-  return require("luxec.serve").main({ listen = values.listen, sandbox = values.sandbox })
+  return require("luxec.serve").main({ listen = values.listen, sandbox = values.sandbox,
+    max_queued = values.max_queued and math.floor(values.max_queued) })
 end
 
 commands.play = {

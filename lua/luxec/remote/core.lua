@@ -86,6 +86,7 @@ end
 function Core:_fill()
   if self.filling then return end
   self.filling = true
+  self.conn.fills = self.conn.fills + 1
   sched.go(function()
     while not self.conn.lost do
       local r = self.conn:call("process/read", { processId = self.id, afterSeq = self.seen })

@@ -94,33 +94,63 @@ end
 
 -- Transports ----------------------------------------------------------------------------------
 
+-- The command's stdio through luv pipes, read as it comes (never through a bounded buffer:
+-- the protocol's lines must arrive whole); its stderr is kept (the last 64 KiB) to quote.
 local function command_transport(conn, argv)
-  local p, err = process.spawn(argv, { stderr = "pipe", head = 0, tail = 65536 })
-  if not p then return nil, err end
+  local stdin, stdout, stderr = uv.new_pipe(false), uv.new_pipe(false), uv.new_pipe(false)
+  local args = table.move(argv, 2, #argv, 1, {})
+  local exited, errtext, open = false, "", 2
+  local function lost()
+    if not exited or open > 0 then return end
+    local e = errtext:gsub("%s+$", "")
+    conn:_lost(("connection to %s lost%s"):format(conn.name, e ~= "" and ": " .. e or ""))
+  end
+  local h, perr = uv.spawn(argv[1], { args = args, stdio = { stdin, stdout, stderr } },
+    function()
+      exited = true
+      lost()
+    end)
+  if not h then
+    for _, pipe in ipairs({ stdin, stdout, stderr }) do pipe:close() end
+    return nil, ("cannot start %s: %s"):format(argv[1], tostring(perr))
+  end
   local lines = stdio.lines({ max = 1 << 30, on_line = function(l) conn:_line(l) end,
     on_oversize = function() end, on_eof = function() end, on_error = function() end })
-  p:on("output", function(data, stream)
-    if stream == 1 then lines:feed(data) end
-  end, { hold = false })
-  p:on("exit", function()
-    local e = p:snapshot(2).tail:gsub("%s+$", "")
-    conn:_lost(("connection to %s lost%s"):format(conn.name, e ~= "" and ": " .. e or ""))
-  end, { hold = false })
-  local held = false
-  return {
-    write = function(text) p:write(text) end,
-    ref = function(on)
-      if on ~= held then
-        held = on
-        p:_hold(on and 1 or -1)
-        p:_watch(on and 1 or -1)
+  local function ended(pipe)
+    pipe:close()
+    open = open - 1
+    lost()
+  end
+  stdout:read_start(function(err, data)
+    if err or not data then return ended(stdout) end
+    lines:feed(data)
+  end)
+  stderr:read_start(function(err, data)
+    if err or not data then return ended(stderr) end
+    errtext = (errtext .. data):sub(-65536)
+  end)
+  local handles = { h, stdin, stdout, stderr }
+  local function ref(on)
+    for _, x in ipairs(handles) do
+      if not x:is_closing() then
+        if on then x:ref() else x:unref() end
       end
-    end,
+    end
+  end
+  ref(false)
+  return {
+    write = function(text) if not stdin:is_closing() then stdin:write(text) end end,
+    ref = ref,
     close = function()
-      if not p:closed() then
-        p:close_stdin()
-        if not p:wait({ timeout = 5 }) then p:terminate() end
-        p:close()
+      if not stdin:is_closing() then stdin:close() end
+      ref(true)
+      local deadline = uv.now() + 5000
+      while not exited and uv.now() < deadline do sched.sleep(5) end
+      if not exited then h:kill("sigkill") end
+      while not exited do sched.sleep(5) end
+      if not h:is_closing() then h:close() end
+      for _, x in ipairs({ stdout, stderr }) do
+        if not x:is_closing() then x:close() end
       end
     end,
   }
@@ -167,7 +197,8 @@ function M.connect(target)
   if type(target) ~= "table" or (target.command == nil) == (target.socket == nil) then
     error("bad argument #1 to 'connect' (a table with 'command' or 'socket' expected)", 2)
   end
-  local conn = setmetatable({ pending = {}, cores = {}, next_id = 0, holds = 0 }, Conn)
+  local conn = setmetatable({ pending = {}, cores = {}, next_id = 0, holds = 0, fills = 0 },
+    Conn)
   conn.name = target.name or target.socket
     or table.concat(target.command, " ")
   local t, err

@@ -58,7 +58,8 @@ local function wait_drained(w)
   while w.queued > 0 and uv.now() < deadline do sched.sleep(5) end
 end
 
---- Serve one client on stdin/stdout until stdin ends; then every session is ended.
+--- Serve one client on stdin/stdout until stdin ends (or SIGTERM, SIGINT, SIGHUP); then
+--- every session is ended.
 ---@param srv table  a luxec.serve.server
 function M.stdio(srv)
   local h = stdout_handle()
@@ -70,9 +71,17 @@ function M.stdio(srv)
       write = function(text) uv.fs_write(1, text, -1) end }
   end
   local conn = srv:connect(w.write, w.count)
-  sched.suspend(function(done)
-    stdio.reader(0, lines_for(conn, done))
+  local reader, signals = nil, {}
+  local why = sched.suspend(function(done)
+    reader = stdio.reader(0, lines_for(conn, done))
+    for _, name in ipairs({ "sigterm", "sigint", "sighup" }) do
+      local s = uv.new_signal()
+      s:start(name, function() done(name) end)
+      signals[#signals + 1] = s
+    end
   end)
+  for _, s in ipairs(signals) do s:close() end
+  if why then reader:close() end -- (a signal: stdin is left as it is)
   srv:shutdown()
   wait_drained(w)
   if h then h:close() end
@@ -139,7 +148,7 @@ function M.listen(srv, path)
 end
 
 --- `luxec serve` with its parsed options: listen ("unix:PATH" or nil for stdio), sandbox
---- (a mode or nil). Returns the exit status.
+--- (a mode or nil), max_queued (bytes). Returns the exit status.
 function M.main(opts)
   local policy
   if opts.sandbox and opts.sandbox ~= "full-access" then
@@ -150,7 +159,7 @@ function M.main(opts)
       return 1
     end
   end
-  local srv = server_mod.new({ sandbox = policy })
+  local srv = server_mod.new({ sandbox = policy, max_queued = opts.max_queued })
   if opts.listen then
     local path = opts.listen:match("^unix:(.+)$")
     if not path then
