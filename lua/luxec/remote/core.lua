@@ -48,15 +48,29 @@ end
 
 --- A chunk from a notification or a read: applied if it is the next one; a later one starts
 --- filling the gap.
-function Core:_chunk(seq, stream, b64)
+function Core:_chunk(seq, stream, b64, offset)
   if seq <= self.seen then return end
-  if seq ~= self.seen + 1 and not self.filling then
+  local b = self.bufs[STREAM[stream] or 1]
+  if (seq ~= self.seen + 1 or (offset and offset > b.base + #b.data)) and not self.filling then
     return self:_fill()
   end
   if seq ~= self.seen + 1 and self.filling then return end
   self.seen = seq
   self:_append(STREAM[stream] or 1, base64.decode(b64) or "")
   self:_maybe_finish()
+end
+
+-- (in the filling task) Bytes of a stream the server no longer holds as chunks, from what its
+-- session still has (its head and tail, or its log); what it has not is counted as dropped.
+function Core:_recover(stream, offset)
+  local b = self.bufs[stream]
+  local total = b.base + #b.data
+  if offset <= total then return end
+  local data = self:read_range(stream, total, offset - total)
+  if data and #data == offset - total then
+    return self:_append(stream, data)
+  end
+  b.base, b.data = offset, "" -- a read from before `offset` says how much was dropped
 end
 
 function Core:_exited(params)
@@ -93,7 +107,8 @@ function Core:_fill()
       if not r then break end
       for _, c in ipairs(r.chunks) do
         if c.seq > self.seen then
-          self.seen = c.seq - 1 -- (what the server no longer held is gone)
+          if c.offset then self:_recover(STREAM[c.stream] or 1, c.offset) end
+          self.seen = c.seq - 1
           self.filling = false
           self:_chunk(c.seq, c.stream, c.chunk)
           self.filling = true

@@ -57,7 +57,7 @@ function Conn:_line(line)
   local c = type(p) == "table" and self.cores[p.processId]
   if not c then return end
   if msg.method == "process/output" then
-    c:_chunk(p.seq, p.stream, p.chunk)
+    c:_chunk(p.seq, p.stream, p.chunk, p.luxec and p.luxec.offset)
   elseif msg.method == "process/exited" then
     c:_exited(p)
   elseif msg.method == "process/closed" then

@@ -86,7 +86,7 @@ return function(server)
     return result
   end
 
-  M["process/read"] = function(_, p)
+  M["process/read"] = function(conn, p)
     local id = proto.string(p, "processId", true)
     local after = proto.integer(p, "afterSeq", 0) or 0
     local max = proto.integer(p, "maxBytes", 1) or math.maxinteger
@@ -97,7 +97,7 @@ return function(server)
       return #chunks > 0 or s.closed or (s.exited and after < s.next_seq - 1)
     end
     server:wait_session(s, ready, wait)
-    local chunks, next_seq = server:chunks_after(s, after, max)
+    local chunks, next_seq = server:chunks_after(s, after, max, conn.extras)
     return { chunks = chunks, nextSeq = next_seq, exited = s.exited,
       exitCode = null_if_nil(s.exit_code), closed = s.closed, failure = json.null }
   end

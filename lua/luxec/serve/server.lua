@@ -193,16 +193,21 @@ end
 function Server:adopt(id, p, conn, info)
   local s = {
     id = id, p = p, argv = info.argv, tty = info.tty, pipe_stdin = info.pipe_stdin,
-    subs = {}, chunks = {}, first = 1, held = 0, next_seq = 1, waiters = {},
+    subs = {}, chunks = {}, first = 1, held = 0, next_seq = 1, waiters = {}, totals = { 0, 0 },
     exited = false, closed = false, started_ms = uv.now(),
   }
   s.subs[conn] = true
   self.sessions[id] = s
   local names = info.tty and { "pty", "pty" } or { "stdout", "stderr" }
-  p:on("output", function(data, stream)
+  -- The bytes are read with readers of the server's own, which say what the session's head
+  -- and tail buffer dropped between two reads (output faster than one turn of the loop):
+  -- the chunks on either side of a gap carry their true offsets, and a client reads the
+  -- bytes between from the session's log (process/readRange) when it has one.
+  local readers = { p:reader(1), info.tty and p:reader(1) or p:reader(2) }
+  local function add(stream, data, offset)
     local seq = s.next_seq
     s.next_seq = seq + 1
-    local chunk = { seq = seq, stream = names[stream], data = data }
+    local chunk = { seq = seq, stream = names[stream], data = data, offset = offset }
     s.chunks[#s.chunks + 1] = chunk
     s.held = s.held + #data
     while s.held > self.retain and s.first < #s.chunks do -- keep the newest chunk always
@@ -216,7 +221,17 @@ function Server:adopt(id, p, conn, info)
       s.first = 1
     end
     push(self, s, "process/output", { processId = id, seq = seq, stream = chunk.stream,
-      chunk = base64.encode(data) }, true)
+      chunk = base64.encode(data) }, true, { offset = offset })
+  end
+  p:on("output", function(_, stream)
+    local data, dropped, gap_at = readers[stream].read()
+    local at = s.totals[stream]
+    if dropped > 0 then
+      if gap_at > 0 then add(stream, data:sub(1, gap_at), at) end
+      data, at = data:sub(gap_at + 1), at + gap_at + dropped
+    end
+    if #data > 0 then add(stream, data, at) end
+    s.totals[stream] = at + #data
     wake(s)
   end)
   p:on("exit", function(st)
@@ -269,8 +284,9 @@ function Server:wait_session(s, pred, ms)
   timer:close()
 end
 
---- The chunks of `s` after sequence number `after`, within `max_bytes` (at least one).
-function Server.chunks_after(_, s, after, max_bytes)
+--- The chunks of `s` after sequence number `after`, within `max_bytes` (at least one);
+--- `offsets`: each with luxec's field offset (where in its stream it starts).
+function Server.chunks_after(_, s, after, max_bytes, offsets)
   local out, bytes, next_seq = json.array(), 0, s.next_seq
   for i = s.first, #s.chunks do
     local c = s.chunks[i]
@@ -280,7 +296,8 @@ function Server.chunks_after(_, s, after, max_bytes)
         break
       end
       bytes = bytes + #c.data
-      out[#out + 1] = { seq = c.seq, stream = c.stream, chunk = base64.encode(c.data) }
+      out[#out + 1] = { seq = c.seq, stream = c.stream, chunk = base64.encode(c.data),
+        offset = offsets and c.offset or nil }
       next_seq = c.seq + 1
       if bytes >= max_bytes then break end
     end
