@@ -169,3 +169,58 @@ describe("a client killed with SIGKILL", function()
     host:close()
   end)
 end)
+
+describe("the README's luxec.remote example", function()
+  after_each(H.assert_clean)
+
+  it("prints what the README says", function()
+    local readme = H.read_file(H.root .. "/README.md")
+    local block = readme:match("\n## Sessions elsewhere:.-```lua\n(.-)```")
+    assert(block, "the README has no Lua example under \"Sessions elsewhere\"")
+    local want = {}
+    for line in block:gmatch("%-%-> ([^\n]*)") do want[#want + 1] = line end
+    local dir = H.tmpdir()
+    H.write_file(dir .. "/example.lua", 'local luxec = require("luxec")\n' .. block)
+    local r = luxec.run({ H.luxec, dir .. "/example.lua" }, { cwd = dir, timeout = 30,
+      env = { PATH = H.build .. "/bin:" .. os.getenv("PATH"), HOME = dir } })
+    H.rmtree(dir)
+    local got = {}
+    for line in r.output:gmatch("([^\n]*)\n") do got[#got + 1] = line end
+    assert.same(want, got)
+    assert.equals(0, r.code)
+  end)
+end)
+
+describe("luxec serve --listen on a socket already there", function()
+  local dir
+  before_each(function() dir = H.tmpdir() end)
+  after_each(function()
+    H.rmtree(dir)
+    H.assert_clean()
+  end)
+
+  it("refuses a live server's socket and replaces a dead one's", function()
+    local sock = dir .. "/s.sock"
+    local first = assert(luxec.spawn({ H.luxec, "serve", "--listen", "unix:" .. sock }))
+    H.wait_for(function() return require("luv").fs_stat(sock) ~= nil end, 5000, "the socket")
+    local r = luxec.run({ H.luxec, "serve", "--listen", "unix:" .. sock }, { timeout = 10 })
+    assert.same({ 1, "luxec serve: " .. sock .. ": a server already listens there\n" },
+      { r.code, r.output })
+    first:signal("KILL") -- dies without removing its socket
+    first:wait({ timeout = 10 })
+    first:close()
+    assert.is_not_nil(require("luv").fs_stat(sock))
+    local second = assert(luxec.spawn({ H.luxec, "serve", "--listen", "unix:" .. sock }))
+    local host
+    H.wait_for(function()
+      host = remote.connect({ socket = sock })
+      return host ~= nil
+    end, 5000, "the new server")
+    local p = assert(host:spawn({ "echo", "ok" }))
+    p:expect("ok\n")
+    host:close()
+    second:signal("TERM")
+    assert.equals(0, second:wait({ timeout = 10 }).code)
+    second:close()
+  end)
+end)
