@@ -4,6 +4,10 @@ local H = require("helper")
 local luxec = require("luxec")
 local remote = require("luxec.remote")
 
+local function uv_kill(pid)
+  return require("luv").kill(pid, "sigkill") == 0
+end
+
 describe("luxec.remote over a command stream", function()
   local host
   before_each(function()
@@ -222,5 +226,47 @@ describe("luxec serve --listen on a socket already there", function()
     second:signal("TERM")
     assert.equals(0, second:wait({ timeout = 10 }).code)
     second:close()
+  end)
+end)
+
+describe("a remote session when the connection ends", function()
+  after_each(H.assert_clean)
+
+  it("runs commands to completion with host:run", function()
+    local host = assert(remote.connect({ command = { H.luxec, "serve" } }))
+    local r = assert(host:run({ "sh", "-c", "cat; echo err >&2; exit 5" },
+      { input = "in\n", stderr = "pipe" }))
+    assert.same({ 5, "in\n", "err\n", false }, { r.code, r.output, r.stderr, r.timed_out })
+    r = assert(host:run({ "sleep", "30" }, { timeout = 0.2 }))
+    assert.same({ true, "TERM" }, { r.timed_out, r.signal_name })
+    host:close()
+  end)
+
+  it("ends the remote tree when the client closes a command stream", function()
+    local host = assert(remote.connect({ command = { H.luxec, "serve" } }))
+    local p = assert(host:spawn({ "sh", "-c", "sleep 1000 & echo child $!; wait" }))
+    p:expect({ lua = "child (%d+)\n" })
+    local child = tonumber(p.captures[1])
+    assert.is_true(H.alive(p.pid) and H.alive(child))
+    host:close() -- the server reads EOF and ends every session it holds
+    H.wait_for(function() return not H.alive(p.pid) and not H.alive(child) end, 10000,
+      "the remote tree to end")
+    assert.is_true(p:finished())
+  end)
+
+  it("ends waits with the connection's loss when the server dies", function()
+    local host = assert(remote.connect({ command = { H.luxec, "serve" }, name = "box" }))
+    local p = assert(host:spawn({ "cat" }))
+    local server = tonumber(H.read_file(("/proc/%d/stat"):format(p.pid))
+      :match("^%d+ %b() %S+ (%d+)"))
+    assert(uv_kill(server))
+    local st = p:wait({ timeout = 10 })
+    assert.is_true(st.finished)
+    assert.matches("^connection to box lost", st.connection_lost)
+    local r, err = host:spawn({ "true" })
+    assert.is_nil(r)
+    assert.matches("^connection to box lost", err)
+    H.wait_for(function() return not H.alive(p.pid) end, 10000, "cat to see EOF and end")
+    host:close()
   end)
 end)

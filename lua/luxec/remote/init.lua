@@ -272,6 +272,50 @@ function Host:spawn(argv, opts)
   return p
 end
 
+--- Run a command to completion on the host, as luxec.run does locally: {code, signal_name,
+--- output, dropped, stderr (with stderr = "pipe"), timed_out, pid}, or nil and a message.
+--- opts: the spawn options, plus timeout (seconds) and input (written, then EOF).
+function Host:run(argv, opts)
+  if opts ~= nil and type(opts) ~= "table" then
+    error("bad argument #2 to 'run' (options must be a table, got " .. type(opts) .. ")", 2)
+  end
+  local sopts, timeout, input = {}, nil, nil
+  for k, v in pairs(opts or {}) do
+    if k == "timeout" then
+      local ok, ms = pcall(process.timeout_ms, "run", v)
+      if not ok then error(ms, 2) end
+      timeout = v
+    elseif k == "input" then
+      if type(v) ~= "string" then
+        error(("bad option 'input' to 'run' (string expected, got %s)"):format(type(v)), 2)
+      end
+      input = v
+    else
+      sopts[k] = v
+    end
+  end
+  if sopts.stdin == nil then sopts.stdin = input and "pipe" or "null" end
+  local ok, p, err = pcall(self.spawn, self, argv, sopts)
+  if not ok then error(p, 2) end
+  if not p then return nil, err end
+  if input then
+    p:write(input)
+    p:close_stdin()
+  end
+  local timed_out = false
+  if not p:wait({ timeout = timeout }) then
+    timed_out = true
+    p:terminate({ grace_ms = 0 })
+  end
+  local st = p:status()
+  local out, dropped = p:read(1)
+  local res = { code = st.code, signal_name = st.signal_name, output = out, dropped = dropped,
+    timed_out = timed_out, pid = st.pid, connection_lost = st.connection_lost }
+  if not st.tty and sopts.stderr == "pipe" then res.stderr = p:read(2) end
+  p:close()
+  return res
+end
+
 --- Attach to a session the server holds (started by an earlier client): its output from the
 --- start (as far as the server holds it), then live. Returns the Process, or nil, message.
 function Host:attach(id)
@@ -301,10 +345,10 @@ end
 --- Close the connection. Over a command (ssh ... luxec serve) the server then ends every
 --- session it holds; a server on a socket keeps them for the next client.
 function Host:close()
+  self.conn.transport.close() -- (what the server says while it goes is still taken in)
+  self.conn:_lost(("connection to %s closed"):format(self.name))
   for _, c in pairs(self.conn.cores) do c:ref(false) end
   self.conn.cores = {}
-  self.conn.transport.close()
-  self.conn:_lost(("connection to %s closed"):format(self.name))
 end
 
 return M
