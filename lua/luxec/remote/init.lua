@@ -139,6 +139,7 @@ local function command_transport(conn, argv)
   end
   ref(false)
   return {
+    pid = h:get_pid(),
     write = function(text) if not stdin:is_closing() then stdin:write(text) end end,
     ref = ref,
     close = function()
