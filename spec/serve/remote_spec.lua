@@ -270,3 +270,18 @@ describe("a remote session when the connection ends", function()
     host:close()
   end)
 end)
+
+describe("examples/remote_fanout.lua", function()
+  after_each(H.assert_clean)
+
+  it("prints a line per host, the bad host's failure on its own, and nothing else", function()
+    local r = H.run({ H.root .. "/examples/remote_fanout.lua" }, { timeout = 30000 })
+    assert.equals(table.concat({
+      "local-1    ok        0  Linux 42",
+      "local-2    ok        0  Linux 42",
+      "local-3    ok        0  Linux 42",
+      "build-9    failed    -  connection to build-9 lost: ssh: Could not resolve hostname "
+        .. "build-9: Name or service not known", "" }, "\n"), r.stdout)
+    assert.same({ 1, "" }, { r.code, r.stderr })
+  end)
+end)

@@ -32,7 +32,7 @@ function Core:_append(stream, data)
     b.base = b.base + cut
     b.data = b.data:sub(cut + 1)
   end
-  if self.proc then self.proc:_event("output", stream, #data) end
+  if self.proc and not self.proc:closed() then self.proc:_event("output", stream, #data) end
 end
 
 -- Whether every output chunk before the exit has been applied: then the session ends.
@@ -40,10 +40,11 @@ function Core:_maybe_finish()
   if not (self.exit_seq and self.closed and self.seen >= self.exit_seq - 1) then return end
   if self.finished then return end
   self.finished = true
-  if self.proc then
-    for s = 1, self.streams do self.proc:_event("eof", s) end
-    self.proc:_event("exit")
+  -- (each event may wake a task that closes the session before the next is told)
+  for s = 1, self.streams do
+    if self.proc and not self.proc:closed() then self.proc:_event("eof", s) end
   end
+  if self.proc and not self.proc:closed() then self.proc:_event("exit") end
 end
 
 --- A chunk from a notification or a read: applied if it is the next one; a later one starts
