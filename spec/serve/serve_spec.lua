@@ -212,5 +212,51 @@ describe("luxec serve (stdio)", function()
     assert.same({ -32600, "writeFile: " .. f .. " is not writable under the server's sandbox "
       .. "(read-only)" }, { code, msg })
     assert.equals("x\0y", H.read_file(f))
+    local usable, why = H.sandbox_usable()
+    if not usable then return pending(why) end
+    peer:call("process/start", { processId = "w", argv = { "sh", "-c",
+      "echo new > sub/b.txt" }, luxec = {} })
+    local ex = peer:note("process/exited", "w")
+    assert.equals(2, ex.params.exitCode) -- the shell could not open the file
+    assert.is_nil(H.read_file(dir .. "/sub/b.txt"))
+    local code2, msg2 = err_of(peer:call("process/start", { processId = "x",
+      argv = { "true" }, luxec = { sandbox = { mode = "full-access" } } }))
+    assert.same({ -32602, "invalid params: 'luxec.sandbox': this server confines every "
+      .. "process with its own policy (--sandbox read-only)" }, { code2, msg2 })
+    peer:close()
+    peer = P.start({ "--sandbox", "workspace-write" }, { cwd = dir })
+    peer:handshake()
+    assert.same({}, peer:call("fs/writeFile", { path = dir .. "/sub/c.txt",
+      dataBase64 = "" }).result)
+    code, msg = err_of(peer:call("fs/createDirectory", { path = "/var/luxec-serve-spec" }))
+    assert.same({ -32600, "createDirectory: /var/luxec-serve-spec is not writable under the "
+      .. "server's sandbox (workspace-write)" }, { code, msg })
+    peer:call("process/start", { processId = "w", argv = { "sh", "-c",
+      "echo new > sub/b.txt; echo x > /var/luxec-serve-spec" } })
+    assert.equals(2, peer:note("process/exited", "w").params.exitCode)
+    assert.equals("new\n", H.read_file(dir .. "/sub/b.txt"))
+    assert.is_nil(H.read_file("/var/luxec-serve-spec"))
+  end)
+end)
+
+describe("luxec serve's arguments", function()
+  after_each(H.assert_clean)
+
+  it("refuses bad ones with a message naming them", function()
+    local cases = {
+      { { "--listen", "tcp:1" }, 2, "luxec serve: --listen: unix:PATH expected, got 'tcp:1'\n" },
+      { { "--sandbox", "bogus" }, 1, "luxec serve: --sandbox: bad sandbox policy: unknown mode "
+        .. "\"bogus\" (\"full-access\", \"read-only\" or \"workspace-write\")\n" },
+      { { "--max-queued", "0" }, 2, "luxec serve: --max-queued needs a positive number, got "
+        .. "'0'\n" },
+    }
+    for _, c in ipairs(cases) do
+      local args = { "serve" }
+      for _, a in ipairs(c[1]) do args[#args + 1] = a end
+      local r = H.run(args, { timeout = 10000 })
+      assert.equals(c[2], r.code)
+      assert.equals(c[3], r.stderr:sub(1, #c[3]))
+      assert.equals("", r.stdout)
+    end
   end)
 end)
