@@ -1,6 +1,6 @@
 -- The same command on several hosts at once, one connection each, and a table of the
 -- results: each host's failure is reported on its own line, the others still run.
---   build/bin/luxec examples/remote_fanout.lua                  (three local stand-ins + a bad host)
+--   build/bin/luxec examples/remote_fanout.lua              (three local stand-ins, one bad host)
 --   build/bin/luxec examples/remote_fanout.lua build-1 build-2   (ssh -T HOST luxec serve)
 local luxec = require("luxec")
 local uv = require("luv")
