@@ -28,7 +28,7 @@ local function spawn_options(server, p)
     arg0 = proto.string(p, "arg0", false),
     stdin = (tty or proto.boolean(p, "pipeStdin", false)) and "pipe" or "null",
     head = ext.head,
-    tail = ext.tail, log = ext.log, grace_ms = ext.grace_ms,
+    tail = ext.tail or server.session_tail, log = ext.log, grace_ms = ext.grace_ms,
   }
   local env = proto.table(p, "env")
   if env then

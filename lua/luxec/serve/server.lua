@@ -21,6 +21,9 @@ M.defaults = {
   retain = 1024 * 1024, -- output bytes kept per session for process/read
   max_queued = 4 * 1024 * 1024, -- a connection's queue above which output is not pushed
   keep_finished = 64, -- finished sessions kept readable (the oldest are forgotten)
+  -- A session's tail unless the client names one: more than the core reads in one turn of
+  -- the loop (4 MiB), so that the server, which reads after each turn, drops nothing.
+  tail = 5 * 1024 * 1024,
 }
 
 local Server = {}
@@ -43,6 +46,7 @@ function M.new(opts)
     retain = opts.retain or M.defaults.retain,
     max_queued = opts.max_queued or M.defaults.max_queued,
     keep_finished = opts.keep_finished or M.defaults.keep_finished,
+    session_tail = opts.tail or M.defaults.tail,
   }, Server)
   self.methods = require("luxec.serve.methods")(self)
   for name, fn in pairs(require("luxec.serve.fs")(self)) do
