@@ -62,16 +62,22 @@ function Core:_chunk(seq, stream, b64, offset)
 end
 
 -- (in the filling task) Bytes of a stream the server no longer holds as chunks, from what its
--- session still has (its head and tail, or its log); what it has not is counted as dropped.
+-- session still has (its head and tail, or its log): no more than this buffer keeps (the
+-- rest would be dropped here at once; p:read says how many, p:read_range fetches them).
 function Core:_recover(stream, offset)
   local b = self.bufs[stream]
   local total = b.base + #b.data
   if offset <= total then return end
-  local data = self:read_range(stream, total, offset - total)
-  if data and #data == offset - total then
-    return self:_append(stream, data)
+  local want = math.min(offset - total, self.keep)
+  local from = offset - want
+  local data = self:read_range(stream, from, want)
+  if from > total or not (data and #data == want) then
+    b.base, b.data = offset, "" -- a read from before `offset` says how much was dropped
   end
-  b.base, b.data = offset, "" -- a read from before `offset` says how much was dropped
+  if data and #data == want then
+    b.base = from
+    self:_append(stream, data)
+  end
 end
 
 function Core:_exited(params)
