@@ -71,12 +71,11 @@ function Core:_recover(stream, offset)
   local want = math.min(offset - total, self.keep)
   local from = offset - want
   local data = self:read_range(stream, from, want)
-  if from > total or not (data and #data == want) then
-    b.base, b.data = offset, "" -- a read from before `offset` says how much was dropped
-  end
   if data and #data == want then
-    b.base = from
+    if from > total then b.base, b.data = from, "" end -- (what is before `from`: dropped)
     self:_append(stream, data)
+  else
+    b.base, b.data = offset, "" -- a read from before `offset` says how much was dropped
   end
 end
 
