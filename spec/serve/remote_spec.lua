@@ -45,6 +45,21 @@ describe("luxec.remote over a command stream", function()
     assert.equals("terminate", q:status().killed_by)
   end)
 
+  it("confines a session with luxec's sandbox and shows its evidence in the status", function()
+    local usable, why = H.sandbox_usable()
+    if not usable then return pending(why) end
+    local p = assert(host:spawn({ "sh", "-c", "echo hi > /etc/luxec-remote-spec" },
+      { sandbox = { mode = "read-only" } }))
+    local st = p:wait({ timeout = 10 })
+    assert.equals(2, st.code)
+    assert.equals("read-only", st.sandbox.mode)
+    local d = st.sandbox.denials[1]
+    assert.same({ "open", "/etc/luxec-remote-spec", "EROFS", p.pid },
+      { d.op, d.path, d.error, d.pid })
+    assert.is_nil(H.read_file("/etc/luxec-remote-spec"))
+    p:close()
+  end)
+
   it("says which host and quotes its stderr when the server cannot be reached", function()
     local h, err = remote.connect({ command = { "sh", "-c", "echo 'ssh: connect to host "
       .. "build-1 port 22: Connection refused' >&2; exit 255" }, name = "build-1" })

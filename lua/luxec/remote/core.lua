@@ -144,7 +144,17 @@ function Core:status()
       or nil, eof = self.closed, tty = self.tty, cgroup = false, connection_lost = self.lost }
 end
 
-function Core.sandbox_report() return nil end
+--- The session's sandbox report (layers, limits, denials with evidence), asked of the server;
+--- inside a loop callback, or once the connection is gone, the last one asked.
+function Core:sandbox_report()
+  if require("luv").loop_mode() or self.conn.lost or self.no_sandbox then return self._sandbox end
+  local st = self.conn:call("process/status", { processId = self.id })
+  if st then
+    self._sandbox = st.sandbox
+    self.no_sandbox = st.sandbox == nil
+  end
+  return self._sandbox
+end
 
 function Core.holders() return nil end
 
