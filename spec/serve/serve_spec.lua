@@ -76,6 +76,12 @@ describe("luxec serve (stdio)", function()
     assert.equals(cjson.null, r.id)
     assert.same({ -32601, "method not found: 'process/bogus'" },
       { err_of(peer:call("process/bogus", {})) })
+    for _, line in ipairs({ '[{"id":5,"method":"process/list"}]', '{"id":6}' }) do
+      peer:send(line)
+      r = peer:recv(function(m) return m.error and m.error.code == -32600 end, "an error")
+      assert.equals("invalid request: a message must be an object with a string 'method' "
+        .. "(a batch is not supported)", r.error.message)
+    end
   end)
 
   it("answers every bad request with the right code and a message naming the field", function()

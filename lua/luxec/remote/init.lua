@@ -190,6 +190,8 @@ end
 local Host = {}
 Host.__index = Host
 
+local serial = 0 -- (process ids: this process's pid and a serial, unique on a shared server)
+
 --- Connect to a server: target.command (an argv that runs `luxec serve`, e.g. over ssh) or
 --- target.socket (the path of a `luxec serve --listen unix:PATH`); target.name names it in
 --- errors. Returns the host, or nil and a message naming it (quoting the transport's stderr).
@@ -217,7 +219,7 @@ function M.connect(target)
     return nil, err
   end
   t.write('{"method":"initialized"}\n')
-  return setmetatable({ conn = conn, name = conn.name, serial = 0 }, Host)
+  return setmetatable({ conn = conn, name = conn.name }, Host)
 end
 
 local function adopt(host, id, info)
@@ -244,8 +246,8 @@ function Host:spawn(argv, opts)
   if opts.record or opts.cgroup == false then
     error("bad option to 'spawn' (record and cgroup are not carried to a remote host)", 2)
   end
-  self.serial = self.serial + 1
-  local id = ("%d.%d"):format(uv.os_getpid(), self.serial)
+  serial = serial + 1
+  local id = ("%d.%d"):format(uv.os_getpid(), serial)
   local tty = opts.tty
   local params = { processId = id, argv = json.array(argv), cwd = opts.cwd, arg0 = opts.arg0,
     tty = tty and true or false, pipeStdin = opts.stdin ~= "null",
@@ -262,8 +264,18 @@ function Host:spawn(argv, opts)
   local p, c = adopt(self, id, { tty = tty and true or false,
     streams = (not tty and opts.stderr == "pipe") and 2 or 1,
     rows = params.luxec.rows, cols = params.luxec.cols })
-  local r
-  r, err = self.conn:call("process/start", params)
+  local r, code
+  r, err, code = self.conn:call("process/start", params)
+  while not r and code == -32600 and err:find("already exists", 1, true) do
+    -- (a session left on a daemon by an earlier process with this pid)
+    self.conn.cores[id] = nil
+    serial = serial + 1
+    id = ("%d.%d"):format(uv.os_getpid(), serial)
+    params.processId = id
+    self.conn.cores[id] = c
+    c.id = id
+    r, err, code = self.conn:call("process/start", params)
+  end
   if not r then
     self.conn.cores[id] = nil
     return nil, err
@@ -322,13 +334,8 @@ end
 function Host:attach(id)
   local r, err = self.conn:call("process/attach", { processId = id })
   if not r then return nil, err end
-  local st = self.conn:call("process/status", { processId = id }) or {}
-  local stderr_apart = false
-  for _, c in ipairs((self.conn:call("process/read", { processId = id }) or {}).chunks or {}) do
-    if c.stream == "stderr" then stderr_apart = true end
-  end
-  local p, c = adopt(self, id, { tty = r.tty, pid = r.pid, streams = stderr_apart and 2 or 1,
-    rows = st.rows, cols = st.cols })
+  local p, c = adopt(self, id, { tty = r.tty, pid = r.pid, streams = r.streams,
+    rows = r.rows ~= json.null and r.rows or nil, cols = r.cols ~= json.null and r.cols or nil })
   p.id = id
   c:_fill()
   if r.exited then c:_exited({ seq = r.nextSeq - 1, exitCode = r.exitCode }) end

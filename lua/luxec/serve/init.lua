@@ -122,11 +122,10 @@ function M.listen(srv, path)
     if not pcall(l.accept, l, c) then return c:close() end
     local conn
     local w = stream_writer(c, function() if conn then conn:close() end end)
-    conn = srv:connect(w.write, w.count)
-    local reader = stdio.lines(lines_for(conn, function()
-      conn:close()
+    conn = srv:connect(w.write, w.count, function()
       if not c:is_closing() then c:close() end
-    end))
+    end)
+    local reader = stdio.lines(lines_for(conn, function() conn:close() end))
     c:read_start(function(rerr, data)
       if rerr or not data then return reader:finish() end
       reader:feed(data)

@@ -59,9 +59,11 @@ local function spawn_options(server, p)
 end
 
 local function status_result(s)
+  local rows, cols = s.p:size()
   return { processId = s.id, argv = json.array(s.argv), pid = s.p.pid, tty = s.tty,
     exited = s.exited, exitCode = null_if_nil(s.exit_code), closed = s.closed,
-    nextSeq = s.next_seq }
+    nextSeq = s.next_seq, streams = s.streams, rows = null_if_nil(rows),
+    cols = null_if_nil(cols) }
 end
 
 return function(server)
@@ -80,7 +82,7 @@ return function(server)
       fail(INVALID_REQUEST, "process %s already exists", id)
     end
     server:adopt(id, proc, conn, { argv = argv, tty = tty,
-      pipe_stdin = opts.stdin == "pipe" })
+      pipe_stdin = opts.stdin == "pipe", streams = opts.stderr == "pipe" and 2 or 1 })
     local result = { processId = id }
     if p.luxec then result.luxec = { pid = proc.pid } end
     return result

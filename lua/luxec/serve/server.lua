@@ -56,12 +56,14 @@ function M.new(opts)
 end
 
 --- A new connection: `write(text)` sends bytes to the client; `queued()` says how many
---- bytes are waiting to go out.
+--- bytes are waiting to go out; `hang_up()` (optional) closes the transport when the server
+--- ends the connection.
 ---@param write fun(text: string)
 ---@param queued fun(): integer
-function Server:connect(write, queued)
+---@param hang_up fun()|nil
+function Server:connect(write, queued, hang_up)
   local c = setmetatable({ server = self, _write = write, queued = queued, subs = {},
-    state = "new", open = true }, Conn)
+    state = "new", open = true, hang_up = hang_up }, Conn)
   self.conns[c] = true
   return c
 end
@@ -75,6 +77,7 @@ function Conn:close()
   if not self.open then return end
   self.open = false
   self.server.conns[self] = nil
+  if self.hang_up then self.hang_up() end
   for _, s in pairs(self.server.sessions) do
     s.subs[self] = nil
   end
@@ -93,7 +96,11 @@ function Conn:line(text)
   end
   local id = msg.id
   if id == json.null then id = nil end
-  if msg.method == nil then return end -- a response: the server asks nothing
+  if msg.method == nil then
+    if msg.result ~= nil or msg.error ~= nil then return end -- a response: the server asks nothing
+    return self:send(proto.error(id, proto.INVALID_REQUEST, "invalid request: a message must "
+      .. "be an object with a string 'method' (a batch is not supported)"))
+  end
   if id == nil then return self:notification(msg) end
   if type(id) ~= "string" and math.type(id) ~= "integer" then
     return self:send(proto.error(nil, proto.INVALID_REQUEST,
@@ -197,6 +204,7 @@ end
 function Server:adopt(id, p, conn, info)
   local s = {
     id = id, p = p, argv = info.argv, tty = info.tty, pipe_stdin = info.pipe_stdin,
+    streams = info.streams or 1,
     subs = {}, chunks = {}, first = 1, held = 0, next_seq = 1, waiters = {}, totals = { 0, 0 },
     exited = false, closed = false, started_ms = uv.now(),
   }
