@@ -18,20 +18,48 @@ function M.new(conn, id, info)
   local self = setmetatable({ conn = conn, id = id, tty = info.tty, pid = info.pid,
     streams = info.tty and 1 or info.streams, seen = 0, bufs = {}, exited = false,
     closed = false, keep = info.keep or M.KEEP }, Core)
-  for s = 1, 2 do self.bufs[s] = { data = "", base = 0 } end
+  for s = 1, 2 do self.bufs[s] = M.buffer() end
   return self
+end
+
+-- A stream's bytes as they arrived, in parts (an append copies nothing): `base` is the offset
+-- of the first part held, `total` the offset after the last.
+function M.buffer()
+  return { parts = {}, starts = {}, first = 1, base = 0, total = 0 }
+end
+
+local function buf_append(b, data, keep)
+  local n = #b.parts + 1
+  b.parts[n], b.starts[n] = data, b.total
+  b.total = b.total + #data
+  while b.total - b.base > 2 * keep and b.first < n do -- whole parts go, the newest stays
+    b.parts[b.first], b.starts[b.first] = nil, nil
+    b.first = b.first + 1
+    b.base = b.starts[b.first]
+  end
+end
+
+-- Forget everything held: the stream continues at `offset`.
+local function buf_reset(b, offset)
+  b.parts, b.starts, b.first, b.base, b.total = {}, {}, 1, offset, offset
+end
+
+-- What is held from `cursor` on: data, next cursor, dropped (before the data).
+local function buf_read(b, cursor)
+  if cursor >= b.total then return "", b.total, 0 end
+  local dropped = 0
+  if cursor < b.base then dropped, cursor = b.base - cursor, b.base end
+  local i = #b.parts
+  while i > b.first and b.starts[i] > cursor do i = i - 1 end
+  local data = table.concat(b.parts, "", i, #b.parts)
+  return data:sub(cursor - b.starts[i] + 1), b.total, dropped
 end
 
 local STREAM = { pty = 1, stdout = 1, stderr = 2 }
 
 function Core:_append(stream, data)
-  local b = self.bufs[stream]
-  b.data = b.data .. data
-  if #b.data > 2 * self.keep then
-    local cut = #b.data - self.keep
-    b.base = b.base + cut
-    b.data = b.data:sub(cut + 1)
-  end
+  if #data == 0 then return end
+  buf_append(self.bufs[stream], data, self.keep)
   if self.proc and not self.proc:closed() then self.proc:_event("output", stream, #data) end
 end
 
@@ -51,11 +79,10 @@ end
 --- filling the gap.
 function Core:_chunk(seq, stream, b64, offset)
   if seq <= self.seen then return end
-  local b = self.bufs[STREAM[stream] or 1]
-  if (seq ~= self.seen + 1 or (offset and offset > b.base + #b.data)) and not self.filling then
-    return self:_fill()
+  if seq ~= self.seen + 1 or (offset and offset > self.bufs[STREAM[stream] or 1].total) then
+    if not self.filling then self:_fill() end -- (a fill under way fetches it)
+    return
   end
-  if seq ~= self.seen + 1 and self.filling then return end
   self.seen = seq
   self:_append(STREAM[stream] or 1, base64.decode(b64) or "")
   self:_maybe_finish()
@@ -66,16 +93,16 @@ end
 -- rest would be dropped here at once; p:read says how many, p:read_range fetches them).
 function Core:_recover(stream, offset)
   local b = self.bufs[stream]
-  local total = b.base + #b.data
+  local total = b.total
   if offset <= total then return end
   local want = math.min(offset - total, self.keep)
   local from = offset - want
   local data = self:read_range(stream, from, want)
   if data and #data == want then
-    if from > total then b.base, b.data = from, "" end -- (what is before `from`: dropped)
+    if from > total then buf_reset(b, from) end -- (what is before `from`: dropped)
     self:_append(stream, data)
   else
-    b.base, b.data = offset, "" -- a read from before `offset` says how much was dropped
+    buf_reset(b, offset) -- a read from before `offset` says how much was dropped
   end
 end
 
@@ -131,11 +158,8 @@ end
 -- The native handle's methods ------------------------------------------------------------------
 
 function Core:read(stream, cursor)
-  local b = self.bufs[stream]
-  local total = b.base + #b.data
-  if cursor >= total then return "", total, 0, 0 end
-  if cursor < b.base then return b.data, total, b.base - cursor, 0 end
-  return b.data:sub(cursor - b.base + 1), total, 0, 0
+  local data, next_cursor, dropped = buf_read(self.bufs[stream], cursor)
+  return data, next_cursor, dropped, 0
 end
 
 function Core:status()
