@@ -5,6 +5,8 @@
 
 #include <stdio.h>
 
+void luxec_open_base64(lua_State *L); /* base64.c */
+
 /* core.report_error(msg [, where]): report an error that happened outside the main chunk (a task, a
  * callback run from Lua) the way loop-callback errors are reported, and count it for the
  * exit status. */
@@ -53,6 +55,7 @@ int luaopen_luxec_core(lua_State *L) {
   luaL_newlib(L, core_functions);
   luxec_open_proc(L);
   luxec_open_outbuf(L);
+  luxec_open_base64(L);
   lua_pushstring(L, LUXEC_VERSION);
   lua_setfield(L, -2, "version");
   lua_pushstring(L, LUA_RELEASE);

@@ -16,6 +16,7 @@ M.spawn = process.spawn -- every option, `record = "file.cast"` included
 M.run = require("luxec.process.run").run
 M.terminate_all = process.terminate_all
 M.defaults = process.defaults
+M.remote = require("luxec.remote") -- sessions on a `luxec serve`: remote.connect{...}
 
 local expect = require("luxec.auto.expect")
 M.EOF = expect.EOF

@@ -6,7 +6,7 @@ local args = require("luxec.cli.args")
 local M = {}
 
 --- The subcommands in the order `luxec --help` lists them (src/main.c keeps the same list).
-M.names = { "mcp", "sandbox-check", "play" }
+M.names = { "mcp", "serve", "sandbox-check", "play" }
 
 ---@type table<string, luxec.cli.Command|{run: fun(values: table): integer}>
 local commands = {}
@@ -127,6 +127,32 @@ function commands.mcp.run(values)
     return 0
   end
   return require("luxec.mcp").serve(cfg)
+end
+
+commands.serve = {
+  summary = "serve the exec-server protocol: sessions for remote and lasting clients",
+  description = "Serves JSON-RPC (Codex's exec-server protocol, with luxec's additions) "
+    .. "on stdin and stdout, one message per line, or on a unix socket with --listen. "
+    .. "On stdio the sessions end when stdin ends; on a socket they outlive the clients "
+    .. "until the server gets SIGTERM.",
+  epilog = "From Lua: luxec.remote.connect{command = {\"ssh\", \"-T\", \"host\", "
+    .. "\"luxec\", \"serve\"}}\nExit status: 0 when stdin closed or after SIGTERM, 1 when "
+    .. "it cannot serve, 2 for bad arguments.",
+  options = {
+    { "--listen", arg = "unix:PATH", help = "serve clients on this unix socket (mode 0600)" },
+    { "--sandbox", arg = "MODE", help = "run every process under this policy: read-only or "
+      .. "workspace-write (the current directory; network denied); default full-access" },
+    { "--max-queued", arg = "BYTES", positive = true, help = "a client with more than BYTES "
+      .. "not yet written to it gets no output notifications until it catches up (it reads "
+      .. "the gap by sequence number); default 4194304" },
+  },
+  arguments = {},
+}
+
+--- luxec serve [--listen unix:PATH] [--sandbox MODE]: the exec-server (luxec.serve).
+function commands.serve.run(values)
+  return require("luxec.serve").main({ listen = values.listen, sandbox = values.sandbox,
+    max_queued = values.max_queued and math.floor(values.max_queued) })
 end
 
 commands.play = {

@@ -601,6 +601,17 @@ function Process:__tostring()
   return self._core and tostring(self._core) or "luxec.proc (closed)"
 end
 
+--- A session on another backend (luxec.remote): a Process (or an object of a class derived
+--- from it, `class`) on the handle `h`, which has the native handle's methods.
+---@return luxec.Process
+function M._wrap(class, h, pid, streams, size)
+  return setmetatable({
+    _listeners = { output = {}, exit = {} }, _waiters = {}, _end_waiters = {},
+    _cursor = { 0, 0 }, _evcursor = { 0, 0 }, _grace_ms = M.defaults.grace_ms,
+    _finished = false, _parts = {}, _core = h, pid = pid, _streams = streams, _size = size,
+  }, class or Process)
+end
+
 require("luxec.process.io")(Process, check_open)
 require("luxec.process.automation")(Process)
 

@@ -1,0 +1,282 @@
+--- luxec.remote.core: the handle behind a remote session — the same methods as the native
+--- handle (read by cursor, status, write, signal, resize, snapshot, ...), so that the one
+--- Process class (luxec.process) drives it. Output comes from the server's notifications,
+--- applied in sequence order; a gap (notifications the server held back from a slow client,
+--- or a client that attached late) is filled with process/read. The bytes are kept here up to
+--- `keep` per stream (the oldest are dropped, and a read says how many).
+local base64 = require("luxec.serve.base64")
+local sched = require("luxec.sched")
+
+local M = {}
+
+local Core = {}
+Core.__index = Core
+
+M.KEEP = 4 * 1024 * 1024
+
+function M.new(conn, id, info)
+  local self = setmetatable({ conn = conn, id = id, tty = info.tty, pid = info.pid,
+    streams = info.tty and 1 or info.streams, seen = 0, bufs = {}, exited = false,
+    closed = false, keep = info.keep or M.KEEP }, Core)
+  for s = 1, 2 do self.bufs[s] = M.buffer() end
+  return self
+end
+
+-- A stream's bytes as they arrived, in parts (an append copies nothing): `base` is the offset
+-- of the first part held, `total` the offset after the last.
+function M.buffer()
+  return { parts = {}, starts = {}, first = 1, base = 0, total = 0 }
+end
+
+local function buf_append(b, data, keep)
+  local n = #b.parts + 1
+  b.parts[n], b.starts[n] = data, b.total
+  b.total = b.total + #data
+  while b.total - b.base > 2 * keep and b.first < n do -- whole parts go, the newest stays
+    b.parts[b.first], b.starts[b.first] = nil, nil
+    b.first = b.first + 1
+    b.base = b.starts[b.first]
+  end
+end
+
+-- Forget everything held: the stream continues at `offset`.
+local function buf_reset(b, offset)
+  b.parts, b.starts, b.first, b.base, b.total = {}, {}, 1, offset, offset
+end
+
+-- What is held from `cursor` on: data, next cursor, dropped (before the data).
+local function buf_read(b, cursor)
+  if cursor >= b.total then return "", b.total, 0 end
+  local dropped = 0
+  if cursor < b.base then dropped, cursor = b.base - cursor, b.base end
+  local i = #b.parts
+  while i > b.first and b.starts[i] > cursor do i = i - 1 end
+  local data = table.concat(b.parts, "", i, #b.parts)
+  return data:sub(cursor - b.starts[i] + 1), b.total, dropped
+end
+
+local STREAM = { pty = 1, stdout = 1, stderr = 2 }
+
+function Core:_append(stream, data)
+  if #data == 0 then return end
+  buf_append(self.bufs[stream], data, self.keep)
+  if self.proc and not self.proc:closed() then self.proc:_event("output", stream, #data) end
+end
+
+-- Whether every output chunk before the exit has been applied: then the session ends.
+function Core:_maybe_finish()
+  if not (self.exit_seq and self.closed and self.seen >= self.exit_seq - 1) then return end
+  if self.finished then return end
+  self.finished = true
+  -- (each event may wake a task that closes the session before the next is told)
+  for s = 1, self.streams do
+    if self.proc and not self.proc:closed() then self.proc:_event("eof", s) end
+  end
+  if self.proc and not self.proc:closed() then self.proc:_event("exit") end
+end
+
+--- A chunk from a notification or a read: applied if it is the next one; a later one starts
+--- filling the gap.
+function Core:_chunk(seq, stream, b64, offset)
+  if seq <= self.seen then return end
+  if seq ~= self.seen + 1 or (offset and offset > self.bufs[STREAM[stream] or 1].total) then
+    if not self.filling then self:_fill() end -- (a fill under way fetches it)
+    return
+  end
+  self.seen = seq
+  self:_append(STREAM[stream] or 1, base64.decode(b64) or "")
+  self:_maybe_finish()
+end
+
+-- (in the filling task) Bytes of a stream the server no longer holds as chunks, from what its
+-- session still has (its head and tail, or its log): no more than this buffer keeps (the
+-- rest would be dropped here at once; p:read says how many, p:read_range fetches them).
+function Core:_recover(stream, offset)
+  local b = self.bufs[stream]
+  local total = b.total
+  if offset <= total then return end
+  local want = math.min(offset - total, self.keep)
+  local from = offset - want
+  local data = self:read_range(stream, from, want)
+  if data and #data == want then
+    if from > total then buf_reset(b, from) end -- (what is before `from`: dropped)
+    self:_append(stream, data)
+  else
+    buf_reset(b, offset) -- a read from before `offset` says how much was dropped
+  end
+end
+
+function Core:_exited(params)
+  self.exited = true
+  self.exit_seq = params.seq
+  local x = params.luxec or {}
+  self.code = x.code or (not x.signal and params.exitCode) or nil
+  self.signal_name = x.signal
+  self.killed_by = x.killedBy
+  if self.seen < params.seq - 1 then self:_fill() end
+  self:_maybe_finish()
+end
+
+function Core:_closed()
+  self.closed = true
+  self:_maybe_finish()
+end
+
+--- The connection is gone: the session ends here (a daemon keeps it running there).
+function Core:_lost(why)
+  if self.finished then return end
+  self.exited, self.closed, self.lost = true, true, why
+  self.exit_seq = self.seen + 1
+  self:_maybe_finish()
+end
+
+function Core:_fill()
+  if self.filling then return end
+  self.filling = true
+  self.conn.fills = self.conn.fills + 1
+  sched.go(function()
+    while not self.conn.lost do
+      local r = self.conn:call("process/read", { processId = self.id, afterSeq = self.seen })
+      if not r then break end
+      for _, c in ipairs(r.chunks) do
+        if c.seq > self.seen then
+          if c.offset then self:_recover(STREAM[c.stream] or 1, c.offset) end
+          self.seen = c.seq - 1
+          self.filling = false
+          self:_chunk(c.seq, c.stream, c.chunk)
+          self.filling = true
+        end
+      end
+      if #r.chunks == 0 or (self.exit_seq and self.seen >= self.exit_seq - 1) then break end
+    end
+    self.filling = false
+    if self.exit_seq and self.seen < self.exit_seq - 1 then self.seen = self.exit_seq - 1 end
+    self:_maybe_finish()
+  end)
+end
+
+-- The native handle's methods ------------------------------------------------------------------
+
+function Core:read(stream, cursor)
+  local data, next_cursor, dropped = buf_read(self.bufs[stream], cursor)
+  return data, next_cursor, dropped, 0
+end
+
+function Core:status()
+  return { pid = self.pid, running = not self.exited, exited = self.exited, code = self.code,
+    signal_name = self.signal_name, killed_by = self.killed_by or (self.lost and "connection")
+      or nil, eof = self.closed, tty = self.tty, cgroup = false, connection_lost = self.lost }
+end
+
+--- The session's sandbox report (layers, limits, denials with evidence), asked of the server;
+--- inside a loop callback, or once the connection is gone, the last one asked.
+function Core:sandbox_report()
+  if require("luv").loop_mode() or self.conn.lost or self.no_sandbox then return self._sandbox end
+  local st = self.conn:call("process/status", { processId = self.id })
+  if st then
+    self._sandbox = st.sandbox
+    self.no_sandbox = st.sandbox == nil
+  end
+  return self._sandbox
+end
+
+function Core.holders() return nil end
+
+function Core:ref(on)
+  if self.reffed ~= on then
+    self.reffed = on
+    self.conn:hold(on and 1 or -1)
+  end
+end
+
+function Core.want_output() end
+
+function Core:input_unread()
+  local r, err = self.conn:call("process/inputState", { processId = self.id })
+  if not r then error(err, 0) end
+  self._input = r
+  return r.unread
+end
+
+function Core:input_state()
+  local r = self._input
+  self._input = nil
+  if not r then
+    if require("luv").loop_mode() or self.exited then return false end
+    local err
+    r, err = self.conn:call("process/inputState", { processId = self.id })
+    if not r then error(err, 0) end
+  end
+  return r.waiting, r.echoOff == true, r.canonical == true
+end
+
+function Core:write(data)
+  if self.exited then return nil, "EPIPE: the session ended", "EPIPE" end
+  if self.write_error then return nil, self.write_error, "EPIPE" end
+  self.conn:send_call("process/write", { processId = self.id, chunk = base64.encode(data) },
+    function(r, err)
+      if not r then self.write_error = err
+      elseif r.status ~= "accepted" then
+        self.write_error = "EPIPE: " .. ((r.luxec or {}).error or r.status)
+      end
+    end)
+  return #data
+end
+
+function Core:_rpc(method, params)
+  params.processId = self.id
+  local r, err = self.conn:call(method, params)
+  if not r then return nil, err, "EREMOTE" end
+  return r
+end
+
+function Core:close_stdin()
+  if not self:_rpc("process/closeStdin", {}) then return nil end
+  return true
+end
+
+function Core:signal(sig, target)
+  local r, err, code = self:_rpc("process/signal", { signal = sig, target = target })
+  if not r then return nil, err, code end
+  return true
+end
+
+function Core:resize(rows, cols)
+  local r, err, code = self:_rpc("process/resize", { rows = rows, cols = cols })
+  if not r then return nil, err, code end
+  return true
+end
+
+function Core:tty_char(name)
+  if self.tty and name == "eof" then return "\4" end
+  return nil
+end
+
+function Core:snapshot(stream)
+  local r, err = self:_rpc("process/snapshot", { stream = stream })
+  if not r then error(err, 0) end
+  return base64.decode(r.head), base64.decode(r.tail), r.dropped, r.total
+end
+
+function Core:read_range(stream, offset, length)
+  local r, err, code = self:_rpc("process/readRange", { stream = stream, offset = offset,
+    length = length })
+  if not r then return nil, err, code end
+  return base64.decode(r.chunk)
+end
+
+--- The session is closed here: the server ends it (a kill of its whole tree).
+function Core:close()
+  if self.conn.cores[self.id] == self then self.conn.cores[self.id] = nil end
+  self:ref(false)
+  if not self.exited and not self.conn.lost then
+    self.conn:send_call("process/terminate", { processId = self.id,
+      luxec = { signal = "KILL", grace_ms = 0 } }, function() end)
+  end
+end
+
+function Core:__tostring()
+  return ("luxec.remote.proc %s on %s"):format(self.id, self.conn.name)
+end
+
+return M

@@ -1,0 +1,362 @@
+--- luxec.remote: sessions on a `luxec serve` reached over a command's stdio (ssh, kubectl
+--- exec -i, docker exec -i, or the server itself) or over a unix socket (a server started
+--- with --listen, whose sessions outlive their clients). `connect` returns a host whose
+--- `spawn` gives the same Process as luxec.spawn, driven through the exec-server protocol.
+local core_mod = require("luxec.remote.core")
+local json = require("luxec.json")
+local options = require("luxec.process.options")
+local process = require("luxec.process")
+local sched = require("luxec.sched")
+local stdio = require("luxec.mcp.stdio")
+local uv = require("luv")
+
+local M = {}
+
+-- Remote sessions: Processes whose terminate asks the server (one grace, then a kill of
+-- whatever is left of the tree there) and waits until the end has arrived here.
+local RemoteProcess = setmetatable({}, { __index = process.Process })
+RemoteProcess.__index = RemoteProcess
+RemoteProcess.__close = process.Process.close
+RemoteProcess.__tostring = process.Process.__tostring
+
+function RemoteProcess:terminate(opts)
+  if not self._core then error("attempt to call 'terminate' on a closed process", 2) end
+  opts = opts or {}
+  local r, err = self._core.conn:call("process/terminate", { processId = self._core.id,
+    luxec = { signal = opts.signal, grace_ms = opts.grace_ms, wait = true } })
+  if not r then error(err, 2) end
+  self:_wait_until(function() return self._finished end, 5000, true)
+  return r.luxec or { method = "already gone", graceful = true, killed = 0 }
+end
+
+local Conn = {}
+Conn.__index = Conn
+
+function Conn:hold(delta)
+  self.holds = self.holds + delta
+  self.transport.ref(self.holds > 0)
+end
+
+function Conn:_line(line)
+  local msg = json.decode(line)
+  if type(msg) ~= "table" then return end
+  if msg.id ~= nil and msg.method == nil then
+    local cb = self.pending[msg.id]
+    self.pending[msg.id] = nil
+    if cb then
+      self:hold(-1)
+      if msg.error then
+        cb(nil, ("%s: %s"):format(self.name, tostring(msg.error.message)), msg.error.code)
+      else
+        cb(msg.result)
+      end
+    end
+    return
+  end
+  local p = msg.params
+  local c = type(p) == "table" and self.cores[p.processId]
+  if not c then return end
+  if msg.method == "process/output" then
+    c:_chunk(p.seq, p.stream, p.chunk, p.luxec and p.luxec.offset)
+  elseif msg.method == "process/exited" then
+    c:_exited(p)
+  elseif msg.method == "process/closed" then
+    c:_closed()
+  end
+end
+
+function Conn:_lost(why)
+  if self.lost then return end
+  self.lost = why
+  local pending = self.pending
+  self.pending = {}
+  for _, cb in pairs(pending) do
+    self:hold(-1)
+    cb(nil, why)
+  end
+  for _, c in pairs(self.cores) do c:_lost(why) end
+end
+
+--- Send a request; `cb(result)` or `cb(nil, message, code)` later.
+function Conn:send_call(method, params, cb)
+  if self.lost then return cb(nil, self.lost) end
+  self.next_id = self.next_id + 1
+  self.pending[self.next_id] = cb
+  self:hold(1)
+  self.transport.write(json.encode({ id = self.next_id, method = method, params = params })
+    .. "\n")
+end
+
+--- A request, waited for: the result, or nil and a message naming the host.
+function Conn:call(method, params)
+  return sched.suspend(function(wake) self:send_call(method, params, wake) end)
+end
+
+-- Transports ----------------------------------------------------------------------------------
+
+-- The command's stdio through luv pipes, read as it comes (never through a bounded buffer:
+-- the protocol's lines must arrive whole); its stderr is kept (the last 64 KiB) to quote.
+local function command_transport(conn, argv)
+  local stdin, stdout, stderr = uv.new_pipe(false), uv.new_pipe(false), uv.new_pipe(false)
+  local args = table.move(argv, 2, #argv, 1, {})
+  local exited, errtext, open = false, "", 2
+  local function lost()
+    if not exited or open > 0 then return end
+    local e = errtext:gsub("%s+$", "")
+    conn:_lost(("connection to %s lost%s"):format(conn.name, e ~= "" and ": " .. e or ""))
+  end
+  local h, perr = uv.spawn(argv[1], { args = args, stdio = { stdin, stdout, stderr } },
+    function()
+      exited = true
+      lost()
+    end)
+  if not h then
+    for _, pipe in ipairs({ stdin, stdout, stderr }) do pipe:close() end
+    return nil, ("cannot start %s: %s"):format(argv[1], tostring(perr))
+  end
+  local lines = stdio.lines({ max = 1 << 30, on_line = function(l) conn:_line(l) end,
+    on_oversize = function() end, on_eof = function() end, on_error = function() end })
+  local function ended(pipe)
+    pipe:close()
+    open = open - 1
+    lost()
+  end
+  stdout:read_start(function(err, data)
+    if err or not data then return ended(stdout) end
+    lines:feed(data)
+  end)
+  stderr:read_start(function(err, data)
+    if err or not data then return ended(stderr) end
+    errtext = (errtext .. data):sub(-65536)
+  end)
+  local handles = { h, stdin, stdout, stderr }
+  local function ref(on)
+    for _, x in ipairs(handles) do
+      if not x:is_closing() then
+        if on then x:ref() else x:unref() end
+      end
+    end
+  end
+  ref(false)
+  return {
+    pid = h:get_pid(),
+    write = function(text) if not stdin:is_closing() then stdin:write(text) end end,
+    ref = ref,
+    close = function()
+      if not stdin:is_closing() then stdin:close() end
+      ref(true)
+      local deadline = uv.now() + 5000
+      while not exited and uv.now() < deadline do sched.sleep(5) end
+      if not exited then h:kill("sigkill") end
+      while not exited do sched.sleep(5) end
+      if not h:is_closing() then h:close() end
+      for _, x in ipairs({ stdout, stderr }) do
+        if not x:is_closing() then x:close() end
+      end
+    end,
+  }
+end
+
+local function socket_transport(conn, path)
+  local h = uv.new_pipe(false)
+  local err = sched.suspend(function(wake) h:connect(path, wake) end)
+  if err then
+    h:close()
+    return nil, ("cannot connect to %s: %s"):format(path, tostring(err))
+  end
+  local lines = stdio.lines({ max = 1 << 30, on_line = function(l) conn:_line(l) end,
+    on_oversize = function() end, on_eof = function() end, on_error = function() end })
+  h:read_start(function(rerr, data)
+    if rerr or not data then
+      conn:_lost(("connection to %s lost%s"):format(conn.name, rerr and ": " .. rerr or ""))
+      if not h:is_closing() then h:close() end
+      return
+    end
+    lines:feed(data)
+  end)
+  h:unref()
+  return {
+    write = function(text) if not h:is_closing() then h:write(text) end end,
+    ref = function(on)
+      if h:is_closing() then return end
+      if on then h:ref() else h:unref() end
+    end,
+    close = function() if not h:is_closing() then h:close() end end,
+  }
+end
+
+-- Hosts ----------------------------------------------------------------------------------------
+
+local Host = {}
+Host.__index = Host
+
+local serial = 0 -- (process ids: this process's pid and a serial, unique on a shared server)
+
+--- Connect to a server: target.command (an argv that runs `luxec serve`, e.g. over ssh) or
+--- target.socket (the path of a `luxec serve --listen unix:PATH`); target.name names it in
+--- errors. Returns the host, or nil and a message naming it (quoting the transport's stderr).
+---@param target {command: string[]|nil, socket: string|nil, name: string|nil}
+function M.connect(target)
+  if type(target) ~= "table" or (target.command == nil) == (target.socket == nil) then
+    error("bad argument #1 to 'connect' (a table with 'command' or 'socket' expected)", 2)
+  end
+  local conn = setmetatable({ pending = {}, cores = {}, next_id = 0, holds = 0, fills = 0 },
+    Conn)
+  conn.name = target.name or target.socket
+    or table.concat(target.command, " ")
+  local t, err
+  if target.command then
+    t, err = command_transport(conn, target.command)
+  else
+    t, err = socket_transport(conn, target.socket)
+  end
+  if not t then return nil, ("%s: %s"):format(conn.name, err) end
+  conn.transport = t
+  local r
+  r, err = conn:call("initialize", { clientName = "luxec", luxec = { version = 1 } })
+  if not r then
+    t.close()
+    return nil, err
+  end
+  t.write('{"method":"initialized"}\n')
+  return setmetatable({ conn = conn, name = conn.name }, Host)
+end
+
+local function adopt(host, id, info)
+  local c = core_mod.new(host.conn, id, info)
+  host.conn.cores[id] = c
+  local size = info.tty and { info.rows or process.defaults.rows,
+    info.cols or process.defaults.cols } or nil
+  local p = process._wrap(RemoteProcess, c, info.pid, c.streams, size)
+  c.proc = p
+  return p, c
+end
+
+--- Start argv on the host: the same options as luxec.spawn where the protocol carries them
+--- (env as the exact environment, cwd, arg0, tty, stdin, stderr, head, tail, log, sandbox,
+--- grace_ms). Returns the Process, or nil and a message.
+function Host:spawn(argv, opts)
+  local ok, err = pcall(options.check, "spawn", argv, opts)
+  if not ok then error(err, 2) end
+  opts = opts or {}
+  if opts.inherit_env and opts.env then
+    error("bad option 'inherit_env' to 'spawn' (a remote session gets either the server's "
+      .. "environment or exactly 'env')", 2)
+  end
+  if opts.record or opts.cgroup == false then
+    error("bad option to 'spawn' (record and cgroup are not carried to a remote host)", 2)
+  end
+  serial = serial + 1
+  local id = ("%d.%d"):format(uv.os_getpid(), serial)
+  local tty = opts.tty
+  local params = { processId = id, argv = json.array(argv), cwd = opts.cwd, arg0 = opts.arg0,
+    tty = tty and true or false, pipeStdin = opts.stdin ~= "null",
+    luxec = { sandbox = opts.sandbox, head = opts.head, tail = opts.tail, log = opts.log,
+      grace_ms = opts.grace_ms, stderr = not tty and (opts.stderr or "merge") or nil,
+      rows = type(tty) == "table" and tty.rows or nil,
+      cols = type(tty) == "table" and tty.cols or nil } }
+  if opts.env then
+    params.env = {}
+    for k, v in pairs(opts.env) do
+      if v then params.env[k] = v end
+    end
+  end
+  local p, c = adopt(self, id, { tty = tty and true or false,
+    streams = (not tty and opts.stderr == "pipe") and 2 or 1,
+    rows = params.luxec.rows, cols = params.luxec.cols })
+  local r, code
+  r, err, code = self.conn:call("process/start", params)
+  while not r and code == -32600 and err:find("already exists", 1, true) do
+    -- (a session left on a daemon by an earlier process with this pid)
+    self.conn.cores[id] = nil
+    serial = serial + 1
+    id = ("%d.%d"):format(uv.os_getpid(), serial)
+    params.processId = id
+    self.conn.cores[id] = c
+    c.id = id
+    r, err, code = self.conn:call("process/start", params)
+  end
+  if not r then
+    self.conn.cores[id] = nil
+    return nil, err
+  end
+  p.pid, c.pid = r.luxec.pid, r.luxec.pid
+  p.id = id
+  return p
+end
+
+--- Run a command to completion on the host, as luxec.run does locally: {code, signal_name,
+--- output, dropped, stderr (with stderr = "pipe"), timed_out, pid}, or nil and a message.
+--- opts: the spawn options, plus timeout (seconds) and input (written, then EOF).
+function Host:run(argv, opts)
+  if opts ~= nil and type(opts) ~= "table" then
+    error("bad argument #2 to 'run' (options must be a table, got " .. type(opts) .. ")", 2)
+  end
+  local sopts, timeout, input = {}, nil, nil
+  for k, v in pairs(opts or {}) do
+    if k == "timeout" then
+      local ok, ms = pcall(process.timeout_ms, "run", v)
+      if not ok then error(ms, 2) end
+      timeout = v
+    elseif k == "input" then
+      if type(v) ~= "string" then
+        error(("bad option 'input' to 'run' (string expected, got %s)"):format(type(v)), 2)
+      end
+      input = v
+    else
+      sopts[k] = v
+    end
+  end
+  if sopts.stdin == nil then sopts.stdin = input and "pipe" or "null" end
+  local ok, p, err = pcall(self.spawn, self, argv, sopts)
+  if not ok then error(p, 2) end
+  if not p then return nil, err end
+  if input then
+    p:write(input)
+    p:close_stdin()
+  end
+  local timed_out = false
+  if not p:wait({ timeout = timeout }) then
+    timed_out = true
+    p:terminate({ grace_ms = 0 })
+  end
+  local st = p:status()
+  local out, dropped = p:read(1)
+  local res = { code = st.code, signal_name = st.signal_name, output = out, dropped = dropped,
+    timed_out = timed_out, pid = st.pid, connection_lost = st.connection_lost }
+  if not st.tty and sopts.stderr == "pipe" then res.stderr = p:read(2) end
+  p:close()
+  return res
+end
+
+--- Attach to a session the server holds (started by an earlier client): its output from the
+--- start (as far as the server holds it), then live. Returns the Process, or nil, message.
+function Host:attach(id)
+  local r, err = self.conn:call("process/attach", { processId = id })
+  if not r then return nil, err end
+  local p, c = adopt(self, id, { tty = r.tty, pid = r.pid, streams = r.streams,
+    rows = r.rows ~= json.null and r.rows or nil, cols = r.cols ~= json.null and r.cols or nil })
+  p.id = id
+  c:_fill()
+  if r.exited then c:_exited({ seq = r.nextSeq - 1, exitCode = r.exitCode }) end
+  if r.closed then c:_closed() end
+  return p
+end
+
+--- The sessions the server holds: {processId, argv, pid, tty, exited, exitCode, closed}.
+function Host:list()
+  local r, err = self.conn:call("process/list", {})
+  if not r then return nil, err end
+  return r.processes
+end
+
+--- Close the connection. Over a command (ssh ... luxec serve) the server then ends every
+--- session it holds; a server on a socket keeps them for the next client.
+function Host:close()
+  self.conn.transport.close() -- (what the server says while it goes is still taken in)
+  self.conn:_lost(("connection to %s closed"):format(self.name))
+  for _, c in pairs(self.conn.cores) do c:ref(false) end
+  self.conn.cores = {}
+end
+
+return M

@@ -1,0 +1,174 @@
+--- luxec.serve: `luxec serve` — the exec-server (luxec.serve.server) on a transport: stdio
+--- (one message per line; the sessions end when stdin ends, as a remote command's should) or
+--- a unix socket (`--listen unix:PATH`: many clients, and sessions that outlive them).
+local server_mod = require("luxec.serve.server")
+local stdio = require("luxec.mcp.stdio")
+local sched = require("luxec.sched")
+local uv = require("luv")
+
+local M = {}
+
+M.MAX_LINE = 64 * 1024 * 1024 -- the longest message accepted (a big fs/writeFile)
+
+-- A writer on a luv stream that counts the bytes not yet written.
+local function stream_writer(h, on_broken)
+  local w = { queued = 0 }
+  function w.write(text)
+    if h:is_closing() then return end
+    w.queued = w.queued + #text
+    local ok, err = pcall(h.write, h, text, function(werr)
+      w.queued = w.queued - #text
+      if werr and on_broken then on_broken(werr) end
+    end)
+    if not ok then
+      w.queued = w.queued - #text
+      if on_broken then on_broken(err) end
+    end
+  end
+  function w.count() return w.queued end
+  return w
+end
+
+local function stdout_handle()
+  local kind = uv.guess_handle(1)
+  if kind == "tty" then return uv.new_tty(1, false) end
+  if kind == "pipe" then
+    local h = uv.new_pipe(false)
+    if h:open(1) then return h end
+    h:close()
+  end
+  return nil
+end
+
+local function lines_for(conn, on_end)
+  return {
+    max = M.MAX_LINE,
+    on_line = function(line) conn:line(line) end,
+    on_oversize = function(size)
+      conn:send(require("luxec.serve.protocol").error(nil, -32600, ("invalid request: a "
+        .. "message of %d bytes is over the limit of %d bytes"):format(size, M.MAX_LINE)))
+    end,
+    on_eof = on_end,
+    on_error = function() end,
+  }
+end
+
+local function wait_drained(w)
+  local deadline = uv.now() + 2000
+  while w.queued > 0 and uv.now() < deadline do sched.sleep(5) end
+end
+
+--- Serve one client on stdin/stdout until stdin ends (or SIGTERM, SIGINT, SIGHUP); then
+--- every session is ended.
+---@param srv table  a luxec.serve.server
+function M.stdio(srv)
+  local h = stdout_handle()
+  local w
+  if h then
+    w = stream_writer(h)
+  else -- a file: written in place
+    w = { queued = 0, count = function() return 0 end,
+      write = function(text) uv.fs_write(1, text, -1) end }
+  end
+  local conn = srv:connect(w.write, w.count)
+  local reader, signals = nil, {}
+  local why = sched.suspend(function(done)
+    reader = stdio.reader(0, lines_for(conn, done))
+    for _, name in ipairs({ "sigterm", "sigint", "sighup" }) do
+      local s = uv.new_signal()
+      s:start(name, function() done(name) end)
+      signals[#signals + 1] = s
+    end
+  end)
+  for _, s in ipairs(signals) do s:close() end
+  if why then reader:close() end -- (a signal: stdin is left as it is)
+  srv:shutdown()
+  wait_drained(w)
+  if h then h:close() end
+  return 0
+end
+
+-- Whether something answers on the socket `path` (a live server), found by connecting.
+local function answers(path)
+  local c = uv.new_pipe(false)
+  local result = sched.suspend(function(wake)
+    c:connect(path, function(err) wake(err == nil) end)
+  end)
+  c:close()
+  return result
+end
+
+--- Serve clients on the unix socket `path` (mode 0600) until SIGTERM or SIGINT; a stale
+--- socket left by a server that died is replaced, a live one is an error.
+function M.listen(srv, path)
+  if uv.fs_lstat(path) then
+    if answers(path) then
+      io.stderr:write(("luxec serve: %s: a server already listens there\n"):format(path))
+      return 1
+    end
+    uv.fs_unlink(path)
+  end
+  local l = uv.new_pipe(false)
+  local ok, err = l:bind(path)
+  if not ok then
+    io.stderr:write(("luxec serve: cannot listen on %s: %s\n"):format(path, tostring(err)))
+    l:close()
+    return 1
+  end
+  uv.fs_chmod(path, 384)
+  l:listen(64, function(lerr)
+    if lerr then return end
+    local c = uv.new_pipe(false)
+    if not pcall(l.accept, l, c) then return c:close() end
+    local conn
+    local w = stream_writer(c, function() if conn then conn:close() end end)
+    conn = srv:connect(w.write, w.count, function()
+      if not c:is_closing() then c:close() end
+    end)
+    local reader = stdio.lines(lines_for(conn, function() conn:close() end))
+    c:read_start(function(rerr, data)
+      if rerr or not data then return reader:finish() end
+      reader:feed(data)
+    end)
+  end)
+  local signals = {}
+  sched.suspend(function(done)
+    for _, name in ipairs({ "sigterm", "sigint", "sighup" }) do
+      local s = uv.new_signal()
+      s:start(name, done)
+      signals[#signals + 1] = s
+    end
+  end)
+  for _, s in ipairs(signals) do s:close() end
+  l:close()
+  uv.fs_unlink(path)
+  srv:shutdown()
+  return 0
+end
+
+--- `luxec serve` with its parsed options: listen ("unix:PATH" or nil for stdio), sandbox
+--- (a mode or nil), max_queued (bytes). Returns the exit status.
+function M.main(opts)
+  local policy
+  if opts.sandbox and opts.sandbox ~= "full-access" then
+    policy = { mode = opts.sandbox, network = "deny" }
+    local ok, err = pcall(require("luxec.sandbox").resolve, policy, uv.cwd(), nil, false)
+    if not ok then
+      io.stderr:write("luxec serve: --sandbox: ", tostring(err), "\n")
+      return 1
+    end
+  end
+  local srv = server_mod.new({ sandbox = policy, max_queued = opts.max_queued })
+  if opts.listen then
+    local path = opts.listen:match("^unix:(.+)$")
+    if not path then
+      io.stderr:write(("luxec serve: --listen: unix:PATH expected, got '%s'\n")
+        :format(opts.listen))
+      return 2
+    end
+    return M.listen(srv, path)
+  end
+  return M.stdio(srv)
+end
+
+return M
