@@ -29,7 +29,8 @@ typedef struct launch_req {
 typedef struct launch_res {
   pid_t pid;
   int pidfd;
-  int in_fd;               /* write end of stdin, or a dup of the PTY master; -1 for null */
+  int in_fd;               /* write end of stdin, or the PTY master (the same descriptor as
+                            * out_fd, not a second one); -1 for null */
   int out_fd;              /* read end of stdout (merged), or the PTY master */
   int err_fd;              /* read end of stderr when apart, else -1 */
   int listener_fd;         /* the sandbox's seccomp listener, or -1 */
