@@ -340,11 +340,11 @@ static void put_back(cg_session *s) {
   s->id = 0;
 }
 
-int cg_session_release(cg_session *s) {
+int cg_session_release(cg_session *s, int known_empty) {
   if (s->id == 0) return 1;
   if (s->dir_fd >= 0) close(s->dir_fd); /* a fresh one is never pooled */
   s->dir_fd = -1;
-  int wd = state == 1 && cg_session_populated(s) == 1 ? cg_session_watch(s) : -1;
+  int wd = state == 1 && !known_empty && cg_session_populated(s) == 1 ? cg_session_watch(s) : -1;
   if (wd >= 0 && cg_session_populated(s) == 1 && ndraining < DRAIN_MAX) {
     draining[ndraining].id = s->id;
     draining[ndraining].wd = wd;

@@ -255,7 +255,7 @@ proc *proc_check(lua_State *L, int idx) {
 /* Close everything of p: kill what still runs, close handles and descriptors. */
 static void proc_shutdown(proc *p, const char *why) {
   if (p->closed) return;
-  proc_end_close(p, why); /* SIGKILL now; nothing waits for the tree to be empty */
+  int empty = proc_end_close(p, why); /* SIGKILL now; nothing waits for the tree to end */
   p->closed = 1;
   sbx_monitor_close(p->sbx); /* only now: a live sandboxed process would get ENOSYS */
   p->sbx = NULL;
@@ -274,7 +274,7 @@ static void proc_shutdown(proc *p, const char *why) {
     p->exit_poll_open = 0;
     proc_close_handle(p, (uv_handle_t *)&p->exit_poll);
   }
-  proc_end_release(p); /* the pidfd now, the cgroup once empty */
+  proc_end_release(p, empty); /* the pidfd now, the cgroup once empty */
   if (p->limited) cgl_release(&p->lim); /* the v1 directories, empty now that the tree is gone */
   if (p->self_ref != LUA_NOREF) luaL_unref(p->L, LUA_REGISTRYINDEX, p->self_ref);
   if (p->cb_ref != LUA_NOREF) luaL_unref(p->L, LUA_REGISTRYINDEX, p->cb_ref);

@@ -108,8 +108,10 @@ extern const luaL_Reg proc_tree_methods[];
 int proc_end_members(proc *p, pid_t *out); /* the program (unless reaped) and its tree */
 int proc_end_kill(proc *p, const char *reason); /* SIGKILL all of it now: how many */
 int proc_end_watch(proc *p); /* 1 gone; 0: a "tree_empty" event follows; -errno */
-void proc_end_close(proc *p, const char *why); /* kill what is alive, stop watching */
-void proc_end_release(proc *p); /* the pidfd closed now, the cgroup removed once empty */
+/* Kill what is alive, stop watching; 1 when the cgroup is known to be empty already. */
+int proc_end_close(proc *p, const char *why);
+/* The pidfd closed now, the cgroup removed once empty (known_empty: from proc_end_close) */
+void proc_end_release(proc *p, int known_empty);
 void proc_end_shutdown(void); /* the host's handles, after every session closed */
 extern const luaL_Reg proc_end_methods[];
 extern const luaL_Reg proc_end_functions[];

@@ -37,6 +37,7 @@ struct tree_end {
   titem *items;          /* pidfds not yet readable */
   int left;
   int empty;             /* seen empty with the program reaped: told once */
+  int cg_empty;          /* its cgroup was seen empty (a killed one never fills again) */
   int killing;           /* SIGKILLed: processes found later are killed too */
 };
 
@@ -233,6 +234,7 @@ static void cg_poll_cb(uv_poll_t *h, int status, int events) {
       for (struct tree_end *te = watching; te != NULL; te = te->next) {
         if (te->wd != wds[i] || cg_session_populated(&te->p->cg) == 1) continue;
         unwatch_cgroup(te);
+        te->cg_empty = te->killing || te->p->reaped;
         if (te->p->reaped) emit_empty(te); /* else its exit event tells */
         break;
       }
@@ -332,8 +334,9 @@ int proc_end_watch(proc *p) {
   struct tree_end *te = end_of(p);
   if (te == NULL) return -ENOMEM;
   if (te->empty) return 1;
-  if (p->cg.id != 0) {
-    if (te->wd < 0 && ensure_cg_poll(p) == 0) {
+  if (p->cg.id != 0 && !te->cg_empty) {
+    if (te->wd >= 0) return 0; /* watched: its event comes */
+    if (ensure_cg_poll(p) == 0) {
       te->wd = cg_session_watch(&p->cg); /* first, then read: no change falls between */
       if (te->wd >= 0) {
         te->next = watching;
@@ -342,6 +345,7 @@ int proc_end_watch(proc *p) {
     }
     if (cg_session_populated(&p->cg) == 1) return 0;
     unwatch_cgroup(te);
+    te->cg_empty = p->reaped; /* once the program is gone nothing can fill it again */
   } else if (te->left > 0 || arm_pidfds(te) > 0) {
     return 0;
   }
@@ -379,10 +383,11 @@ static void adopt(proc *p, pid_t pid) {
 
 /* Closing: SIGKILL what is alive and let go of every descriptor now; the program's zombie is
  * reaped when SIGCHLD says so and the cgroup removed once empty, without a wait here. */
-void proc_end_close(proc *p, const char *why) {
+int proc_end_close(proc *p, const char *why) {
   norphans = 0;
+  int known_empty = p->reaped && p->te != NULL && p->te->cg_empty;
   int alive = !p->reaped || (p->init_pid > 0 && !p->init_killed) ||
-              (p->cg.id != 0 && cg_session_populated(&p->cg) == 1);
+              (p->cg.id != 0 && !known_empty && cg_session_populated(&p->cg) == 1);
   if (alive) {
     const char *method;
     if (p->killed_by[0] == '\0') snprintf(p->killed_by, sizeof p->killed_by, "%s", why);
@@ -394,10 +399,11 @@ void proc_end_close(proc *p, const char *why) {
     free(p->te);
     p->te = NULL;
   }
+  return known_empty && !alive;
 }
 
 /* After the handles were closed: the pidfd goes now, the zombie to be is adopted. */
-void proc_end_release(proc *p) {
+void proc_end_release(proc *p, int known_empty) {
   if (p->pidfd >= 0) { /* (libuv lets it go at once after uv_close) */
     if (!p->reaped && !proc_reap(p, 0)) adopt(p, p->pid);
     close(p->pidfd);
@@ -405,7 +411,7 @@ void proc_end_release(proc *p) {
   }
   for (int i = 0; i < norphans; i++) adopt(p, orphans[i]);
   norphans = 0;
-  cg_session_release(&p->cg);
+  cg_session_release(&p->cg, known_empty);
 }
 
 /* At host exit, after every session was closed: the host's own handles go. */
@@ -495,8 +501,27 @@ static int core_signal_trees(lua_State *L) {
   return 1;
 }
 
+/* core.watch_trees({p, ...}) -> {gone, ...}: p:watch_tree() of each, with one scan */
+static int core_watch_trees(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 1);
+  check_all(L, n);
+  lua_createtable(L, (int)n, 0);
+  scan_begin();
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    int rc = proc_end_watch(proc_check(L, -1)); /* (no Lua runs in it) */
+    lua_pop(L, 1);
+    lua_pushboolean(L, rc == 1);
+    lua_rawseti(L, -2, i);
+  }
+  scan_end();
+  return 1;
+}
+
 const luaL_Reg proc_end_functions[] = {
   {"kill_trees", core_kill_trees},
+  {"watch_trees", core_watch_trees},
   {"signal_trees", core_signal_trees},
   {NULL, NULL}
 };

@@ -426,9 +426,11 @@ end
 -- Returns the sessions still alive, as a set, and their count.
 local function wait_trees(procs, ms)
   local pending, left = {}, 0
-  for _, p in ipairs(procs) do
-    if not p._h:watch_tree() then
-      pending[p], left = true, left + 1
+  local handles = {}
+  for i, p in ipairs(procs) do handles[i] = p._h end
+  for i, gone in ipairs(core.watch_trees(handles)) do
+    if not gone then
+      pending[procs[i]], left = true, left + 1
     end
   end
   if left == 0 or ms <= 0 then return pending, left end
@@ -454,15 +456,25 @@ local function wait_trees(procs, ms)
         wake_now = nil
         timer:stop()
       end
-      local woken = dirty
+      local woken, batch, hs = dirty, {}, {}
       dirty = {}
       for _, p in ipairs(woken) do
-        if pending[p] then
-          if not p._h or p._h:watch_tree() then
-            pending[p], left = nil, left - 1
+        if pending[p] and not batch[p] then
+          batch[p] = true
+          if p._h then
+            hs[#hs + 1] = p._h
+            batch[#hs] = p
           else
-            arm(p)
+            pending[p], left = nil, left - 1 -- closed meanwhile: nothing of it is left
           end
+        end
+      end
+      for i, gone in ipairs(#hs > 0 and core.watch_trees(hs) or {}) do
+        local p = batch[i]
+        if gone then
+          pending[p], left = nil, left - 1
+        else
+          arm(p)
         end
       end
     end
