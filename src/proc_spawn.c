@@ -155,13 +155,13 @@ int proc_core_spawn(lua_State *L) {
   }
   if (want_cgroup && cg_session_create(&p->cg, limited) == 0) /* open for the launch only */
     req.cgroup_procs_fd = cg_session_open(&p->cg, "cgroup.procs", O_WRONLY);
-  if (req.cgroup_procs_fd < 0 && p->cg.id != 0) cg_session_release(&p->cg, 1);
+  if (req.cgroup_procs_fd < 0 && p->cg.id != 0) cg_session_destroy(&p->cg);
   if (limited) { /* fail closed: a limit the host cannot enforce is refused unless best_effort */
     char err[1024];
     if (cgl_setup(&p->lim, &limits, &p->cg, want_cgroup, err, sizeof err) < 0) {
       if (req.cgroup_procs_fd >= 0) close(req.cgroup_procs_fd);
       sandbox_prep_free(&prep);
-      cg_session_release(&p->cg, 1);
+      cg_session_destroy(&p->cg);
       for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
       free(p);
       lua_pushnil(L);
@@ -186,7 +186,7 @@ int proc_core_spawn(lua_State *L) {
     lua_pushfstring(L, "%s (%s: %s)", lua_tostring(L, -2), res.stage, what);
     lua_replace(L, -3);
     sandbox_prep_free(&prep);
-    cg_session_release(&p->cg, 1);
+    cg_session_destroy(&p->cg);
     if (p->limited) cgl_release(&p->lim);
     for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
     free(p);

@@ -46,14 +46,6 @@ local function slow_to_die(cgroup)
   return p, sample
 end
 
--- Whether one of pids is killed but not gone yet.
-local function dying(pids)
-  for _, pid in ipairs(pids) do
-    if present(pid) and killed(pid) then return true end
-  end
-  return false
-end
-
 for _, mode in ipairs({ "cgroup", "no cgroup" }) do
   local cgroup = mode == "cgroup"
   describe("ending sessions never blocks the loop (" .. mode .. ")", function()
@@ -74,34 +66,6 @@ for _, mode in ipairs({ "cgroup", "no cgroup" }) do
         return true
       end, 10000, "the tree to be gone")
     end)
-
-    it("terminate: a timer and another session's output are served while the tree dies",
-      function()
-        local slow, sample = slow_to_die(cgroup)
-        local talk = assert(luxec.spawn({ "sh", "-c", "while :; do echo tick; sleep 0.005; done" },
-          { cgroup = cgroup }))
-        -- A 5 ms timer looks at the slow program on every tick: it must see it killed but not
-        -- yet gone (the loop turned during the death), and never come very late.
-        local seen_dying, ticks, worst = 0, 0, 0
-        local timer = uv.new_timer()
-        uv.update_time()
-        local last = uv.now()
-        timer:start(5, 5, function()
-          uv.update_time()
-          ticks, worst, last = ticks + 1, math.max(worst, uv.now() - last), uv.now()
-          if dying(sample) then seen_dying = seen_dying + 1 end
-        end)
-        local out_before = talk:snapshot().total
-        local r = slow:terminate({ grace_ms = 100 })
-        timer:close()
-        assert.is_false(r.graceful)
-        for _, pid in ipairs(sample) do assert.is_false(present(pid)) end
-        assert.is_true(seen_dying > 0, "no timer tick while the killed tree was dying")
-        assert.is_true(talk:snapshot().total > out_before, "the other session's output stalled")
-        assert.is_true(ticks > 0)
-        slow:close()
-        talk:close()
-      end)
 
     it("terminate_all of many trees takes about as long as the slowest one", function()
       local procs = {}

@@ -20,7 +20,6 @@ describe("luxec.spawn with pipes", function()
     -- Counted from inside (a child listing them would race with the host closing its end
     -- of that child's pipe, one descriptor more or less than the host really holds).
     local function open_fds()
-      local uv = require("luv")
       local req, n = assert(uv.fs_scandir("/proc/self/fd")), 0
       while uv.fs_scandir_next(req) do n = n + 1 end
       return n
