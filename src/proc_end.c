@@ -139,8 +139,7 @@ static int members(proc *p, pid_t *out) {
   static pid_t tmp[MAX_TREE];
   int n = 0, own = nkids < 0;
   norphans = 0;
-  if (own) scan_begin();
-  if (!p->reaped) {
+  if (!p->reaped) { /* first: one that leaves it now for the host is in the host's list next */
     int m = pfs_descendants(p->pid, tmp, MAX_TREE);
     for (int i = 0; i < m; i++) add_live(tmp[i], out, &n);
   }
@@ -149,6 +148,7 @@ static int members(proc *p, pid_t *out) {
     for (int i = 0; i < m; i++)
       if (tmp[i] != p->pid) add_live(tmp[i], out, &n);
   }
+  if (own) scan_begin();
   for (int i = 0; i < nkids; i++) {
     if (kid_pgid[i] != p->pid && kid_sid[i] != p->pid &&
         (p->marker[0] == '\0' || !pfs_has_env(kids[i], p->marker)))
@@ -189,12 +189,16 @@ static int kill_now(proc *p, const char **method) {
     return n > 0 ? n : 0;
   }
   *method = p->init_pid > 0 ? "pid namespace" : "process group and sweep";
+  /* Found while the tree stands (once its processes die, theirs move to the host), then
+   * killed; a second look catches one that was on its way between the two lists. */
+  int m = members(p, pids);
   if (!p->reaped) {
     kill(-p->pid, SIGKILL);
     n += kill(p->pid, SIGKILL) == 0;
   }
-  int m = members(p, pids);
   for (int i = 0; i < m; i++) n += kill(pids[i], SIGKILL) == 0;
+  int again = members(p, pids);
+  for (int i = 0; i < again; i++) kill(pids[i], SIGKILL);
   proc_ns_kill(p);
   return n;
 }
