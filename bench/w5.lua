@@ -3,7 +3,8 @@
 ---   luxec bench/w5.lua COUNT SLEEP [terminate|terminate-tasks|terminate-all|close [nocgroup]]
 --- terminate: p:terminate() on each in turn (the default); terminate-tasks: p:terminate() on
 --- each in its own luxec.go task, all at once; terminate-all: luxec.terminate_all(procs);
---- close: p:close() on each. nocgroup spawns with
+--- close: p:close() on each, then the loop turned until every one is reaped. nocgroup spawns
+--- with
 --- cgroup = false.
 local luxec = require("luxec")
 local uv = require("luv")
@@ -87,6 +88,14 @@ elseif how == "close" then
   for _, p in ipairs(procs) do
     p:close()
   end
+  -- close() kills without waiting: the dead are reaped on the next turns of the loop
+  local t = uv.new_timer()
+  t:start(1, 1, function() end)
+  local deadline = uv.hrtime() + 5e9
+  while count_descendants(uv.os_getpid(), "sleep") > 0 and uv.hrtime() < deadline do
+    uv.run("once")
+  end
+  t:close()
 else
   error("unknown way to end the sessions: " .. how)
 end

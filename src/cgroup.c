@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -25,10 +26,18 @@ static int host_fd = -1;
 static int watchdog_pipe = -1; /* write end; the watchdog acts when it reads EOF */
 static pid_t watchdog = -1;
 static unsigned next_id = 1;
-/* Emptied session cgroups kept for reuse: a spawn then costs no mkdir, open or rmdir. */
+/* Emptied session cgroups kept for reuse: a spawn then costs no mkdir or rmdir. */
 #define POOL_MAX 64
-static cg_session pool[POOL_MAX];
+static unsigned pool[POOL_MAX];
 static int pooled = 0;
+/* One inotify descriptor tells when any session's cgroup.events changes (a change of
+ * "populated" is a modification of that file): no descriptor per session or per wait. */
+static int inotify_fd = -1;
+/* Cgroups of closed sessions that were killed but not yet empty: removed (or pooled) when
+ * their cgroup.events says so, or at host exit. */
+#define DRAIN_MAX 4096
+static struct { unsigned id; int wd, fresh; } draining[DRAIN_MAX];
+static int ndraining = 0;
 
 static int find_mount(char *out, size_t size) {
   FILE *f = fopen("/proc/self/mountinfo", "re");
@@ -65,8 +74,8 @@ static int own_cgroup(char *out, size_t size) {
   return found;
 }
 
-static int read_populated(int dir_fd) {
-  int fd = openat(dir_fd, "cgroup.events", O_RDONLY | O_CLOEXEC);
+static int read_populated(int dir_fd, const char *events) {
+  int fd = openat(dir_fd, events, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -errno;
   char buf[256];
   ssize_t n = read(fd, buf, sizeof buf - 1);
@@ -127,7 +136,7 @@ static void watchdog_main(int rd, int dir_fd, int parent_fd, const char *name) {
   }
   cg_write_text(dir_fd, "cgroup.kill", "1");
   struct timespec tick = {0, 5 * 1000 * 1000};
-  for (int i = 0; i < 1000 && read_populated(dir_fd) == 1; i++) nanosleep(&tick, NULL);
+  for (int i = 0; i < 1000 && read_populated(dir_fd, "cgroup.events") == 1; i++) nanosleep(&tick, NULL);
   char buf[4096];
   long n;
   while ((n = syscall(SYS_getdents64, dir_fd, buf, sizeof buf)) > 0) {
@@ -190,6 +199,7 @@ static int setup(void) {
   }
   watchdog = pid;
   watchdog_pipe = p[1];
+  inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC); /* -1: waits see no events (EMFILE) */
   return 0;
 }
 
@@ -199,64 +209,74 @@ int cg_available(const char **reason) {
   return state == 1;
 }
 
+/* "s<id>/<file>" into buf (async-signal-safe: no stdio). */
+static void session_path(unsigned id, const char *file, char *buf, size_t size) {
+  char digits[16];
+  int nd = 0;
+  do digits[nd++] = (char)('0' + id % 10);
+  while ((id /= 10) > 0 && nd < 15);
+  size_t k = 0;
+  if (k + 1 < size) buf[k++] = 's';
+  while (nd > 0 && k + 1 < size) buf[k++] = digits[--nd];
+  if (file != NULL && k + 1 < size) buf[k++] = '/';
+  for (const char *f = file; f != NULL && *f != '\0' && k + 1 < size; f++) buf[k++] = *f;
+  buf[k] = '\0';
+}
+
 int cg_session_create(cg_session *s, int fresh) {
-  s->dir_fd = s->procs_fd = s->events_fd = -1;
+  s->id = 0;
+  s->dir_fd = -1;
   s->fresh = fresh;
   if (!cg_available(NULL)) return -ENOTSUP;
   if (pooled > 0 && !fresh) {
-    *s = pool[--pooled];
+    s->id = pool[--pooled];
     return 0;
   }
-  s->id = next_id++;
+  unsigned id = next_id++;
   char name[32];
-  snprintf(name, sizeof name, "s%u", s->id);
+  session_path(id, NULL, name, sizeof name);
   if (mkdirat(host_fd, name, 0755) < 0) return -errno;
-  s->dir_fd = openat(host_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (s->dir_fd >= 0) s->procs_fd = openat(s->dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
-  if (s->procs_fd >= 0) s->events_fd = openat(s->dir_fd, "cgroup.events", O_RDONLY | O_CLOEXEC);
-  if (s->events_fd < 0) { /* never pooled half open, and removed even if the dir did not open */
-    int e = errno, opened = s->dir_fd >= 0;
-    cg_session_destroy(s);
-    if (!opened) unlinkat(host_fd, name, AT_REMOVEDIR);
-    return -e;
+  s->id = id;
+  if (fresh) { /* its limits are written and their counters read through it */
+    s->dir_fd = openat(host_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s->dir_fd < 0) {
+      int e = errno;
+      cg_session_destroy(s);
+      return -e;
+    }
   }
   return 0;
 }
 
-/* "populated" through the session's open cgroup.events: one pread, no open. */
-int cg_session_populated(const cg_session *s) {
-  if (s->dir_fd < 0) return 0;
-  char buf[128];
-  ssize_t n = s->events_fd >= 0 ? pread(s->events_fd, buf, sizeof buf - 1, 0) : -1;
-  if (n < 0) return read_populated(s->dir_fd);
-  buf[n] = '\0';
-  char *p = strstr(buf, "populated ");
-  return p != NULL && p[10] == '1';
+int cg_session_open(const cg_session *s, const char *file, int flags) {
+  if (s->id == 0) return -ENOENT;
+  char path[64];
+  session_path(s->id, file, path, sizeof path);
+  int fd = openat(host_fd, path, flags | O_CLOEXEC);
+  return fd < 0 ? -errno : fd;
 }
 
-int cg_session_wait_empty(const cg_session *s, int timeout_ms) {
-  /* kernfs wakes POLLPRI pollers when cgroup.events changes; the pread re-arms it */
-  struct timespec start, now;
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  for (;;) {
-    int pop = cg_session_populated(s);
-    if (pop <= 0) return pop;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    long waited = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-    if (waited >= timeout_ms) return -ETIMEDOUT;
-    struct pollfd pf = {.fd = s->events_fd, .events = POLLPRI};
-    poll(&pf, 1, (int)(timeout_ms - waited) < 50 ? (int)(timeout_ms - waited) : 50);
-  }
+int cg_session_populated(const cg_session *s) {
+  if (s->id == 0) return 0;
+  char path[64];
+  session_path(s->id, "cgroup.events", path, sizeof path);
+  return read_populated(host_fd, path);
 }
 
 int cg_session_kill(const cg_session *s) {
-  return s->dir_fd < 0 ? 0 : cg_write_text(s->dir_fd, "cgroup.kill", "1");
+  if (s->id == 0) return 0;
+  char path[64];
+  session_path(s->id, "cgroup.kill", path, sizeof path);
+  int fd = openat(host_fd, path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  int rc = write(fd, "1", 1) == 1 ? 0 : -errno;
+  close(fd);
+  return rc;
 }
 
 int cg_session_pids(const cg_session *s, pid_t *out, int max) {
-  if (s->dir_fd < 0) return 0;
-  int fd = openat(s->dir_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
+  int fd = cg_session_open(s, "cgroup.procs", O_RDONLY);
+  if (fd < 0) return s->id == 0 ? 0 : fd;
   char buf[8192];
   int n = 0, have = 0;
   ssize_t r;
@@ -282,38 +302,107 @@ int cg_session_signal(const cg_session *s, int sig) {
   return n;
 }
 
-void cg_session_remove(cg_session *s) {
-  if (s->dir_fd >= 0 && !s->fresh && pooled < POOL_MAX && state == 1 &&
-      cg_session_populated(s) == 0) {
-    pool[pooled++] = *s;
-    s->dir_fd = s->procs_fd = s->events_fd = -1;
-    return;
+int cg_watch_fd(void) {
+  return state == 1 ? inotify_fd : -1;
+}
+
+int cg_session_watch(const cg_session *s) {
+  if (s->id == 0 || inotify_fd < 0) return -ENOENT;
+  char path[8192];
+  int k = snprintf(path, sizeof path, "%s/", host_dir);
+  session_path(s->id, "cgroup.events", path + k, sizeof path - (size_t)k);
+  int wd = inotify_add_watch(inotify_fd, path, IN_MODIFY);
+  return wd < 0 ? -errno : wd;
+}
+
+void cg_unwatch(int wd) {
+  if (wd >= 0 && inotify_fd >= 0) inotify_rm_watch(inotify_fd, wd);
+}
+
+int cg_watch_read(int *wds, int max) {
+  char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+  int n = 0;
+  ssize_t len;
+  while ((len = read(inotify_fd, buf, sizeof buf)) > 0) {
+    for (char *ptr = buf; ptr < buf + len;) {
+      const struct inotify_event *ev = (const struct inotify_event *)ptr;
+      if ((ev->mask & IN_MODIFY) && n < max) wds[n++] = ev->wd;
+      ptr += sizeof *ev + ev->len;
+    }
   }
-  cg_session_destroy(s);
+  return n;
+}
+
+/* Into the pool when it can be reused at once, else removed. */
+static void put_back(cg_session *s) {
+  if (!s->fresh && s->dir_fd < 0 && pooled < POOL_MAX && state == 1) pool[pooled++] = s->id;
+  else cg_session_destroy(s);
+  s->id = 0;
+}
+
+int cg_session_release(cg_session *s, int known_empty) {
+  if (s->id == 0) return 1;
+  if (s->dir_fd >= 0) close(s->dir_fd); /* a fresh one is never pooled */
+  s->dir_fd = -1;
+  int wd = state == 1 && !known_empty && cg_session_populated(s) == 1 ? cg_session_watch(s) : -1;
+  if (wd >= 0 && cg_session_populated(s) == 1 && ndraining < DRAIN_MAX) {
+    draining[ndraining].id = s->id;
+    draining[ndraining].wd = wd;
+    draining[ndraining++].fresh = s->fresh;
+    s->id = 0;
+    return 0;
+  }
+  if (wd >= 0) cg_unwatch(wd);
+  put_back(s);
+  return 1;
+}
+
+int cg_drain_fired(int wd) {
+  for (int i = 0; i < ndraining; i++) {
+    if (draining[i].wd != wd) continue;
+    cg_session s = {.id = draining[i].id, .fresh = draining[i].fresh, .dir_fd = -1};
+    if (cg_session_populated(&s) == 1) return 1;
+    cg_unwatch(wd);
+    draining[i] = draining[--ndraining];
+    put_back(&s);
+    return 1;
+  }
+  return 0;
+}
+
+int cg_draining(void) {
+  return ndraining;
 }
 
 void cg_session_destroy(cg_session *s) {
-  if (s->events_fd >= 0) close(s->events_fd);
-  if (s->procs_fd >= 0) close(s->procs_fd);
-  if (s->dir_fd >= 0) {
-    close(s->dir_fd);
+  if (s->dir_fd >= 0) close(s->dir_fd);
+  s->dir_fd = -1;
+  if (s->id != 0) {
     char name[32];
-    snprintf(name, sizeof name, "s%u", s->id);
+    session_path(s->id, NULL, name, sizeof name);
     unlinkat(host_fd, name, AT_REMOVEDIR);
   }
-  s->dir_fd = s->procs_fd = s->events_fd = -1;
+  s->id = 0;
 }
 
 void cg_shutdown(void) {
   cgl_shutdown(); /* the cgroup v1 directories of limits, which need no v2 tree */
   if (state != 1) return;
-  while (pooled > 0) cg_session_destroy(&pool[--pooled]);
+  while (pooled > 0) {
+    cg_session s = {.id = pool[--pooled], .dir_fd = -1};
+    cg_session_destroy(&s);
+  }
+  while (ndraining > 0) { /* killed: what is empty goes now, the rest is the watchdog's */
+    cg_session s = {.id = draining[--ndraining].id, .dir_fd = -1};
+    cg_session_destroy(&s);
+  }
+  if (inotify_fd >= 0) close(inotify_fd);
   if (host_fd >= 0) close(host_fd);
   rmdir(host_dir);
-  close(watchdog_pipe); /* the watchdog finds nothing left to do and exits */
+  close(watchdog_pipe); /* the watchdog removes what is left, then exits */
   while (waitpid(watchdog, NULL, 0) < 0 && errno == EINTR) {
   }
-  host_fd = watchdog_pipe = -1;
+  host_fd = watchdog_pipe = inotify_fd = -1;
   watchdog = -1;
   state = 0;
 }

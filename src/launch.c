@@ -249,8 +249,7 @@ int launch(const launch_req *req, launch_res *res) {
     if (open_pty(req, &fds[MASTER], &fds[SLAVE]) < 0) FAIL("pty");
     c.fd0 = c.fd1 = c.fd2 = c.ctty = fds[SLAVE];
     res->out_fd = fds[MASTER];
-    res->in_fd = fcntl(fds[MASTER], F_DUPFD_CLOEXEC, 3); /* polled apart from the reads */
-    if (res->in_fd < 0) FAIL("pty");
+    res->in_fd = fds[MASTER]; /* the same descriptor: one poll serves reads and writes */
   } else {
     int p[2];
     if (req->stdin_pipe) {
@@ -364,7 +363,6 @@ fail:
   close_all(report, 2);
   if (err_w >= 0) close(err_w);
   if (devnull >= 0) close(devnull);
-  if (res->in_fd >= 0 && req->tty) close(res->in_fd);
   res->in_fd = res->out_fd = res->err_fd = -1;
   if (res->err == 0) res->err = EIO;
   return -1;

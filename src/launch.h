@@ -26,10 +26,16 @@ typedef struct launch_req {
   sandbox_prep *sandbox;   /* NULL, or the layers to apply before exec */
 } launch_req;
 
+/* What a running session holds in the host: its pidfd and the descriptors below. 2 on a PTY
+ * (pidfd, master) and on pipes with stdin = "null" and stderr merged (pidfd, output); 3 on the
+ * default pipes, whose stdin is a pipe (its write end is how the program gets EOF); 4 with
+ * stderr apart. No cgroup file stays open (cgroup.procs only for the launch). While terminate
+ * waits for a tree without a cgroup, one pidfd per process of it (proc_end.c). */
 typedef struct launch_res {
   pid_t pid;
   int pidfd;
-  int in_fd;               /* write end of stdin, or a dup of the PTY master; -1 for null */
+  int in_fd;               /* write end of stdin, or the PTY master (the same descriptor as
+                            * out_fd, not a second one); -1 for null */
   int out_fd;              /* read end of stdout (merged), or the PTY master */
   int err_fd;              /* read end of stderr when apart, else -1 */
   int listener_fd;         /* the sandbox's seccomp listener, or -1 */

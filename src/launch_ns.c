@@ -216,7 +216,7 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
   if (s.init_pid <= 0 && istack) launch_init_stack_free(istack);
   if (req->tty) {
     res->out_fd = s.master;
-    res->in_fd = fcntl(s.master, F_DUPFD_CLOEXEC, 3); /* polled apart from the reads */
+    res->in_fd = s.master; /* the same descriptor: one poll serves reads and writes */
   }
   res->listener_fd = sandbox_take_listener(req->sandbox);
   return 0;

@@ -79,6 +79,10 @@ static void become_subreaper(uv_loop_t *loop) {
   uv_unref((uv_handle_t *)&orphan_timer);
 }
 
+proc *proc_live(void) {
+  return live;
+}
+
 static void live_add(proc *p) {
   p->next = live;
   if (live) live->prev = p;
@@ -221,6 +225,7 @@ static void exit_cb(uv_poll_t *h, int status, int events) {
   if (!proc_reap(p, 0)) return;
   proc_close_handle(p, (uv_handle_t *)&p->exit_poll);
   p->exit_poll_open = 0;
+  proc_io_exited(p);
   proc_emit(p, "exit", 0, 0);
   if (!p->closed) proc_maybe_release(p);
 }
@@ -232,7 +237,7 @@ void proc_started(proc *p, lua_State *L) {
   p->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   p->cb_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   uv_loop_t *loop = &luxec_gethost(L)->loop;
-  if (p->cg.dir_fd < 0) become_subreaper(loop); /* orphans come back to the host */
+  if (p->cg.id == 0) become_subreaper(loop); /* orphans come back to the host */
   uv_poll_init(loop, &p->exit_poll, p->pidfd);
   p->exit_poll.data = NULL;
   p->exit_poll_open = 1;
@@ -250,14 +255,7 @@ proc *proc_check(lua_State *L, int idx) {
 /* Close everything of p: kill what still runs, close handles and descriptors. */
 static void proc_shutdown(proc *p, const char *why) {
   if (p->closed) return;
-  int killed;
-  const char *method;
-  int alive = !p->reaped || (p->init_pid > 0 && !p->init_killed) ||
-              (p->cg.dir_fd >= 0 && cg_session_populated(&p->cg) == 1);
-  if (alive) {
-    if (p->killed_by[0] == '\0') snprintf(p->killed_by, sizeof p->killed_by, "%s", why);
-    proc_kill_tree(p, &killed, &method);
-  }
+  int empty = proc_end_close(p, why); /* SIGKILL now; nothing waits for the tree to end */
   p->closed = 1;
   sbx_monitor_close(p->sbx); /* only now: a live sandboxed process would get ENOSYS */
   p->sbx = NULL;
@@ -277,11 +275,8 @@ static void proc_shutdown(proc *p, const char *why) {
   if (p->exit_poll_open) {
     p->exit_poll_open = 0;
     proc_close_handle(p, (uv_handle_t *)&p->exit_poll);
-  } else if (p->pidfd >= 0 && p->pending_closes == 0) {
-    close(p->pidfd);
-    p->pidfd = -1;
   }
-  cg_session_remove(&p->cg);
+  proc_end_release(p, empty); /* the pidfd now, the cgroup once empty */
   if (p->limited) cgl_release(&p->lim); /* the v1 directories, empty now that the tree is gone */
   if (p->self_ref != LUA_NOREF) luaL_unref(p->L, LUA_REGISTRYINDEX, p->self_ref);
   if (p->cb_ref != LUA_NOREF) luaL_unref(p->L, LUA_REGISTRYINDEX, p->cb_ref);
@@ -305,14 +300,7 @@ static int proc_close(lua_State *L) {
 void luxec_procs_kill_all(void) {
   for (proc *p = live; p != NULL; p = p->next) {
     if (p->closed) continue;
-    if (p->cg.dir_fd >= 0) {
-      int fd = openat(p->cg.dir_fd, "cgroup.kill", O_WRONLY | O_CLOEXEC);
-      if (fd >= 0) {
-        if (write(fd, "1", 1) < 0) { /* the watchdog still covers it */
-        }
-        close(fd);
-      }
-    }
+    cg_session_kill(&p->cg); /* (when it fails, the watchdog still covers it) */
     proc_ns_kill(p);
     if (!p->reaped) {
       kill(-p->pid, SIGKILL);
@@ -333,6 +321,7 @@ void luxec_procs_shutdown(void) {
     if (p == NULL) break;
     proc_shutdown(p, "host exit");
   }
+  proc_end_shutdown();
 }
 
 /* p:status() -> the native facts; luxec.process adds what policy knows. */
@@ -368,7 +357,7 @@ static int proc_status(lua_State *L) {
   lua_setfield(L, -2, "eof");
   lua_pushboolean(L, p->tty);
   lua_setfield(L, -2, "tty");
-  lua_pushboolean(L, p->cg.dir_fd >= 0);
+  lua_pushboolean(L, p->cg.id != 0);
   lua_setfield(L, -2, "cgroup");
   lua_pushinteger(L, (lua_Integer)p->wq_bytes);
   lua_setfield(L, -2, "write_queued");
@@ -465,6 +454,7 @@ void luxec_open_proc(lua_State *L) {
     luaL_setfuncs(L, proc_io_methods, 0);
     luaL_setfuncs(L, proc_input_methods, 0);
     luaL_setfuncs(L, proc_tree_methods, 0);
+    luaL_setfuncs(L, proc_end_methods, 0);
     luaL_setfuncs(L, proc_sandbox_methods, 0);
     luaL_setfuncs(L, proc_proxy_methods, 0);
     lua_setfield(L, -2, "__index");
@@ -472,7 +462,7 @@ void luxec_open_proc(lua_State *L) {
   lua_pop(L, 1);
   luaL_setfuncs(L, proc_functions, 0);
   luaL_setfuncs(L, proc_sandbox_functions, 0);
-  luaL_setfuncs(L, proc_tree_functions, 0);
+  luaL_setfuncs(L, proc_end_functions, 0);
   lua_pushcfunction(L, proc_core_spawn);
   lua_setfield(L, -2, "spawn");
 }

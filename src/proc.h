@@ -72,6 +72,7 @@ typedef struct proc {
   int closed;            /* closed from Lua or by the host: no more methods */
   int referenced;        /* keeps the loop alive (uv_ref) */
   int want_output;       /* Lua wants an "output" event per read (someone waits or listens) */
+  struct tree_end *te;   /* watching the tree end (proc_end.c), or NULL */
   struct sbx_monitor *sbx; /* the seccomp listener's host end, or NULL */
   int proxy_fd;          /* network by name: the proxy's listener until Lua takes it, or -1 */
   int proxy_port;
@@ -96,12 +97,26 @@ void luxec_open_proc(lua_State *L);
 void luxec_procs_shutdown(void);
 void luxec_procs_kill_all(void); /* async-signal-safe */
 
+proc *proc_live(void); /* the first of every proc not yet freed (then ->next) */
+
 /* proc_tree.c */
-int proc_kill_tree(proc *p, int *killed, const char **method);
 void proc_ns_kill(proc *p); /* async-signal-safe */
 const char *proc_signame(int sig);
+int proc_checksignal(lua_State *L, int idx);
+int proc_tree_signal(proc *p, int sig); /* every process of the tree: how many */
 extern const luaL_Reg proc_tree_methods[];
-extern const luaL_Reg proc_tree_functions[];
+
+/* proc_end.c: ending a tree without waiting on the loop */
+int proc_end_members(proc *p, pid_t *out); /* the program (unless reaped) and its tree */
+int proc_end_kill(proc *p, const char *reason); /* SIGKILL all of it now: how many */
+int proc_end_watch(proc *p); /* 1 gone; 0: a "tree_empty" event follows; -errno */
+/* Kill what is alive, stop watching; 1 when the cgroup is known to be empty already. */
+int proc_end_close(proc *p, const char *why);
+/* The pidfd closed now, the cgroup removed once empty (known_empty: from proc_end_close) */
+void proc_end_release(proc *p, int known_empty);
+void proc_end_shutdown(void); /* the host's handles, after every session closed */
+extern const luaL_Reg proc_end_methods[];
+extern const luaL_Reg proc_end_functions[];
 
 /* proc_sandbox.c */
 int proc_sandbox_prepare(lua_State *L, int opts, struct sandbox_prep *prep,
@@ -118,6 +133,7 @@ void proc_limits_report(lua_State *L, proc *p, int report); /* fills report.limi
 
 /* proc_io.c */
 void proc_io_start(proc *p);
+void proc_io_exited(proc *p); /* after the reap */
 void proc_io_stop_input(proc *p);
 void proc_io_free_queue(proc *p);
 extern const luaL_Reg proc_io_methods[];

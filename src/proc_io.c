@@ -16,11 +16,26 @@ static char read_buf[READ_CHUNK];
 
 static void stream_eof(proc *p, pstream *s) {
   s->eof = 1;
+  if (p->tty && p->in_fd >= 0) { /* the PTY's input ends with it (the descriptor is shared) */
+    if (p->wq_head != NULL) p->in_err = EIO;
+    proc_io_free_queue(p);
+    p->in_fd = -1;
+    p->in_polling = 0;
+  }
+  if (p->tty && !p->reaped && s->poll_open) {
+    /* Closing the master now would hang up a program that closed its terminal and has not
+     * exited yet (SIGHUP): it is closed at the exit (proc_io_exited). */
+    uv_poll_stop(&s->poll);
+    return;
+  }
   if (s->poll_open) {
     s->poll_open = 0;
     proc_close_handle(p, (uv_handle_t *)&s->poll); /* closes the fd when done */
   }
 }
+
+static void drain_queue(proc *p);
+static void in_cb(uv_poll_t *h, int status, int events);
 
 static void out_cb(uv_poll_t *h, int status, int events) {
   pstream *s = container_of(h, pstream, poll);
@@ -28,7 +43,8 @@ static void out_cb(uv_poll_t *h, int status, int events) {
   int idx = (int)(s - p->out) + 1;
   size_t got = 0;
   int eof = status < 0;
-  (void)events;
+  if (status == 0 && (events & UV_WRITABLE) && p->in_polling) drain_queue(p); /* a PTY's input */
+  if (status == 0 && !(events & (UV_READABLE | UV_DISCONNECT))) return;
   for (int i = 0; i < READS_PER_TURN && !eof; i++) {
     ssize_t n = read(s->fd, read_buf, READ_CHUNK);
     if (n > 0) {
@@ -49,7 +65,14 @@ static void out_cb(uv_poll_t *h, int status, int events) {
   }
 }
 
-static int ensure_in_poll(proc *p);
+/* The program was reaped: a PTY master kept open past its EOF can go now. */
+void proc_io_exited(proc *p) {
+  pstream *s = &p->out[0];
+  if (p->tty && s->eof && s->poll_open) {
+    s->poll_open = 0;
+    proc_close_handle(p, (uv_handle_t *)&s->poll);
+  }
+}
 
 void proc_io_start(proc *p) {
   uv_loop_t *loop = &luxec_gethost(p->L)->loop;
@@ -66,6 +89,7 @@ void proc_io_start(proc *p) {
 
 /* The stdin poll is made the first time a write does not go through at once. */
 static int ensure_in_poll(proc *p) {
+  if (p->tty) return p->out[0].poll_open; /* the master's one poll, which also reads */
   if (p->in_poll_open) return 1;
   if (p->in_fd < 0 || uv_poll_init(&luxec_gethost(p->L)->loop, &p->in_poll, p->in_fd) != 0)
     return 0;
@@ -85,9 +109,27 @@ void proc_io_free_queue(proc *p) {
   p->wq_bytes = 0;
 }
 
-/* Stop writing for good: drop the queue and close our end (the child sees EOF). */
+static void poll_writable(proc *p, int on) {
+  p->in_polling = on;
+  if (p->tty) {
+    if (p->out[0].poll_open)
+      uv_poll_start(&p->out[0].poll, UV_READABLE | UV_DISCONNECT | (on ? UV_WRITABLE : 0), out_cb);
+  } else if (on) {
+    uv_poll_start(&p->in_poll, UV_WRITABLE, in_cb);
+  } else {
+    uv_poll_stop(&p->in_poll);
+  }
+}
+
+/* Stop writing for good: drop the queue and close our end (the child sees EOF). A PTY's
+ * master stays open for reading: it is the output stream's to close. */
 void proc_io_stop_input(proc *p) {
   proc_io_free_queue(p);
+  if (p->tty) {
+    if (p->in_polling) poll_writable(p, 0);
+    p->in_fd = -1;
+    return;
+  }
   if (p->in_poll_open) {
     p->in_poll_open = 0;
     p->in_polling = 0;
@@ -126,14 +168,9 @@ static void finish_close_stdin(proc *p) {
   proc_io_stop_input(p);
 }
 
-static void in_cb(uv_poll_t *h, int status, int events) {
-  proc *p = container_of(h, proc, in_poll);
-  (void)events;
-  if (status < 0) {
-    input_failed(p, EPIPE);
-    return;
-  }
-  while (p->wq_head != NULL) {
+/* Write what is queued while the descriptor takes it; stop polling once it is empty. */
+static void drain_queue(proc *p) {
+  while (p->wq_head != NULL && p->in_fd >= 0) {
     wchunk *c = p->wq_head;
     ssize_t n = write_some(p->in_fd, c->data + c->off, c->len - c->off);
     if (n < 0) {
@@ -148,9 +185,18 @@ static void in_cb(uv_poll_t *h, int status, int events) {
     if (p->wq_head == NULL) p->wq_tail = NULL;
     free(c);
   }
-  uv_poll_stop(&p->in_poll);
-  p->in_polling = 0;
+  poll_writable(p, 0);
   if (p->close_in_pending) finish_close_stdin(p);
+}
+
+static void in_cb(uv_poll_t *h, int status, int events) {
+  proc *p = container_of(h, proc, in_poll);
+  (void)events;
+  if (status < 0) {
+    input_failed(p, EPIPE);
+    return;
+  }
+  drain_queue(p);
 }
 
 static int input_refused(lua_State *L, proc *p, const char *what) {
@@ -188,10 +234,7 @@ static int proc_write(lua_State *L) {
     else p->wq_head = c;
     p->wq_tail = c;
     p->wq_bytes += c->len;
-    if (!p->in_polling && ensure_in_poll(p)) {
-      uv_poll_start(&p->in_poll, UV_WRITABLE, in_cb);
-      p->in_polling = 1;
-    }
+    if (!p->in_polling && ensure_in_poll(p)) poll_writable(p, 1);
   }
   lua_pushinteger(L, (lua_Integer)len);
   return 1;

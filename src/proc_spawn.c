@@ -3,6 +3,7 @@
 #include "proc.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -130,7 +131,7 @@ int proc_core_spawn(lua_State *L) {
   p->self_ref = p->cb_ref = LUA_NOREF;
   p->pidfd = p->in_fd = p->proxy_fd = -1;
   p->init_pid = -1;
-  p->cg.dir_fd = p->cg.procs_fd = p->cg.events_fd = -1;
+  p->cg.dir_fd = -1;
   p->tty = req.tty;
   if (marker != NULL) snprintf(p->marker, sizeof p->marker, "%s", marker);
   p->nout = req.tty || !req.stderr_apart ? 1 : 2;
@@ -152,12 +153,15 @@ int proc_core_spawn(lua_State *L) {
       return 3;
     }
   }
-  if (want_cgroup && cg_session_create(&p->cg, limited) == 0) req.cgroup_procs_fd = p->cg.procs_fd;
+  if (want_cgroup && cg_session_create(&p->cg, limited) == 0) /* open for the launch only */
+    req.cgroup_procs_fd = cg_session_open(&p->cg, "cgroup.procs", O_WRONLY);
+  if (req.cgroup_procs_fd < 0 && p->cg.id != 0) cg_session_destroy(&p->cg);
   if (limited) { /* fail closed: a limit the host cannot enforce is refused unless best_effort */
     char err[1024];
     if (cgl_setup(&p->lim, &limits, &p->cg, want_cgroup, err, sizeof err) < 0) {
+      if (req.cgroup_procs_fd >= 0) close(req.cgroup_procs_fd);
       sandbox_prep_free(&prep);
-      cg_session_remove(&p->cg);
+      cg_session_destroy(&p->cg);
       for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
       free(p);
       lua_pushnil(L);
@@ -172,6 +176,7 @@ int proc_core_spawn(lua_State *L) {
   launch_res res;
   int launched = launch(&req, &res);
   for (int i = 0; i < req.ncgroup_more; i++) close(req.cgroup_more_fds[i]);
+  if (req.cgroup_procs_fd >= 0) close(req.cgroup_procs_fd);
   if (launched < 0) {
     luxec_push_error(L, res.err); /* (named before prep's strings are freed) */
     const char *what = strcmp(res.stage, "cwd") == 0 ? req.cwd
@@ -181,7 +186,7 @@ int proc_core_spawn(lua_State *L) {
     lua_pushfstring(L, "%s (%s: %s)", lua_tostring(L, -2), res.stage, what);
     lua_replace(L, -3);
     sandbox_prep_free(&prep);
-    cg_session_remove(&p->cg);
+    cg_session_destroy(&p->cg);
     if (p->limited) cgl_release(&p->lim);
     for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
     free(p);

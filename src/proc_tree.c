@@ -3,98 +3,19 @@
 #include "proc.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include "procfs.h"
 
-static void orphans_of(proc *p, pid_t *out, int *n, int max) {
-  /* Without a cgroup: the session's live tree, plus orphans that came back to the host (its
-   * child subreaper) and still belong to the session's process group or session, or carry
-   * its marker in their environment (setsid daemons). */
-  *n = 0;
-  if (!p->reaped) {
-    out[(*n)++] = p->pid;
-    *n += pfs_descendants(p->pid, out + *n, max - *n);
-  }
-  pid_t kids[1024];
-  int k = pfs_children(getpid(), kids, 1024);
-  for (int i = 0; i < k && *n < max; i++) {
-    if (kids[i] == p->pid || kids[i] == cg_watchdog_pid()) continue;
-    if (pfs_pgid(kids[i]) == p->pid || getsid(kids[i]) == p->pid ||
-        (p->marker[0] != '\0' && pfs_has_env(kids[i], p->marker))) {
-      out[(*n)++] = kids[i];
-      *n += pfs_descendants(kids[i], out + *n, max - *n);
-    }
-  }
-}
-
 void proc_ns_kill(proc *p) {
   if (p->init_pid <= 0 || p->init_killed) return;
   kill(p->init_pid, SIGKILL); /* still the host's unreaped child: the pid is this init's */
   p->init_killed = 1;
-}
-
-/* A sandbox's pid namespace ends with its init: the kernel kills every process in it, however
- * it detached itself, and the init's exit comes only once all of them are gone. */
-static int kill_namespace(proc *p, int *killed) {
-  pid_t pids[4096];
-  int n = pfs_descendants(p->init_pid, pids, 4096);
-  if (!p->reaped) n += 1 + pfs_descendants(p->pid, pids, 4096);
-  *killed = n > 0 ? n : 0;
-  proc_ns_kill(p);
-  proc_reap(p, 1); /* first: the namespace waits for its members' parents to reap them */
-  int rc;
-  while ((rc = waitpid(p->init_pid, NULL, __WALL)) < 0 && errno == EINTR) {
-  }
-  if (p->cg.dir_fd >= 0) cg_session_wait_empty(&p->cg, 5000);
-  return rc < 0 && errno != ECHILD ? -errno : 0;
-}
-
-/* SIGKILL everything of the session and wait until it is gone; 0, or -errno when something
- * could not be confirmed dead. *killed counts the processes signalled. */
-int proc_kill_tree(proc *p, int *killed, const char **method) {
-  *killed = 0;
-  if (p->init_pid > 0) {
-    *method = "pid namespace";
-    return kill_namespace(p, killed);
-  }
-  if (p->cg.dir_fd >= 0) {
-    *method = "cgroup";
-    pid_t pids[4096];
-    int n = cg_session_pids(&p->cg, pids, 4096);
-    *killed = n > 0 ? n : 0;
-    int rc = cg_session_kill(&p->cg);
-    if (rc < 0) return rc;
-    /* cgroup.kill is asynchronous: "populated 0" is the proof that everything is gone */
-    int gone = cg_session_wait_empty(&p->cg, 5000);
-    proc_reap(p, 1);
-    return gone == -ETIMEDOUT ? -EBUSY : 0;
-  }
-  *method = "process group and sweep";
-  if (!p->reaped) kill(-p->pid, SIGKILL);
-  for (int round = 0; round < 50; round++) {
-    pid_t pids[4096];
-    int n;
-    orphans_of(p, pids, &n, 4096);
-    if (n == 0) break;
-    for (int i = 0; i < n; i++) {
-      if (kill(pids[i], SIGKILL) == 0) (*killed)++;
-    }
-    proc_reap(p, 0);
-    for (int i = 0; i < n; i++) {
-      if (pids[i] != p->pid) waitpid(pids[i], NULL, WNOHANG); /* orphans are the host's now */
-    }
-    usleep(1000);
-  }
-  proc_reap(p, 1);
-  return 0;
 }
 
 const char *proc_signame(int sig) {
@@ -111,7 +32,7 @@ const char *proc_signame(int sig) {
   return NULL;
 }
 
-static int checksignal(lua_State *L, int idx) {
+int proc_checksignal(lua_State *L, int idx) {
   if (lua_type(L, idx) == LUA_TNUMBER) {
     lua_Integer s = luaL_checkinteger(L, idx);
     if (s < 0 || s >= NSIG) return luaL_argerror(L, idx, "signal number out of range");
@@ -129,7 +50,7 @@ static int checksignal(lua_State *L, int idx) {
 /* p:signal(sig [, "group"]) -> true | nil, msg, code */
 static int proc_signal(lua_State *L) {
   proc *p = proc_check(L, 1);
-  int sig = checksignal(L, 2);
+  int sig = proc_checksignal(L, 2);
   const char *target = luaL_optstring(L, 3, "process");
   int rc;
   if (strcmp(target, "group") == 0) {
@@ -148,102 +69,29 @@ static int proc_signal(lua_State *L) {
   return 1;
 }
 
+int proc_tree_signal(proc *p, int sig) {
+  if (p->cg.id != 0) return cg_session_signal(&p->cg, sig);
+  static pid_t pids[4096];
+  if (!p->reaped) kill(-p->pid, sig);
+  int n = proc_end_members(p, pids);
+  for (int i = 0; i < n; i++) kill(pids[i], sig);
+  return n;
+}
+
 /* p:signal_tree(sig): every process of the session (cgroup, else group + tree) */
 static int proc_signal_tree(lua_State *L) {
   proc *p = proc_check(L, 1);
-  int sig = checksignal(L, 2);
-  int n = 0;
-  if (p->cg.dir_fd >= 0) {
-    n = cg_session_signal(&p->cg, sig);
-  } else {
-    kill(-p->pid, sig);
-    pid_t pids[4096];
-    orphans_of(p, pids, &n, 4096);
-    for (int i = 0; i < n; i++) kill(pids[i], sig);
-  }
-  lua_pushinteger(L, n);
-  return 1;
-}
-
-/* p:kill_tree(reason) -> {killed = n, method = "..."} | nil, msg, code */
-static int proc_kill_tree_l(lua_State *L) {
-  proc *p = proc_check(L, 1);
-  const char *reason = luaL_optstring(L, 2, "terminate");
-  if (p->killed_by[0] == '\0' && !p->reaped)
-    snprintf(p->killed_by, sizeof p->killed_by, "%s", reason);
-  int killed;
-  const char *method;
-  int rc = proc_kill_tree(p, &killed, &method);
-  if (rc < 0) return luxec_push_error(L, -rc);
-  if (p->exit_poll_open && p->reaped) { /* reaped here: tell Lua as the exit callback would */
-    p->exit_poll_open = 0;
-    proc_close_handle(p, (uv_handle_t *)&p->exit_poll);
-    proc_emit(p, "exit", 0, 0);
-  }
-  lua_createtable(L, 0, 2);
-  lua_pushinteger(L, killed);
-  lua_setfield(L, -2, "killed");
-  lua_pushstring(L, method);
-  lua_setfield(L, -2, "method");
-  return 1;
-}
-
-/* core.kill_trees({p, ...} [, reason]) -> killed: the whole-tree kill of many sessions at
- * once: every tree is signalled first, then each is waited for, so the deaths overlap. */
-static int core_kill_trees(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  const char *reason = luaL_optstring(L, 2, "terminate");
-  lua_Integer n = luaL_len(L, 1);
-  for (lua_Integer i = 1; i <= n; i++) { /* check them all before doing anything */
-    lua_rawgeti(L, 1, i);
-    proc_check(L, -1);
-    lua_pop(L, 1);
-  }
-  int total = 0;
-  static pid_t pids[4096];
-  for (lua_Integer i = 1; i <= n; i++) {
-    lua_rawgeti(L, 1, i);
-    proc *p = proc_check(L, -1);
-    lua_pop(L, 1);
-    if (p->killed_by[0] == '\0' && !p->reaped)
-      snprintf(p->killed_by, sizeof p->killed_by, "%s", reason);
-    int alive;
-    if (p->cg.dir_fd >= 0) {
-      alive = cg_session_pids(&p->cg, pids, 4096);
-      cg_session_kill(&p->cg);
-    } else {
-      orphans_of(p, pids, &alive, 4096);
-      if (!p->reaped) kill(-p->pid, SIGKILL);
-    }
-    total += alive > 0 ? alive : 0; /* what the kill found alive */
-  }
-  for (lua_Integer i = 1; i <= n; i++) {
-    lua_rawgeti(L, 1, i);
-    proc *p = proc_check(L, -1);
-    lua_pop(L, 1);
-    int killed;
-    const char *method;
-    proc_kill_tree(p, &killed, &method); /* the waiting half; the signal is sent again */
-    if (p->exit_poll_open && p->reaped) {
-      p->exit_poll_open = 0;
-      proc_close_handle(p, (uv_handle_t *)&p->exit_poll);
-      proc_emit(p, "exit", 0, 0);
-    }
-  }
-  lua_pushinteger(L, total);
+  lua_pushinteger(L, proc_tree_signal(p, proc_checksignal(L, 2)));
   return 1;
 }
 
 /* p:tree_alive() -> 0 when nothing of the session is alive (else a positive number) */
 static int proc_tree_alive(lua_State *L) {
   proc *p = proc_check(L, 1);
-  pid_t pids[4096];
+  static pid_t pids[4096];
   int n;
-  if (p->cg.dir_fd >= 0) {
-    n = cg_session_populated(&p->cg) == 1; /* one pread; the exact count is not needed */
-  } else {
-    orphans_of(p, pids, &n, 4096);
-  }
+  if (p->cg.id != 0) n = cg_session_populated(&p->cg) == 1; /* the exact count is not needed */
+  else n = proc_end_members(p, pids);
   lua_pushinteger(L, n);
   return 1;
 }
@@ -266,7 +114,7 @@ static int proc_resize(lua_State *L) {
 static int proc_holders(lua_State *L) {
   proc *p = proc_check(L, 1);
   static pid_t cands[32768];
-  int n = p->cg.dir_fd >= 0 ? cg_session_pids(&p->cg, cands, 32768) : pfs_all_pids(cands, 32768);
+  int n = p->cg.id != 0 ? cg_session_pids(&p->cg, cands, 32768) : pfs_all_pids(cands, 32768);
   lua_newtable(L);
   int k = 0;
   for (int i = 0; i < p->nout; i++) {
@@ -300,7 +148,7 @@ static int proc_input_state(lua_State *L) {
   if (p->in_target[0] != '\0' && !p->stdin_closed && (!p->tty || fg > 0)) {
     pid_t pids[1024];
     int n;
-    if (p->cg.dir_fd >= 0) {
+    if (p->cg.id != 0) {
       n = cg_session_pids(&p->cg, pids, 1024);
     } else {
       n = 0;
@@ -325,15 +173,9 @@ static int proc_input_state(lua_State *L) {
 }
 
 
-const luaL_Reg proc_tree_functions[] = {
-  {"kill_trees", core_kill_trees},
-  {NULL, NULL}
-};
-
 const luaL_Reg proc_tree_methods[] = {
   {"holders", proc_holders},
   {"input_state", proc_input_state},
-  {"kill_tree", proc_kill_tree_l},
   {"resize", proc_resize},
   {"signal", proc_signal},
   {"signal_tree", proc_signal_tree},

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,14 +16,25 @@
 #define TERM_MT "luxec.term"
 #define KEY_CHUNK 4096
 
+typedef struct wchunk {
+  struct wchunk *next;
+  size_t len, off;
+  char data[];
+} wchunk;
+
 typedef struct term {
   uv_poll_t poll;        /* on in_fd; data NULL: found with container_of */
+  uv_poll_t wpoll;       /* on wfd while output waits for the terminal to take it */
   uv_signal_t winch;
   lua_State *L;
   int cb_ref;            /* fn(kind, ...) told about "input", "resize" and "eof" */
   int in_fd, out_fd;
   int fl_saved;          /* in_fd's file status flags before the poll made it non-blocking */
-  int poll_open, winch_open;
+  int wfd;               /* out_fd, or a dup of it when it is in_fd (one poll per number) */
+  wchunk *wq_head, *wq_tail; /* output not yet taken, in order */
+  size_t wq_bytes;
+  int werr;              /* sticky errno of a failed write */
+  int poll_open, winch_open, wpoll_open;
   int pending_closes;
   int closed;            /* the Lua object let go of it: freed once the handles closed */
 } term;
@@ -55,12 +65,32 @@ static term *check_term(lua_State *L, int idx) {
   return b->t;
 }
 
+static void free_queue(term *t) {
+  while (t->wq_head != NULL) {
+    wchunk *c = t->wq_head;
+    t->wq_head = c->next;
+    free(c);
+  }
+  t->wq_tail = NULL;
+  t->wq_bytes = 0;
+}
+
 static void free_if_done(term *t) {
-  if (t->closed && t->pending_closes == 0 && !t->poll_open && !t->winch_open) free(t);
+  if (!t->closed || t->pending_closes > 0 || t->poll_open || t->winch_open || t->wpoll_open)
+    return;
+  if (t->wfd >= 0 && t->wfd != t->out_fd) close(t->wfd);
+  free_queue(t);
+  free(t);
 }
 
 static void poll_closed(uv_handle_t *h) {
   term *t = container_of((uv_poll_t *)h, term, poll);
+  t->pending_closes--;
+  free_if_done(t);
+}
+
+static void wpoll_closed(uv_handle_t *h) {
+  term *t = container_of((uv_poll_t *)h, term, wpoll);
   t->pending_closes--;
   free_if_done(t);
 }
@@ -149,6 +179,7 @@ static int term_open(lua_State *L) {
   t->in_fd = (int)in;
   t->out_fd = (int)out;
   t->fl_saved = -1;
+  t->wfd = -1;
   b->t = t;
   return 1;
 }
@@ -231,24 +262,101 @@ static int term_stop(lua_State *L) {
   return 0;
 }
 
-/* t:write(bytes) -> true | nil, msg, code: all of it, waiting for the terminal if it is full
- * (its descriptor may be non-blocking: it is often the same open file as the input) */
+/* Write without blocking, whatever the descriptor's mode (it is often the person's terminal,
+ * shared with other programs: its mode is left as found). Bytes taken, or -errno. */
+static ssize_t write_now(int fd, const char *data, size_t len) {
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0 && !(fl & O_NONBLOCK)) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+  ssize_t n;
+  do n = write(fd, data, len);
+  while (n < 0 && errno == EINTR);
+  int e = errno;
+  if (fl >= 0 && !(fl & O_NONBLOCK)) fcntl(fd, F_SETFL, fl);
+  if (n < 0) return e == EAGAIN || e == EWOULDBLOCK ? 0 : -e;
+  return n;
+}
+
+static void stop_writing(term *t) {
+  if (!t->wpoll_open) return;
+  t->wpoll_open = 0;
+  t->pending_closes++;
+  uv_close((uv_handle_t *)&t->wpoll, wpoll_closed);
+}
+
+static void wpoll_cb(uv_poll_t *h, int status, int events) {
+  term *t = container_of(h, term, wpoll);
+  (void)events;
+  while (t->wq_head != NULL && status == 0) {
+    wchunk *c = t->wq_head;
+    ssize_t n = write_now(t->wfd, c->data + c->off, c->len - c->off);
+    if (n < 0) {
+      status = (int)n;
+      break;
+    }
+    if (n == 0) return; /* full again */
+    c->off += (size_t)n;
+    t->wq_bytes -= (size_t)n;
+    if (c->off < c->len) return;
+    t->wq_head = c->next;
+    if (t->wq_head == NULL) t->wq_tail = NULL;
+    free(c);
+  }
+  if (status < 0) { /* the terminal is gone: what is queued cannot be written */
+    t->werr = -status;
+    free_queue(t);
+  }
+  stop_writing(t);
+}
+
+/* Poll the output descriptor until the queue is written; it keeps the loop (and the host)
+ * alive meanwhile, as output a person should see. */
+static int start_writing(term *t) {
+  if (t->wpoll_open) return 0;
+  if (t->wfd < 0) t->wfd = t->out_fd == t->in_fd ? fcntl(t->out_fd, F_DUPFD_CLOEXEC, 3) : t->out_fd;
+  if (t->wfd < 0) return -errno;
+  int fl = fcntl(t->wfd, F_GETFL);
+  int rc = uv_poll_init(&luxec_gethost(t->L)->loop, &t->wpoll, t->wfd);
+  if (fl >= 0) fcntl(t->wfd, F_SETFL, fl); /* uv_poll_init made it non-blocking */
+  if (rc < 0) return rc;
+  t->wpoll.data = NULL;
+  t->wpoll_open = 1;
+  return uv_poll_start(&t->wpoll, UV_WRITABLE, wpoll_cb);
+}
+
+/* t:write(bytes) -> true | nil, msg, code: what the terminal does not take now is queued and
+ * written, in order, once it does (a stopped terminal, Ctrl-S, never blocks the loop). The
+ * error of an earlier queued write is returned by the next call. */
 static int term_write(lua_State *L) {
   term *t = check_term(L, 1);
   size_t len, off = 0;
   const char *data = luaL_checklstring(L, 2, &len);
-  while (off < len) {
-    ssize_t n = write(t->out_fd, data + off, len - off);
-    if (n >= 0) {
-      off += (size_t)n;
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      struct pollfd pf = {.fd = t->out_fd, .events = POLLOUT};
-      poll(&pf, 1, 1000);
-    } else if (errno != EINTR) {
-      return luxec_push_error(L, errno);
-    }
+  if (t->werr) return luxec_push_error(L, t->werr);
+  if (t->wq_head == NULL) {
+    ssize_t n = write_now(t->out_fd, data, len);
+    if (n < 0) return luxec_push_error(L, (int)-n);
+    off = (size_t)n;
+  }
+  if (off < len) {
+    wchunk *c = malloc(sizeof *c + len - off);
+    if (c == NULL) return luxec_push_error(L, ENOMEM);
+    c->next = NULL;
+    c->len = len - off;
+    c->off = 0;
+    memcpy(c->data, data + off, len - off);
+    if (t->wq_tail) t->wq_tail->next = c;
+    else t->wq_head = c;
+    t->wq_tail = c;
+    t->wq_bytes += c->len;
+    int rc = start_writing(t);
+    if (rc < 0) return luxec_push_error(L, rc);
   }
   lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* t:queued() -> bytes written with t:write that the terminal has not taken yet */
+static int term_queued(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)check_term(L, 1)->wq_bytes);
   return 1;
 }
 
@@ -274,6 +382,7 @@ static int term_tostring(lua_State *L) {
 
 static const luaL_Reg term_methods[] = {
   {"close", term_close},
+  {"queued", term_queued},
   {"raw", term_raw},
   {"restore", term_restore},
   {"size", term_size},

@@ -29,6 +29,8 @@ M.defaults = {
   cols = 80,
   terminate_signal = "TERM",
   terminate_grace_ms = 2000,
+  kill_wait_ms = 5000, -- after SIGKILL, how long terminate waits for the tree to be empty
+  finish_wait_ms = 1000, -- then for the output to reach EOF
 }
 
 --- Functions told about every session luxec.spawn starts: fn(p, argv, opts) (the prompt's
@@ -498,8 +500,73 @@ function Process:status()
   return st
 end
 
+-- Wait until every session of procs has nothing left alive (its program reaped, its tree
+-- empty) or ms pass. The core tells it through events ("exit", "tree_empty"): only the
+-- sessions that had one are asked again, so a wait on many costs no more than their events.
+-- Returns the sessions still alive, as a set, and their count.
+local function wait_trees(procs, ms)
+  local pending, left = {}, 0
+  local handles = {}
+  for i, p in ipairs(procs) do handles[i] = p._core end
+  for i, gone in ipairs(M.core.watch_trees(handles)) do
+    if not gone then
+      pending[procs[i]], left = true, left + 1
+    end
+  end
+  if left == 0 or ms <= 0 then return pending, left end
+  local dirty, wake_now = {}, nil
+  local function arm(p) -- one entry per session, re-armed once consumed
+    table.insert(p._end_waiters, function()
+      dirty[#dirty + 1] = p
+      if wake_now then wake_now() end
+    end)
+  end
+  for p in pairs(pending) do arm(p) end
+  local deadline = uv.now() + ms
+  local timer = uv.new_timer()
+  local ok, err = pcall(function()
+    while left > 0 do
+      if #dirty == 0 then
+        uv.update_time()
+        if uv.now() >= deadline then break end
+        sched.suspend(function(wake)
+          wake_now = wake
+          timer:start(math.max(0, deadline - uv.now()), 0, wake)
+        end)
+        wake_now = nil
+        timer:stop()
+      end
+      local woken, batch, hs = dirty, {}, {}
+      dirty = {}
+      for _, p in ipairs(woken) do
+        if pending[p] and not batch[p] then
+          batch[p] = true
+          if p._core then
+            hs[#hs + 1] = p._core
+            batch[#hs] = p
+          else
+            pending[p], left = nil, left - 1 -- closed meanwhile: nothing of it is left
+          end
+        end
+      end
+      for i, gone in ipairs(#hs > 0 and M.core.watch_trees(hs) or {}) do
+        local p = batch[i]
+        if gone then
+          pending[p], left = nil, left - 1
+        else
+          arm(p)
+        end
+      end
+    end
+  end)
+  timer:close()
+  if not ok then error(err, 0) end
+  return pending, left
+end
+
 -- The one way sessions are terminated: the signal to every tree, one grace for all, then one
--- kill for whatever is left in any of them, and a wait until each has finished.
+-- kill for whatever is left in any of them, and a wait until each has finished. Nothing here
+-- blocks the loop: the waits are for the core's events, with Lua timers for the bounds.
 local function terminate_many(fname, procs, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error(("bad argument #%d to '%s' (options table expected, got %s)")
@@ -512,49 +579,41 @@ local function terminate_many(fname, procs, opts)
     error(("bad option 'grace_ms' to '%s' (non-negative integer expected, got %s)")
       :format(fname, tostring(grace)), 3)
   end
-  local live = {}
+  local live, handles = {}, {}
   for i, p in ipairs(procs) do
     if getmetatable(p) ~= Process then
       error(("bad argument #1 to '%s' (entry %d is not a process)"):format(fname, i), 3)
     end
     check_open(p, fname)
-    if p._core:tree_alive() > 0 or not p._core:status().exited then
-      if not p._core:status().exited then p._killed_by = "terminate" end
-      p._core:signal_tree(sig)
+    local exited = p._core:status().exited
+    if not exited or p._core:tree_alive() > 0 then
+      if not exited then p._killed_by = "terminate" end
       live[#live + 1] = p
+      handles[#handles + 1] = p._core
     end
-  end
-  local function gone(p)
-    return p._core:status().exited and p._core:tree_alive() == 0
   end
   local result = { signal = sig, graceful = true, killed = 0 }
   if #live == 0 then
     result.method = "already gone"
     return result
   end
-  -- The exit events wake the wait; a poll catches descendants that outlive their leader.
-  local first = live[1]
-  local poll = uv.new_timer()
-  poll:start(5, 5, function() wake_all(first) end)
-  local ok, err = pcall(first._wait_until, first, function()
-    for _, p in ipairs(live) do
-      if not gone(p) then return false end
-    end
-    return true
-  end, grace)
-  poll:close()
-  if not ok then error(err, 0) end
-  local left = {}
-  for _, p in ipairs(live) do
-    if not gone(p) then left[#left + 1] = p._core end
-  end
-  if #left > 0 then
+  M.core.signal_trees(handles, sig)
+  local pending, left = wait_trees(live, grace)
+  if left > 0 then
     result.graceful = false
-    result.killed = M.core.kill_trees(left, "terminate")
+    local rest = {}
+    for _, p in ipairs(live) do
+      if pending[p] then rest[#rest + 1] = p end
+    end
+    local hs = {}
+    for i, p in ipairs(rest) do hs[i] = p._core end
+    result.killed = M.core.kill_trees(hs, "terminate")
+    left = select(2, wait_trees(rest, M.defaults.kill_wait_ms))
+    if left > 0 then result.unconfirmed = left end -- in uninterruptible sleep, say
   end
-  result.method = first._core:status().cgroup and "cgroup" or "process group and sweep"
+  result.method = live[1]._core:status().cgroup and "cgroup" or "process group and sweep"
   for _, p in ipairs(live) do
-    p:_wait_until(function() return p._finished end, 1000, true)
+    p:_wait_until(function() return p._finished end, M.defaults.finish_wait_ms, true)
   end
   return result
 end

@@ -1,0 +1,537 @@
+/* proc_end.c: how a session's tree ends without the loop ever waiting for it. Signals and
+ * SIGKILL reach every process of the tree at once; a "tree_empty" event says when nothing of
+ * it is left (through the host's one inotify watcher on cgroup.events, or pidfds of its
+ * processes without a cgroup); what a closed session leaves behind (a zombie to reap, a
+ * cgroup not yet empty) is collected later. How long to wait and when to escalate is the Lua
+ * side's. */
+#include "proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "procfs.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+#define MAX_TREE 4096
+
+typedef struct titem { /* one process of a tree without a cgroup, watched through a pidfd */
+  uv_poll_t poll;        /* data NULL: found with container_of */
+  struct tree_end *te;   /* NULL once the session let go of the watch */
+  struct titem *next;    /* te's other items */
+  int fd;
+} titem;
+
+struct tree_end {
+  proc *p;
+  struct tree_end *next; /* the sessions whose cgroup is watched */
+  int wd;                /* inotify watch of its cgroup.events, or -1 */
+  titem *items;          /* pidfds not yet readable */
+  int left;
+  int empty;             /* seen empty with the program reaped: told once */
+  int cg_empty;          /* its cgroup was seen empty (a killed one never fills again) */
+  int killing;           /* SIGKILLed: processes found later are killed too */
+};
+
+static struct tree_end *watching = NULL;
+static uv_poll_t cg_poll; /* the inotify descriptor of cgroup.c */
+static int cg_poll_open = 0;
+static uv_signal_t chld;   /* reaps what closed sessions left */
+static int chld_open = 0;
+static struct { pid_t pid; unsigned long long start; } adopted[MAX_TREE];
+static int nadopted = 0;
+
+/* ---- the host's children, scanned once per call however many sessions it concerns ---- */
+
+static pid_t kids[MAX_TREE], kid_pgid[MAX_TREE], kid_sid[MAX_TREE];
+static int nkids = -1;
+static pid_t leaders[MAX_TREE]; /* live sessions' programs and sandbox inits, sorted */
+static pid_t orphans[MAX_TREE]; /* the host's children the last members() found */
+static int norphans = 0;
+static int nleaders = 0;
+
+static int cmp_pid(const void *a, const void *b) {
+  pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* state and process group from /proc/<pid>/stat; 0 when it is gone */
+static char stat_of(pid_t pid, pid_t *pgid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  char *q = strrchr(buf, ')');
+  char st;
+  int ppid, pg;
+  if (q == NULL || sscanf(q + 1, " %c %d %d", &st, &ppid, &pg) != 3) return 0;
+  if (pgid) *pgid = pg;
+  return st;
+}
+
+/* when pid started (clock ticks after boot), which tells a reused pid apart; 0 when gone */
+static unsigned long long start_of(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  char *q = strrchr(buf, ')');
+  unsigned long long start = 0;
+  for (int field = 2; q != NULL && field <= 21; field++) q = strchr(q + 1, ' ');
+  if (q != NULL) start = strtoull(q + 1, NULL, 10);
+  return start;
+}
+
+static void scan_begin(void) {
+  nleaders = 0;
+  for (proc *q = proc_live(); q != NULL && nleaders < MAX_TREE - 1; q = q->next) {
+    if (!q->reaped) leaders[nleaders++] = q->pid;
+    if (q->init_pid > 0 && !q->init_killed) leaders[nleaders++] = q->init_pid;
+  }
+  qsort(leaders, (size_t)nleaders, sizeof(pid_t), cmp_pid);
+  int n = pfs_children(getpid(), kids, MAX_TREE), k = 0;
+  for (int i = 0; i < n; i++) { /* only orphans can belong to a session by pgid, sid, marker */
+    if (kids[i] == cg_watchdog_pid() ||
+        bsearch(&kids[i], leaders, (size_t)nleaders, sizeof(pid_t), cmp_pid) != NULL)
+      continue;
+    char st = stat_of(kids[i], &kid_pgid[k]);
+    if (st == 'Z') { /* a session's dead orphan is ours to reap; another one is left alone */
+      kid_sid[k] = -1;
+    } else if (st == 0) {
+      continue;
+    } else {
+      kid_sid[k] = getsid(kids[i]);
+    }
+    kids[k++] = kids[i];
+  }
+  nkids = k;
+}
+
+static void scan_end(void) {
+  nkids = -1;
+}
+
+static void add_live(pid_t pid, pid_t *out, int *n) {
+  char st = stat_of(pid, NULL);
+  if (st != 0 && st != 'Z' && *n < MAX_TREE) out[(*n)++] = pid;
+}
+
+/* The session's live processes but its program: the program's descendants, and orphans
+ * that came back to the host (its child subreaper) in its process group or session or with
+ * its marker in their environment (setsid daemons). Zombie orphans of it are reaped. */
+static int members(proc *p, pid_t *out) {
+  static pid_t tmp[MAX_TREE];
+  int n = 0, own = nkids < 0;
+  norphans = 0;
+  if (!p->reaped) { /* first: one that leaves it now for the host is in the host's list next */
+    int m = pfs_descendants(p->pid, tmp, MAX_TREE);
+    for (int i = 0; i < m; i++) add_live(tmp[i], out, &n);
+  }
+  if (p->init_pid > 0 && !p->init_killed) { /* a sandbox's orphans go to its init */
+    int m = pfs_descendants(p->init_pid, tmp, MAX_TREE);
+    for (int i = 0; i < m; i++)
+      if (tmp[i] != p->pid) add_live(tmp[i], out, &n);
+  }
+  if (own) scan_begin();
+  for (int i = 0; i < nkids; i++) {
+    if (kid_pgid[i] != p->pid && kid_sid[i] != p->pid &&
+        (p->marker[0] == '\0' || !pfs_has_env(kids[i], p->marker)))
+      continue;
+    if (kid_sid[i] == -1) { /* a zombie: reaped by pid, exact as it is our unreaped child */
+      waitpid(kids[i], NULL, WNOHANG);
+      continue;
+    }
+    add_live(kids[i], out, &n);
+    orphans[norphans++] = kids[i];
+    int m = pfs_descendants(kids[i], tmp, MAX_TREE);
+    for (int j = 0; j < m; j++) add_live(tmp[j], out, &n);
+  }
+  if (own) scan_end();
+  return n;
+}
+
+int proc_end_members(proc *p, pid_t *out) {
+  int n = 0;
+  if (!p->reaped) out[n++] = p->pid;
+  return n + members(p, out + n);
+}
+
+/* ---- kill ---- */
+
+static struct tree_end *end_of(proc *p);
+
+static int kill_now(proc *p, const char **method) {
+  static pid_t pids[MAX_TREE];
+  int n = 0;
+  struct tree_end *te = end_of(p);
+  if (te != NULL) te->killing = 1;
+  if (p->cg.id != 0) {
+    *method = p->init_pid > 0 ? "pid namespace" : "cgroup";
+    n = cg_session_pids(&p->cg, pids, MAX_TREE);
+    cg_session_kill(&p->cg);
+    proc_ns_kill(p);
+    return n > 0 ? n : 0;
+  }
+  *method = p->init_pid > 0 ? "pid namespace" : "process group and sweep";
+  /* Found while the tree stands (once its processes die, theirs move to the host), then
+   * killed; a second look catches one that was on its way between the two lists. */
+  int m = members(p, pids);
+  if (!p->reaped) {
+    kill(-p->pid, SIGKILL);
+    n += kill(p->pid, SIGKILL) == 0;
+  }
+  for (int i = 0; i < m; i++) n += kill(pids[i], SIGKILL) == 0;
+  int again = members(p, pids);
+  for (int i = 0; i < again; i++) kill(pids[i], SIGKILL);
+  proc_ns_kill(p);
+  return n;
+}
+
+int proc_end_kill(proc *p, const char *reason) {
+  const char *method;
+  if (p->killed_by[0] == '\0' && !p->reaped)
+    snprintf(p->killed_by, sizeof p->killed_by, "%s", reason);
+  return kill_now(p, &method);
+}
+
+/* ---- the "tree_empty" event ---- */
+
+static void emit_empty(struct tree_end *te) {
+  te->empty = 1;
+  proc_emit(te->p, "tree_empty", 0, 0);
+}
+
+static void unwatch_cgroup(struct tree_end *te) {
+  if (te->wd < 0) return;
+  cg_unwatch(te->wd);
+  te->wd = -1;
+  for (struct tree_end **q = &watching; *q != NULL; q = &(*q)->next) {
+    if (*q == te) {
+      *q = te->next;
+      break;
+    }
+  }
+}
+
+static void cg_poll_cb(uv_poll_t *h, int status, int events) {
+  int wds[256], n;
+  (void)h, (void)status, (void)events;
+  while ((n = cg_watch_read(wds, 256)) > 0) {
+    for (int i = 0; i < n; i++) {
+      if (cg_drain_fired(wds[i])) continue;
+      for (struct tree_end *te = watching; te != NULL; te = te->next) {
+        if (te->wd != wds[i] || cg_session_populated(&te->p->cg) == 1) continue;
+        unwatch_cgroup(te);
+        te->cg_empty = te->killing || te->p->reaped;
+        if (te->p->reaped) emit_empty(te); /* else its exit event tells */
+        break;
+      }
+    }
+  }
+}
+
+static int ensure_cg_poll(proc *p) {
+  int fd = cg_watch_fd();
+  if (fd < 0) return -1;
+  if (!cg_poll_open) {
+    if (uv_poll_init(&luxec_gethost(p->L)->loop, &cg_poll, fd) != 0) return -1;
+    cg_poll_open = 1;
+    uv_poll_start(&cg_poll, UV_READABLE, cg_poll_cb);
+    uv_unref((uv_handle_t *)&cg_poll);
+  }
+  return 0;
+}
+
+static void item_closed(uv_handle_t *h) {
+  free(container_of((uv_poll_t *)h, titem, poll));
+}
+
+static void item_close(titem *it) {
+  struct tree_end *te = it->te;
+  if (te != NULL) {
+    for (titem **q = &te->items; *q != NULL; q = &(*q)->next) {
+      if (*q == it) {
+        *q = it->next;
+        break;
+      }
+    }
+    te->left--;
+  }
+  it->te = NULL;
+  close(it->fd);
+  it->fd = -1;
+  uv_close((uv_handle_t *)&it->poll, item_closed);
+}
+
+static int arm_pidfds(struct tree_end *te);
+
+static void item_cb(uv_poll_t *h, int status, int events) {
+  titem *it = container_of(h, titem, poll);
+  struct tree_end *te = it->te;
+  (void)status, (void)events;
+  siginfo_t si; /* an orphan of the host is reaped here; ECHILD for the others */
+  si.si_pid = 0;
+  waitid(P_PIDFD, (id_t)it->fd, &si, WEXITED | WNOHANG);
+  item_close(it);
+  if (te == NULL || te->left > 0) return;
+  if (arm_pidfds(te) == 0 && te->p->reaped && !te->empty) emit_empty(te);
+}
+
+/* Watch every process of the tree but the program (its exit is its own event); the count. */
+static int arm_pidfds(struct tree_end *te) {
+  static pid_t pids[MAX_TREE];
+  proc *p = te->p;
+  int n = members(p, pids), armed = 0;
+  uv_loop_t *loop = &luxec_gethost(p->L)->loop;
+  for (int i = 0; i < n; i++) {
+    if (te->killing) kill(pids[i], SIGKILL);
+    int fd = (int)syscall(SYS_pidfd_open, pids[i], 0);
+    if (fd < 0) continue; /* gone already */
+    titem *it = calloc(1, sizeof *it);
+    if (it == NULL || uv_poll_init(loop, &it->poll, fd) != 0) {
+      free(it);
+      close(fd);
+      continue;
+    }
+    it->te = te;
+    it->fd = fd;
+    it->next = te->items;
+    te->items = it;
+    uv_poll_start(&it->poll, UV_READABLE, item_cb);
+    uv_unref((uv_handle_t *)&it->poll);
+    te->left++;
+    armed++;
+  }
+  return armed;
+}
+
+static struct tree_end *end_of(proc *p) {
+  if (p->te == NULL) {
+    p->te = calloc(1, sizeof *p->te);
+    if (p->te == NULL) return NULL;
+    p->te->p = p;
+    p->te->wd = -1;
+  }
+  return p->te;
+}
+
+/* 1 when nothing of the session is alive (its program reaped, its tree empty); else 0, and a
+ * "tree_empty" event comes once the rest of the tree is gone (the program's own end is its
+ * "exit" event: ask again then). */
+int proc_end_watch(proc *p) {
+  struct tree_end *te = end_of(p);
+  if (te == NULL) return -ENOMEM;
+  if (te->empty) return 1;
+  if (p->cg.id != 0 && !te->cg_empty) {
+    if (te->wd >= 0) return 0; /* watched: its event comes */
+    if (ensure_cg_poll(p) == 0) {
+      te->wd = cg_session_watch(&p->cg); /* first, then read: no change falls between */
+      if (te->wd >= 0) {
+        te->next = watching;
+        watching = te;
+      }
+    }
+    if (cg_session_populated(&p->cg) == 1) return 0;
+    unwatch_cgroup(te);
+    te->cg_empty = p->reaped; /* once the program is gone nothing can fill it again */
+  } else if (te->left > 0 || arm_pidfds(te) > 0) {
+    return 0;
+  }
+  if (!p->reaped) return 0;
+  te->empty = 1;
+  return 1;
+}
+
+/* ---- what a closed session leaves ---- */
+
+/* Reap the adopted zombies. Another reaper of the host may have taken one first and its pid
+ * gone to a new process: the start time tells, and that one is left alone. */
+static void chld_cb(uv_signal_t *h, int sig) {
+  (void)h, (void)sig;
+  for (int i = 0; i < nadopted;) {
+    pid_t r = 0;
+    if (start_of(adopted[i].pid) == adopted[i].start) r = waitpid(adopted[i].pid, NULL, WNOHANG);
+    else r = -1;
+    if (r != 0) adopted[i] = adopted[--nadopted];
+    else i++;
+  }
+}
+
+static void adopt(proc *p, pid_t pid) {
+  unsigned long long start = start_of(pid); /* unreaped, so still this process */
+  if (start == 0 || waitpid(pid, NULL, WNOHANG) == pid || nadopted >= MAX_TREE) return;
+  adopted[nadopted].pid = pid;
+  adopted[nadopted++].start = start;
+  if (!chld_open && uv_signal_init(&luxec_gethost(p->L)->loop, &chld) == 0) {
+    chld_open = 1;
+    uv_signal_start(&chld, chld_cb, SIGCHLD);
+    uv_unref((uv_handle_t *)&chld);
+  }
+}
+
+/* Closing: SIGKILL what is alive and let go of every descriptor now; the program's zombie is
+ * reaped when SIGCHLD says so and the cgroup removed once empty, without a wait here. */
+int proc_end_close(proc *p, const char *why) {
+  norphans = 0;
+  int known_empty = p->reaped && p->te != NULL && p->te->cg_empty;
+  int alive = !p->reaped || (p->init_pid > 0 && !p->init_killed) ||
+              (p->cg.id != 0 && !known_empty && cg_session_populated(&p->cg) == 1);
+  if (alive) {
+    const char *method;
+    if (p->killed_by[0] == '\0') snprintf(p->killed_by, sizeof p->killed_by, "%s", why);
+    kill_now(p, &method);
+  }
+  if (p->te != NULL) {
+    unwatch_cgroup(p->te);
+    while (p->te->items != NULL) item_close(p->te->items);
+    free(p->te);
+    p->te = NULL;
+  }
+  return known_empty && !alive;
+}
+
+/* After the handles were closed: the pidfd goes now, the zombie to be is adopted. */
+void proc_end_release(proc *p, int known_empty) {
+  if (p->pidfd >= 0) { /* (libuv lets it go at once after uv_close) */
+    if (!p->reaped && !proc_reap(p, 0)) adopt(p, p->pid);
+    close(p->pidfd);
+    p->pidfd = -1;
+  }
+  for (int i = 0; i < norphans; i++) adopt(p, orphans[i]);
+  norphans = 0;
+  cg_session_release(&p->cg, known_empty);
+}
+
+/* At host exit, after every session was closed: the host's own handles go. */
+void proc_end_shutdown(void) {
+  if (cg_poll_open) {
+    cg_poll_open = 0;
+    uv_close((uv_handle_t *)&cg_poll, NULL);
+  }
+  if (chld_open) {
+    chld_open = 0;
+    uv_close((uv_handle_t *)&chld, NULL);
+    chld_cb(NULL, SIGCHLD); /* what died already; the rest is init's once the host is gone */
+  }
+}
+
+/* ---- Lua ---- */
+
+/* p:watch_tree() -> true when nothing of the session is alive; else false, and a
+ * "tree_empty" event follows when the rest of the tree is gone (after "exit": ask again). */
+static int proc_watch_tree(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  int rc = proc_end_watch(p);
+  if (rc < 0) return luxec_push_error(L, -rc);
+  lua_pushboolean(L, rc);
+  return 1;
+}
+
+/* p:kill_tree(reason) -> {killed = n, method = "..."}: SIGKILL now, no wait (watch_tree
+ * tells when it is over) */
+static int proc_kill_tree_l(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  const char *reason = luaL_optstring(L, 2, "terminate");
+  if (p->killed_by[0] == '\0' && !p->reaped)
+    snprintf(p->killed_by, sizeof p->killed_by, "%s", reason);
+  const char *method;
+  int killed = kill_now(p, &method);
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, killed);
+  lua_setfield(L, -2, "killed");
+  lua_pushstring(L, method);
+  lua_setfield(L, -2, "method");
+  return 1;
+}
+
+static void check_all(lua_State *L, lua_Integer n) {
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    proc_check(L, -1);
+    lua_pop(L, 1);
+  }
+}
+
+/* core.kill_trees({p, ...} [, reason]) -> processes killed: every tree at once, no wait */
+static int core_kill_trees(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  const char *reason = luaL_optstring(L, 2, "terminate");
+  lua_Integer n = luaL_len(L, 1);
+  check_all(L, n);
+  int total = 0;
+  scan_begin();
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    proc *p = proc_check(L, -1);
+    lua_pop(L, 1);
+    total += proc_end_kill(p, reason);
+  }
+  scan_end();
+  lua_pushinteger(L, total);
+  return 1;
+}
+
+/* core.signal_trees({p, ...}, sig) -> processes signalled (each tree as p:signal_tree) */
+static int core_signal_trees(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 1);
+  int sig = proc_checksignal(L, 2);
+  check_all(L, n);
+  int total = 0;
+  scan_begin();
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    total += proc_tree_signal(proc_check(L, -1), sig);
+    lua_pop(L, 1);
+  }
+  scan_end();
+  lua_pushinteger(L, total);
+  return 1;
+}
+
+/* core.watch_trees({p, ...}) -> {gone, ...}: p:watch_tree() of each, with one scan */
+static int core_watch_trees(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 1);
+  check_all(L, n);
+  lua_createtable(L, (int)n, 0);
+  scan_begin();
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    int rc = proc_end_watch(proc_check(L, -1)); /* (no Lua runs in it) */
+    lua_pop(L, 1);
+    lua_pushboolean(L, rc == 1);
+    lua_rawseti(L, -2, i);
+  }
+  scan_end();
+  return 1;
+}
+
+const luaL_Reg proc_end_functions[] = {
+  {"kill_trees", core_kill_trees},
+  {"watch_trees", core_watch_trees},
+  {"signal_trees", core_signal_trees},
+  {NULL, NULL}
+};
+
+const luaL_Reg proc_end_methods[] = {
+  {"kill_tree", proc_kill_tree_l},
+  {"watch_tree", proc_watch_tree},
+  {NULL, NULL}
+};
