@@ -250,7 +250,9 @@ function Process:_finish(holders)
     self:_hold(-self._listener_holds)
     self._listener_holds = nil
   end
-  call_listeners(self, "exit", self:status())
+  if #self._listeners.exit > 0 then -- (a status is a dozen reads: only for someone)
+    call_listeners(self, "exit", self:status())
+  end
 end
 
 function Process:_event(kind, stream, count)
