@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 int pfs_children(pid_t pid, pid_t *out, int max) {
@@ -131,6 +133,34 @@ pid_t pfs_pgid(pid_t pid) {
   return pgid;
 }
 
+/* Whether /proc/<pid>/stat names the terminal `target` as pid's controlling terminal:
+ * /dev/tty opened by a process is its controlling terminal, whatever pts that is. */
+static int controlled_by(pid_t pid, const char *target) {
+  char buf[512];
+  if (read_proc(pid, "stat", buf, sizeof buf) < 0) return 0;
+  char *p = strrchr(buf, ')');
+  int ppid, pgid, sid;
+  unsigned long nr;
+  char st;
+  if (p == NULL || sscanf(p + 1, " %c %d %d %d %lu", &st, &ppid, &pgid, &sid, &nr) != 5) return 0;
+  if (nr == 0) return 0;
+  struct stat sb;
+  if (stat(target, &sb) != 0 || !S_ISCHR(sb.st_mode)) return 0;
+  /* the kernel's encoding of tty_nr: minor's low byte, major, then minor's high bits */
+  unsigned int maj = (unsigned int)((nr & 0xfff00) >> 8);
+  unsigned int min = (unsigned int)((nr & 0xff) | ((nr >> 12) & 0xfff00));
+  return major(sb.st_rdev) == maj && minor(sb.st_rdev) == min;
+}
+
+/* Whether pid's descriptor fd reads target: the same file, or /dev/tty naming it. */
+static int reads_from(pid_t pid, int fd, const char *target) {
+  char t[256];
+  if (pfs_fd_target(pid, fd, t, sizeof t) != 0) return 0;
+  if (strcmp(t, target) == 0) return 1;
+  return strcmp(t, "/dev/tty") == 0 && strncmp(target, "/dev/", 5) == 0
+    && controlled_by(pid, target);
+}
+
 int pfs_waiting_on(pid_t pid, const char *target) {
   char path[64], buf[256];
   snprintf(path, sizeof path, "/proc/%d/syscall", (int)pid);
@@ -143,12 +173,11 @@ int pfs_waiting_on(pid_t pid, const char *target) {
   long nr;
   unsigned long arg0;
   if (sscanf(buf, "%ld %lx", &nr, &arg0) != 2) return 0; /* "running" */
-  char t[256];
   switch (nr) {
     case SYS_read:
     case SYS_readv:
     case SYS_pread64:
-      return pfs_fd_target(pid, (int)arg0, t, sizeof t) == 0 && strcmp(t, target) == 0;
+      return reads_from(pid, (int)arg0, target);
     case SYS_poll:
     case SYS_ppoll:
     case SYS_select:
@@ -156,7 +185,7 @@ int pfs_waiting_on(pid_t pid, const char *target) {
     case SYS_epoll_wait:
     case SYS_epoll_pwait:
       /* readline, python's input() and shells wait here before reading stdin */
-      return pfs_fd_target(pid, 0, t, sizeof t) == 0 && strcmp(t, target) == 0;
+      return reads_from(pid, 0, target);
     default:
       return 0;
   }
