@@ -6,6 +6,7 @@
 local sched = require("luxec.sched")
 local output = require("luxec.engine.output")
 local meta = require("luxec.engine.meta")
+local args = require("luxec.engine.args")
 
 local M = {}
 
@@ -104,16 +105,42 @@ function M.interrupt(s, ctx)
   return true
 end
 
+local NOTBOL
+
+-- Whether the call's `until` regex (s.until_re) matches the text this call has read: each
+-- new piece is searched from UNTIL_WINDOW bytes before it (s.until_at: text searched so far).
+-- Sets s.match to the matched text.
+local function until_matched(s)
+  local re = s.until_re
+  if not re then return false end
+  local acc = output.pull(s, false)
+  local len = acc.out.len
+  if len == s.until_at then return false end
+  local from = math.max(0, s.until_at - args.UNTIL_WINDOW)
+  s.until_at = len
+  local text = output.text_from(acc, from)
+  local flags
+  if from > 0 and output.text_from(acc, from - 1):sub(1, 1) ~= "\n" then
+    NOTBOL = NOTBOL or require("rex_pcre2").flags().NOTBOL
+    flags = NOTBOL -- (the window starts inside a line: ^ does not match there)
+  end
+  local a, b = re:find(text, 1, flags)
+  if not a then return false end
+  s.match = text:sub(a, b)
+  return true
+end
+
 --- Wait until the process finished (exited, output closed or the drain over), the deadline
---- passed, or — from input_from on — it waits for input with no output for a moment.
---- `lim` is the call's limits (the engine's config, or a call's override of it). Returns
---- "exited", "deadline", "input" or "password".
+--- passed, the output matched the call's `until`, or — from input_from on — it waits for
+--- input with no output for a moment. `lim` is the call's limits (the engine's config, or a
+--- call's override of it). Returns "exited", "deadline", "matched", "input" or "password".
 function M.wait(eng, s, deadline, input_from, lim, ctx)
   local p = s.p
   local watch = lim.early_return and s.input_possible
   local now_ms = eng._now
   while true do
     if p:finished() then return "exited" end
+    if until_matched(s) then return "matched" end
     if s.interrupted or (ctx and ctx.cancelled) then -- the caller gave up on this call
       s.interrupted = nil
       return "deadline"
@@ -128,7 +155,8 @@ function M.wait(eng, s, deadline, input_from, lim, ctx)
       return "deadline"
     else
       local left = math.min(deadline, s.hard_deadline or math.huge) - now
-      if not watch or p:eof() then -- with the output closed, only the exit can end the wait
+      if (not watch and not s.until_re) or p:eof() then
+        -- with the output closed (or nothing to watch it for), only the exit ends the wait
         p:wait({ timeout = left / 1000 })
       elseif now < input_from then
         p:wait_output({ timeout = math.min(left, input_from - now) / 1000 })
@@ -149,12 +177,16 @@ function M.wait(eng, s, deadline, input_from, lim, ctx)
 end
 
 --- The result of a call that waited: output, then exit code (and the session forgotten) or
---- the session id and what it is doing.
-function M.result(eng, s, reason, start, tokens)
+--- the session id and what it is doing. `keep`: which end of a long output to keep.
+function M.result(eng, s, reason, start, tokens, keep)
   local p = s.p
   local finished = p:finished()
   local res = { chunk_id = chunk_id(), warnings = {} }
-  output.collect(s, eng._cfg.truncation, tokens, finished, res)
+  output.collect(s, eng._cfg.truncation, tokens, finished, res, keep)
+  if s.until_re then
+    res.match = s.match
+    s.until_re, s.until_at, s.match = nil, nil, nil
+  end
   res.wall_time = (eng._now() - start) / 1000
   if res.log_range then eng._logs[res.log_range.path] = true end
   if finished then
@@ -172,7 +204,8 @@ function M.result(eng, s, reason, start, tokens)
   else
     res.session_id = s.id
     res.state = reason == "input" and "waiting_for_input"
-      or reason == "password" and "waiting_for_password" or "running"
+      or reason == "password" and "waiting_for_password"
+      or reason == "matched" and "matched" or "running"
   end
   if s.note then
     res.warnings[#res.warnings + 1] = s.note

@@ -5,7 +5,6 @@
 --- cancelled, and `ctx`, the context it passes to the engine: the hook's sandbox, progress,
 --- cancellation). The tools map JSON arguments to engine calls and engine results to JSON;
 --- sessions, their metadata, workdirs, shells and limits are the engine's.
-local exec = require("luxec.engine")
 local policy = require("luxec.engine.policy")
 local sandbox = require("luxec.sandbox")
 local json = require("luxec.json")
@@ -66,6 +65,8 @@ function M.structured_exec(r)
     session_id = r.session_id, state = r.state, command = r.command,
     signal_name = r.signal_name, original_token_count = r.original_token_count,
     output = r.output, truncated = r.truncated == true, removed = r.removed or 0,
+    match = r.match, log_from = r.log_from, log_offset = r.log_offset,
+    total_lines = r.total_lines,
     dropped = r.dropped or 0, cleaned = r.cleaned or 0,
     log_range = r.log_range and { path = r.log_range.path, from = r.log_range.from,
       to = r.log_range.to } or nil,
@@ -74,8 +75,8 @@ function M.structured_exec(r)
   }
 end
 
-local function exec_result(r)
-  return text_result(exec.format(r), M.structured_exec(r))
+local function exec_result(srv, r)
+  return text_result(srv.engine:format(r), M.structured_exec(r))
 end
 
 -- Hooks ------------------------------------------------------------------------------------
@@ -180,7 +181,7 @@ function tools.exec_command(srv, call, args)
   end
   local full = pol.mode == "full-access" and pol.network ~= "deny"
   if full and res.sandbox and res.sandbox.guess then res.sandbox = nil end
-  return exec_result(res)
+  return exec_result(srv, res)
 end
 
 function tools.write_stdin(srv, call, args)
@@ -200,7 +201,7 @@ function tools.write_stdin(srv, call, args)
   local res, err = srv.engine:write_stdin(args, call.ctx)
   if call.cancelled then return nil end -- the engine keeps what it read for the next call
   if not res then return error_result(err) end
-  return exec_result(res)
+  return exec_result(srv, res)
 end
 
 function tools.list_sessions(srv)
