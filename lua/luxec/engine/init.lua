@@ -485,13 +485,16 @@ function Engine:describe(id)
   return meta.describe(self, id)
 end
 
---- Read back a session's output (or a log a result named) by byte offset: args session_id
---- and/or log, offset (0), length (65536, at most max_bytes). Returns {data, total, log,
---- offset, session_id} (log nil when read from memory), or nil and an error text.
+--- Read back a session's output (or a log a result named) by byte offset — the offsets of
+--- the output as the session printed it, the unit of every result's log_from / log_offset
+--- and marker. args: session_id and/or log, offset (0), length (65536, at most max_bytes),
+--- clean (clean what is read, as exec results are), or grep (a regex: the matching lines
+--- from offset on, each with its offset; context lines around each, max_matches (20),
+--- matched on cleaned lines unless clean = false). Returns {data or grep, total, log,
+--- offset, next_offset, session_id} (log nil when read from memory), or nil and an error.
 ---@param args table
 ---@param max_bytes integer|nil
----@return {data: string, total: integer, log: string|nil, offset: integer,
----  session_id: integer|nil}|nil, string|nil
+---@return table|nil, string|nil
 function Engine:read_output(args, max_bytes)
   return meta.read_output(self, args, max_bytes)
 end

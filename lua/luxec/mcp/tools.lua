@@ -9,6 +9,7 @@ local policy = require("luxec.engine.policy")
 local sandbox = require("luxec.sandbox")
 local json = require("luxec.json")
 local schemas = require("luxec.mcp.schemas")
+local search = require("luxec.engine.search")
 
 local M = {}
 
@@ -16,6 +17,7 @@ local array = json.array
 
 --- The tools as tools/list returns them (see luxec.mcp.schemas).
 M.TOOLS = schemas.TOOLS
+M.list = schemas.tools
 M.known = schemas.known
 M.names = schemas.names
 
@@ -165,6 +167,16 @@ function tools.exec_command(srv, call, args)
     end
   end
   if verdict.sandbox then pol = verdict.sandbox end
+  if type(args.input) == "string" and args.input ~= "" and srv.cfg.on_input then
+    -- the first answer is input like write_stdin's: the same hook judges it
+    local iv = run_hook(srv, "on_input", "chars", args.input, hook_ctx(srv, call, args,
+      { chars = args.input, command = args.cmd }))
+    if iv.deny then
+      srv:log("info", ("on_input denied the input of `%s`: %s"):format(args.cmd, iv.deny))
+      return error_result("Input denied by policy: " .. iv.deny)
+    end
+    if iv.subject then args.input = iv.subject end
+  end
   if call.cancelled then return nil end -- cancelled while the hook ran: nothing started
   local original = args.cmd
   if verdict.subject then args.cmd = verdict.subject end
@@ -238,12 +250,23 @@ end
 function tools.read_output(srv, _, args)
   local r, err = srv.engine:read_output(args, srv.cfg.server.read_output_max_bytes)
   if not r then return error_result(err) end
-  local next_offset = r.offset + #r.data
-  local header = ("Bytes %d-%d of %d%s:\n"):format(r.offset, next_offset, r.total,
-    r.session_id and (" of session %d's output"):format(r.session_id) or "")
-  return text_result(header .. r.data, { session_id = r.session_id, log = r.log,
-    offset = r.offset, length = #r.data, total = r.total, next_offset = next_offset,
-    eof = next_offset >= r.total })
+  local whose = r.session_id and (" of session %d's output"):format(r.session_id) or ""
+  local sc = { session_id = r.session_id, log = r.log, offset = r.offset, total = r.total,
+    next_offset = r.next_offset, eof = r.next_offset >= r.total }
+  if r.grep then
+    local g = r.grep
+    sc.matches = array()
+    for i, m in ipairs(g.matches) do sc.matches[i] = { offset = m.offset, line = m.line } end
+    sc.complete = g.complete
+    local head = ("%d match%s in bytes %d-%d of %d%s%s"):format(#g.matches,
+      #g.matches == 1 and "" or "es", r.offset, r.next_offset, r.total, whose,
+      g.complete and "" or (" (stopped: continue with offset=%d)"):format(r.next_offset))
+    return text_result(head .. (#g.matches > 0 and ":\n" .. search.format(g) or ""), sc)
+  end
+  sc.length = r.next_offset - r.offset
+  local header = ("Bytes %d-%d of %d%s%s:\n"):format(r.offset, r.next_offset, r.total, whose,
+    r.cleaned and ", cleaned" or "")
+  return text_result(header .. r.data, sc)
 end
 
 --- Run tool `name` for `call` with `args` (a decoded object). Returns the tools/call result,
