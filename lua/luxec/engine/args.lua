@@ -18,7 +18,8 @@ local KEEP = { head = true, tail = true, both = true }
 
 local rex -- rex_pcre2, loaded with the first `until`
 
---- Compile an `until` regex (PCRE2): the compiled regex, or nil and the error text.
+--- Compile an `until` (or grep) regex: PCRE2, multi-line (^ and $ at each line). The
+--- compiled regex, or nil and the error text.
 ---@param src string
 ---@return userdata|nil, string|nil
 function M.compile_until(src)
@@ -31,7 +32,7 @@ function M.compile_until(src)
     end
     rex = mod
   end
-  local ok, re = pcall(rex.new, src)
+  local ok, re = pcall(rex.new, src, "m") -- (^ and $ match at line ends)
   if not ok then
     return nil, PREFIX .. ("invalid regex %q for `until`: %s"):format(src, tostring(re))
   end
