@@ -133,4 +133,21 @@ describe("the MCP server's tools for an agent (fake process, fake clock)", funct
     assert.same({ "pw\n" }, fake.spawned[1].writes)
     assert.is_nil(r.isError)
   end)
+
+  it("in Codex's text mode sends Codex's text, and the pruning warning as its own item",
+    function()
+      fake.program("run", {})
+      local srv, sent = server({ output = { text = "codex" },
+        exec = { max_sessions = 3, warn_at = 2, protect_recent = 1 } })
+      local r
+      for _ = 1, 3 do r = tool(srv, sent, "exec_command", { cmd = "run", yield_time_ms = 250 }) end
+      assert.matches("^Chunk ID: %x%x%x%x%x%x\nWall time: [%d.]+ seconds\nProcess running "
+        .. "with session ID %d+\nOriginal token count: 0\nOutput:\n$", r.content[1].text)
+      assert.equals(2, #r.content)
+      assert.matches("^The maximum number of unified exec processes you can keep open is 2 ",
+        r.content[2].text)
+      assert.matches("^The maximum number", r.structuredContent.warnings[1])
+      assert.equals("/", fake.spawned[1].argv[1]:sub(1, 1)) -- the shell's absolute path
+      assert.equals("1", fake.spawned[1].opts.env.CODEX_CI)
+    end)
 end)

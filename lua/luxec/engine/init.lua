@@ -548,4 +548,10 @@ function Engine:format(r)
   return output.format(r, { text = self._cfg.text, chunk_id = self._cfg.chunk_id })
 end
 
+--- The engine's `text` mode: "luxec" or "codex".
+---@return "luxec"|"codex"
+function Engine:text_mode()
+  return self._cfg.text
+end
+
 return M

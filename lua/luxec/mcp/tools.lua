@@ -77,8 +77,18 @@ function M.structured_exec(r)
   }
 end
 
+local PRUNING = "^The maximum number of unified exec processes"
+
+-- In Codex's text mode the pruning warning comes as Codex sends it: a message of its own
+-- (here a second text item), never a line inside the result's text.
 local function exec_result(srv, r)
-  return text_result(srv.engine:format(r), M.structured_exec(r))
+  local res = text_result(srv.engine:format(r), M.structured_exec(r))
+  if srv.engine:text_mode() == "codex" then
+    for _, w in ipairs(r.warnings or {}) do
+      if w:find(PRUNING) then res.content[#res.content + 1] = { type = "text", text = w } end
+    end
+  end
+  return res
 end
 
 -- Hooks ------------------------------------------------------------------------------------
