@@ -67,3 +67,22 @@ describe("exec result text", function()
       format(result({ exit_code = 0, sandbox_retry = { denied = true, reason = "r" } })))
   end)
 end)
+
+describe("denial records", function()
+  local group = require("luxec.engine.output").group_denials
+
+  it("are merged by what was refused, whichever process asked, counts added", function()
+    local g = group({
+      { op = "open", path = "/etc/x", error = "EACCES", pid = 7, comm = "sh" },
+      { op = "open", path = "/etc/x", error = "EACCES", pid = 8, comm = "cat", count = 2 },
+      { op = "connect", addr = "1.2.3.4", port = 443, pid = 7, comm = "sh" },
+      { op = "open", path = "/etc/y", error = "EACCES", pid = 7, comm = "sh" },
+    })
+    assert.equals(3, #g)
+    assert.same({ "/etc/x", 3, 7 }, { g[1].path, g[1].count, g[1].pid })
+    assert.same({ "connect", 1 }, { g[2].op, g[2].count })
+    assert.equals("/etc/y", g[3].path)
+    local sandbox = require("luxec.sandbox")
+    assert.equals("open /etc/x: EACCES (pid 7 sh, 3 times)", sandbox.describe(g[1]))
+  end)
+end)

@@ -132,6 +132,31 @@ end
 
 local SHOWN_DENIALS = 3
 
+--- Denial records merged by what was refused (op, target, error), whichever process asked:
+--- each group is its first record with the counts added up, in the order they came.
+---@param denials table[]
+---@return table[]
+function M.group_denials(denials)
+  local groups, at = {}, {}
+  for _, d in ipairs(denials) do
+    local key = table.concat({ tostring(d.op), tostring(d.path), tostring(d.to),
+      tostring(d.addr), tostring(d.port), tostring(d.host), tostring(d.family),
+      tostring(d.error), tostring(d.reason) }, "\0")
+    local n = math.tointeger(d.count) or 1
+    local g = at[key]
+    if g then
+      g.count = g.count + n
+    else
+      g = {}
+      for k, v in pairs(d) do g[k] = v end
+      g.count = n
+      at[key] = g
+      groups[#groups + 1] = g
+    end
+  end
+  return groups
+end
+
 --- The sandbox verdict for a session that exited (nil when it ran without a sandbox): the
 --- core's evidence where its report has some (status().sandbox.denials), else the labelled
 --- keyword guess. `report` is the core's whole report (mode, layers, degraded, …).
@@ -145,9 +170,10 @@ function M.verdict(s, st, res)
   if denials and #denials > 0 then
     -- each record is one (op, target) with a count: "more" counts the refusals not shown
     local list, shown = {}, 0
-    for i = 1, math.min(#denials, SHOWN_DENIALS) do
-      list[i] = sandbox.describe(denials[i])
-      shown = shown + (math.tointeger(denials[i].count) or 1)
+    local groups = M.group_denials(denials)
+    for i = 1, math.min(#groups, SHOWN_DENIALS) do
+      list[i] = sandbox.describe(groups[i])
+      shown = shown + (math.tointeger(groups[i].count) or 1)
     end
     local total = math.max(all, shown)
     if total > shown then list[#list + 1] = ("%d more"):format(total - shown) end
