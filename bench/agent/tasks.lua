@@ -62,7 +62,9 @@ print("20000 tests, 1 failed")
       end
     end,
     luxec = function(c)
-      local text, r = c:exec({ cmd = "python3 tests.py", keep = "tail", max_output_tokens = 200 })
+      -- return at the first failing line (the match shows it whole) or at the summary
+      local text, r = c:exec({ cmd = "python3 tests.py", keep = "tail", max_output_tokens = 200,
+        ["until"] = "^.*(FAILED|tests, \\d+ failed).*$" })
       if not text:find("FAILED:", 1, true) then
         c:read({ log = r.log_range.path, grep = "FAILED", context = 2 })
       end
