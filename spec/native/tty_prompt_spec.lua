@@ -63,4 +63,48 @@ describe("a prompt read from /dev/tty", function()
       assert.matches("ssh%-ed25519 ", out)
       H.rmtree(dir)
     end)
+
+  -- A real ssh client against a real sshd (run over the client's ProxyCommand in inetd mode,
+  -- no port, no password database): a key with a passphrase, which ssh asks on /dev/tty.
+  local SSHD = "/usr/sbin/sshd"
+  local function ssh_setup()
+    local dir = H.tmpdir()
+    for _, k in ipairs({ { "hostkey", "" }, { "id", "pp5" } }) do
+      local g = luxec.run({ "ssh-keygen", "-q", "-t", "ed25519", "-N", k[2], "-f",
+        dir .. "/" .. k[1] })
+      assert.equals(0, g.code)
+    end
+    H.write_file(dir .. "/authorized_keys", H.read_file(dir .. "/id.pub"))
+    H.write_file(dir .. "/sshd_config", table.concat({ "HostKey " .. dir .. "/hostkey",
+      "AuthorizedKeysFile " .. dir .. "/authorized_keys", "StrictModes no",
+      "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
+      "PermitRootLogin yes", "PidFile none", "" }, "\n"))
+    os.execute("mkdir -p /run/sshd") -- (sshd's privilege separation directory)
+    local cmd = ("ssh -F /dev/null -o 'ProxyCommand=%s -i -f %s/sshd_config' "
+      .. "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o IdentitiesOnly=yes "
+      .. "-i %s/id root@luxec-test"):format(SSHD, dir, dir)
+    return dir, cmd
+  end
+  local ssh_ok = luxec.run({ "id", "-u" }).output == "0\n"
+    and require("luv").fs_access(SSHD, "X")
+
+  it("a real ssh asking a key's passphrase: the call returns at that prompt, not before",
+    function()
+      if not ssh_ok then return pending("needs root and " .. SSHD) end
+      local dir, cmd = ssh_setup()
+      local e = engine()
+      -- (ssh waits on its connection with the terminal as stdin before it asks: that wait
+      -- is not a wait for input)
+      local r = assert(e:exec_command({ tty = true, yield_time_ms = 20000,
+        cmd = cmd .. " 'echo logged-in'" }))
+      assert.equals("waiting_for_password", r.state)
+      assert.matches("Enter passphrase for key '[^']+/id': $", r.output)
+      e:terminate(r.session_id)
+      -- and with the command's stdin not the terminal, the answer logs in
+      r = assert(e:exec_command({ tty = true, yield_time_ms = 20000, input = "pp5\n",
+        cmd = cmd .. " -n 'echo logged-in'" }))
+      assert.equals(0, r.exit_code)
+      assert.matches("logged%-in", r.output)
+      H.rmtree(dir)
+    end)
 end)
