@@ -59,6 +59,15 @@ describe("until", function()
     assert.same({ "matched", "ready" }, { r.state, r.match })
   end)
 
+  it("watches without taking the output: memory stays bounded by the output buffer", function()
+    local e = engine({ head = 4096, tail = 4096 })
+    local r = assert(e:exec_command({ cmd = "yes | head -c 20000000", ["until"] = "never",
+      max_output_tokens = 100 }))
+    assert.equals(0, r.exit_code)
+    assert.is_true(r.dropped > 20000000 - 2 * 4096 - 4096, "dropped " .. r.dropped)
+    assert.equals(20000000, r.log_offset)
+  end)
+
   it("rejects a bad regex, naming the argument", function()
     local e = engine()
     local r, err = e:exec_command({ cmd = "true", ["until"] = "(" })

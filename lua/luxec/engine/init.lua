@@ -256,7 +256,7 @@ function Engine:_first_call(s, a, start, ctx, lim)
   local cfg = self._cfg
   local yield = policy.exec_yield(a.yield, lim)
   local tokens = policy.tokens(a.tokens, lim)
-  s.until_re, s.until_at = a.until_re, 0
+  s.until_re, s.until_fresh = a.until_re, a.until_re ~= nil
   local input_note
   if a.input and not lim.early_return then -- no way to tell when it reads: write it at once
     self:_send(s, a.input)
@@ -350,7 +350,7 @@ function Engine:_write_locked(s, a, unknown, ctx, lim)
   end
   local tokens = policy.tokens(a.tokens, lim)
   local start = self._now()
-  s.until_re, s.until_at = a.until_re, 0
+  s.until_re, s.until_fresh = a.until_re, a.until_re ~= nil
   local reason = session.wait(self, s, start + policy.write_yield(a.yield, chars ~= "", lim),
     start, lim, ctx)
   local res = session.result(self, s, reason, start, tokens, a.keep)

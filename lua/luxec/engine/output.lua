@@ -61,20 +61,6 @@ function M.pull(s, final)
   return acc
 end
 
---- The text of `acc` from text byte `from` on (without joining what comes before).
----@param acc table
----@param from integer
----@return string
-function M.text_from(acc, from)
-  local parts, len = acc.out.parts, acc.out.len
-  local i, start = #parts, len
-  while i >= 1 and start > from do
-    start = start - #parts[i]
-    i = i - 1
-  end
-  return table.concat(parts, "", i + 1):sub(from - start + 1)
-end
-
 --- Read what session `s` printed since the last call and fill res: output (cleaned, cut to
 --- `tokens`, keeping `keep`), original_token_count, truncated, removed (output bytes),
 --- dropped, cleaned, log_range, log_from / log_offset (the output bytes this result covers)

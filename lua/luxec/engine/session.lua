@@ -7,6 +7,7 @@ local sched = require("luxec.sched")
 local output = require("luxec.engine.output")
 local meta = require("luxec.engine.meta")
 local args = require("luxec.engine.args")
+local clean = require("luxec.engine.clean")
 
 local M = {}
 
@@ -107,27 +108,61 @@ end
 
 local NOTBOL
 
--- Whether the call's `until` regex (s.until_re) matches the text this call has read: each
--- new piece is searched from UNTIL_WINDOW bytes before it (s.until_at: text searched so far).
--- Sets s.match to the matched text.
+-- The part of reader data (raw bytes from `start`, `dropped` of them missing at `gap_at`)
+-- that lies at or after raw offset `from`.
+local function from_offset(data, start, dropped, gap_at, from)
+  local skip = from - start
+  if skip <= 0 then return data end
+  if dropped == 0 or skip <= gap_at then return data:sub(skip + 1) end
+  if skip <= gap_at + dropped then return data:sub(gap_at + 1) end
+  return data:sub(skip - dropped + 1)
+end
+
+-- Whether the call's `until` regex (s.until_re) matches the output this call returns. The
+-- output is watched through a reader of its own (it does not consume what the call will
+-- return, so the output buffer still bounds memory) and cleaned as the result is; each new
+-- piece is searched together with the UNTIL_WINDOW bytes of text before it. Sets s.match.
 local function until_matched(s)
   local re = s.until_re
   if not re then return false end
-  local acc = output.pull(s, false)
-  local len = acc.out.len
-  if len == s.until_at then return false end
-  local from = math.max(0, s.until_at - args.UNTIL_WINDOW)
-  s.until_at = len
-  local text = output.text_from(acc, from)
+  local u = s.until_state
+  if not u then
+    u = { reader = s.p:reader(), pos = 0 }
+    s.until_state = u
+  end
+  if s.until_fresh then -- a new call: its output starts where the last result's ended
+    s.until_fresh = nil
+    u.from, u.window, u.bol = s.raw_read, "", true
+    u.cleaner = clean.new({ strip = s.cleaner.strip, collapse = s.cleaner.collapse })
+  end
+  local data, dropped, gap_at = u.reader.read()
+  local start = u.pos
+  u.pos = start + #data + dropped
+  if u.pos <= u.from then return false end
+  local out = clean.output()
+  u.cleaner:feed(out, from_offset(data, start, dropped, gap_at, u.from), math.max(start, u.from),
+    false)
+  local text = clean.text(out)
+  if text == "" then return false end
+  local subject = u.window .. text
   local flags
-  if from > 0 and output.text_from(acc, from - 1):sub(1, 1) ~= "\n" then
+  if not u.bol then
     NOTBOL = NOTBOL or require("rex_pcre2").flags().NOTBOL
     flags = NOTBOL -- (the window starts inside a line: ^ does not match there)
   end
-  local a, b = re:find(text, 1, flags)
-  if not a then return false end
-  s.match = text:sub(a, b)
-  return true
+  local a, b = re:find(subject, 1, flags)
+  if a then
+    s.match = subject:sub(a, b)
+    return true
+  end
+  if #subject > args.UNTIL_WINDOW then
+    local cut = #subject - args.UNTIL_WINDOW
+    u.bol = subject:byte(cut) == 10
+    u.window = subject:sub(cut + 1)
+  else
+    u.window = subject
+  end
+  return false
 end
 
 --- Wait until the process finished (exited, output closed or the drain over), the deadline
@@ -185,7 +220,7 @@ function M.result(eng, s, reason, start, tokens, keep)
   output.collect(s, eng._cfg.truncation, tokens, finished, res, keep)
   if s.until_re then
     res.match = s.match
-    s.until_re, s.until_at, s.match = nil, nil, nil
+    s.until_re, s.until_fresh, s.match = nil, nil, nil
   end
   res.wall_time = (eng._now() - start) / 1000
   if res.log_range then eng._logs[res.log_range.path] = true end
