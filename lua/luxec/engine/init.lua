@@ -2,7 +2,8 @@
 --- on luxec's process core, compatible where agents rely on it and better where Codex falls
 --- short: output cut with a marker that says how many bytes went and where to read them
 --- back, escape codes and progress lines cleaned, an early return when the program waits for
---- input, Ctrl-C for pipe sessions, an optional hard timeout, the sandbox verdict in the text.
+--- input or the output matches `until`, a first answer (`input`) in the same call, Ctrl-C
+--- for pipe sessions, an optional hard timeout, the sandbox verdict in the text.
 ---
 ---   local engine = require("luxec.engine").new({ cwd = "/src" })
 ---   local r = engine:exec_command({ cmd = "make test", yield_time_ms = 5000 })
