@@ -4,10 +4,14 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 int pfs_children(pid_t pid, pid_t *out, int max) {
@@ -131,6 +135,84 @@ pid_t pfs_pgid(pid_t pid) {
   return pgid;
 }
 
+/* Whether /proc/<pid>/stat names the terminal `target` as pid's controlling terminal:
+ * /dev/tty opened by a process is its controlling terminal, whatever pts that is. */
+static int controlled_by(pid_t pid, const char *target) {
+  char buf[512];
+  if (read_proc(pid, "stat", buf, sizeof buf) < 0) return 0;
+  char *p = strrchr(buf, ')');
+  int ppid, pgid, sid;
+  unsigned long nr;
+  char st;
+  if (p == NULL || sscanf(p + 1, " %c %d %d %d %lu", &st, &ppid, &pgid, &sid, &nr) != 5) return 0;
+  if (nr == 0) return 0;
+  struct stat sb;
+  if (stat(target, &sb) != 0 || !S_ISCHR(sb.st_mode)) return 0;
+  /* the kernel's encoding of tty_nr: minor's low byte, major, then minor's high bits */
+  unsigned int maj = (unsigned int)((nr & 0xfff00) >> 8);
+  unsigned int min = (unsigned int)((nr & 0xff) | ((nr >> 12) & 0xfff00));
+  return major(sb.st_rdev) == maj && minor(sb.st_rdev) == min;
+}
+
+/* Whether pid's descriptor fd reads target: the same file, or /dev/tty naming it. */
+static int reads_from(pid_t pid, int fd, const char *target) {
+  char t[256];
+  if (pfs_fd_target(pid, fd, t, sizeof t) != 0) return 0;
+  if (strcmp(t, target) == 0) return 1;
+  return strcmp(t, "/dev/tty") == 0 && strncmp(target, "/dev/", 5) == 0
+    && controlled_by(pid, target);
+}
+
+/* Read len bytes of pid's memory at addr (a descendant's, or as root): 0 or -1. */
+static int read_mem(pid_t pid, unsigned long addr, void *out, size_t len) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = pread(fd, out, len, (off_t)addr);
+  close(fd);
+  return n == (ssize_t)len ? 0 : -1;
+}
+
+/* Whether a poll/ppoll on the nfds pollfds at addr waits to read target: 1, 0, or -1 when
+ * the array cannot be read. */
+static int polls_on(pid_t pid, unsigned long addr, unsigned long nfds, const char *target) {
+  struct pollfd fds[64];
+  if (nfds == 0 || nfds > 64) return -1;
+  if (read_mem(pid, addr, fds, nfds * sizeof fds[0]) < 0) return -1;
+  for (unsigned long i = 0; i < nfds; i++) {
+    if (fds[i].fd >= 0 && (fds[i].events & POLLIN) && reads_from(pid, fds[i].fd, target)) return 1;
+  }
+  return 0;
+}
+
+/* The same for a select/pselect6 on the read set at addr (nfds descriptors). */
+static int selects_on(pid_t pid, unsigned long nfds, unsigned long addr, const char *target) {
+  fd_set set;
+  if (addr == 0) return 0;
+  if (nfds == 0 || nfds > FD_SETSIZE) return -1;
+  size_t len = (nfds + 63) / 64 * 8;
+  if (read_mem(pid, addr, &set, len) < 0) return -1;
+  for (int f = 0; f < (int)nfds; f++) {
+    if (FD_ISSET(f, &set) && reads_from(pid, f, target)) return 1;
+  }
+  return 0;
+}
+
+/* The same for an epoll_wait on epfd: its watched descriptors are in /proc fdinfo. */
+static int epolls_on(pid_t pid, int epfd, const char *target) {
+  char buf[4096], file[64];
+  snprintf(file, sizeof file, "fdinfo/%d", epfd);
+  if (read_proc(pid, file, buf, sizeof buf) < 0) return -1;
+  for (char *line = strstr(buf, "tfd:"); line != NULL; line = strstr(line + 1, "tfd:")) {
+    int tfd;
+    unsigned int events;
+    if (sscanf(line, "tfd: %d events: %x", &tfd, &events) == 2 && (events & POLLIN)
+      && reads_from(pid, tfd, target)) return 1;
+  }
+  return 0;
+}
+
 int pfs_waiting_on(pid_t pid, const char *target) {
   char path[64], buf[256];
   snprintf(path, sizeof path, "/proc/%d/syscall", (int)pid);
@@ -141,25 +223,32 @@ int pfs_waiting_on(pid_t pid, const char *target) {
   if (n <= 0) return 0;
   buf[n] = '\0';
   long nr;
-  unsigned long arg0;
-  if (sscanf(buf, "%ld %lx", &nr, &arg0) != 2) return 0; /* "running" */
-  char t[256];
+  unsigned long arg0, arg1 = 0;
+  if (sscanf(buf, "%ld %lx %lx", &nr, &arg0, &arg1) < 2) return 0; /* "running" */
+  int r;
   switch (nr) {
     case SYS_read:
     case SYS_readv:
     case SYS_pread64:
-      return pfs_fd_target(pid, (int)arg0, t, sizeof t) == 0 && strcmp(t, target) == 0;
+      return reads_from(pid, (int)arg0, target);
+    /* readline, python's input() and shells wait in these before reading stdin; what they
+     * wait on is read from the call's arguments, and only when that fails is stdin assumed */
     case SYS_poll:
     case SYS_ppoll:
+      r = polls_on(pid, arg0, arg1, target);
+      break;
     case SYS_select:
     case SYS_pselect6:
+      r = selects_on(pid, arg0, arg1, target);
+      break;
     case SYS_epoll_wait:
     case SYS_epoll_pwait:
-      /* readline, python's input() and shells wait here before reading stdin */
-      return pfs_fd_target(pid, 0, t, sizeof t) == 0 && strcmp(t, target) == 0;
+      r = epolls_on(pid, (int)arg0, target);
+      break;
     default:
       return 0;
   }
+  return r >= 0 ? r : reads_from(pid, 0, target);
 }
 
 long pfs_status_last(pid_t pid, const char *field) {

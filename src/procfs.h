@@ -19,7 +19,8 @@ pid_t pfs_tgid(pid_t tid); /* the process a thread belongs to, or -1 */
 /* The last number of the status line "field:" (e.g. NSpid: the id in the task's own pid
  * namespace), or -1. */
 long pfs_status_last(pid_t pid, const char *field);
-/* 1 when pid is blocked in a read of target (or in poll/select with target as its stdin). */
+/* 1 when pid is blocked in a read of target (or in poll/select with target as its stdin);
+ * a read of /dev/tty counts when target is pid's controlling terminal. */
 int pfs_waiting_on(pid_t pid, const char *target);
 /* 1 when the environment pid started with contains the exact entry "K=V". */
 int pfs_has_env(pid_t pid, const char *entry);

@@ -80,8 +80,7 @@ describe("luxec mcp with the MCP SDK client", function()
     end
     local e = out.results.exec_command
     assert.equal(3, e.structured.exit_code) -- a failing command is not an error of the call
-    assert.matches("^Chunk ID: %x%x%x%x%x%x\nWall time: [%d.]+ seconds\nProcess exited with "
-      .. "code 3\n", e.text)
+    assert.matches("^Wall time: [%d.]+ seconds\nProcess exited with code 3\n", e.text)
     assert.matches("started", out.results.read_output.text, 1, true)
     assert.is_true(out.results.terminate_session.structured.terminated)
     assert.is_true(out.unknown.isError)

@@ -54,9 +54,10 @@ describe("exec_command: Codex parity", function()
     assert.matches("^%x%x%x%x%x%x$", r.chunk_id)
     assert.is_nil(r.chunk_id:find("%u"))
     assert.equals(1, r.original_token_count)
-    local text = exec.format(r)
     assert.matches("^Chunk ID: %x+\nWall time: %d+%.%d%d%d%d seconds\nProcess exited with code 3\n"
-      .. "Original token count: 1\nOutput:\nhi\n$", text)
+      .. "Original token count: 1\nOutput:\nhi\n$", exec.format(r, { text = "codex" }))
+    assert.matches("^Wall time: %d+%.%d%d%d%d seconds\nProcess exited with code 3\n"
+      .. "Output %(bytes 0%-3%):\nhi\n$", exec.format(r))
   end)
 
   it("runs cmd as [shell, -lc, cmd] (or -c without login), stdin /dev/null", function()
@@ -150,7 +151,7 @@ describe("exec_command: Codex parity", function()
     assert.matches(("…%d tokens truncated…"):format(truncate.approx_tokens(#full - 400)),
       r.output, 1, true)
     assert.matches(("\nOriginal token count: %d\nOutput:\nTotal output lines: 20000\n")
-      :format(r.original_token_count), exec.format(r), 1, true)
+      :format(r.original_token_count), exec.format(r, { text = "codex" }), 1, true)
   end)
 
   it("prunes exited sessions first, protects recent ones, ends the pruned, warns", function()
@@ -292,14 +293,14 @@ describe("exec engine improvements", function()
     assert.equals(#full - 400, r.removed)
     local range = r.log_range
     assert.same({ 200, #full - 200 }, { range.from, range.to })
-    local want = ("…%d bytes truncated (log bytes %d-%d: tail -c +%d %s | head -c %d)…")
-      :format(#full - 400, range.from, range.to, range.from + 1, range.path, #full - 400)
+    local want = ("…%d bytes cut (log bytes %d-%d: read_output offset=%d length=%d)…")
+      :format(#full - 400, range.from, range.to, range.from, #full - 400)
     assert.equals("Total output lines: 20000\n\n" .. full:sub(1, 200) .. want .. full:sub(-200),
       r.output)
-    -- the marker's own command gives the removed bytes back
-    local back = assert(e:exec_command({ max_output_tokens = 1000000,
-      cmd = ("tail -c +%d %s | head -c %d"):format(range.from + 1, range.path, #full - 400) }))
-    assert.equals(full:sub(201, -201), back.output)
+    -- the read the marker names gives the removed bytes back
+    local back = assert(e:read_output({ log = range.path, offset = range.from,
+      length = #full - 400 }))
+    assert.equals(full:sub(201, -201), back.data)
   end)
 
   it("never loses the middle silently when the buffer dropped it", function()
@@ -487,7 +488,7 @@ describe("exec engine improvements", function()
       .. " it was run again without the sandbox", exec.format(r))
   end)
 
-  it("reports the core's denial evidence as such, the first three of them", function()
+  it("reports the core's denial evidence, the same refusal once with its count", function()
     local _, spawn = spy()
     local e = engine({ sandbox = { mode = "read-only" }, spawn = function(argv, opts)
       local p, err = spawn(argv, opts)
@@ -503,8 +504,8 @@ describe("exec engine improvements", function()
     end })
     local r = assert(e:exec_command({ cmd = "exit 7" }))
     assert.same({ true, false }, { r.sandbox.denied, r.sandbox.guess })
-    assert.matches("\nSandbox denied: connect 93.184.216.34:443 %(pid 12 curl%); connect .*; "
-      .. "connect .*; 2 more\n", exec.format(r))
+    assert.matches("\nSandbox denied: connect 93.184.216.34:443 %(pid 12 curl, 4 times%); "
+      .. "1 more\n", exec.format(r))
   end)
 
   it("reports a real denial with the core's evidence", function()

@@ -88,9 +88,10 @@ describe("the MCP server's request handling (fake process, fake clock)", functio
     assert.same({ 0, "exited", "hello\n", "hello" }, { sc.exit_code, sc.state, sc.output,
       sc.command })
     assert.is_nil(r.isError)
-    assert.matches("^Chunk ID: %x+\nWall time: 0%.0000 seconds\nProcess exited with code 0\n",
+    assert.matches("^Wall time: 0%.0000 seconds\nProcess exited with code 0\n",
       r.content[1].text)
-    assert.matches("Output:\nhello\n$", r.content[1].text)
+    assert.matches("Output %(bytes 0%-6%):\nhello\n$", r.content[1].text)
+    assert.same({ 0, 6 }, { sc.log_from, sc.log_offset })
     assert.same({ srv.engine:resolve({}).shell, "-c", "hello" }, fake.spawned[1].argv)
     assert.equals("/tmp", fake.spawned[1].opts.cwd)
   end)

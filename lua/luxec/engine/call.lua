@@ -118,6 +118,7 @@ function M.keep(holder, res)
   if not res then return end
   local prev = holder.carry
   if prev and prev.output ~= "" then res.output = prev.output .. res.output end
+  if prev then res.log_from = prev.log_from end
   holder.carry = res
 end
 
@@ -129,6 +130,7 @@ function M.take(holder, res)
   local carried = holder and holder.carry
   if not carried then return res end
   holder.carry = nil
+  res.log_from = carried.log_from -- (the output given now starts where the carried one did)
   if carried.output ~= "" then
     res.output = carried.output .. res.output
     table.insert(res.warnings, ("The first %d bytes of this output were read by a call that was "

@@ -57,6 +57,29 @@ local function emit(out, t, r, rn, exact)
   out.len = out.len + #t
 end
 
+-- Append raw bytes `raw` (at raw offset r) as text: valid UTF-8 verbatim, and each sequence
+-- that is not UTF-8 as one U+FFFD mapped to its own raw bytes, so a cut between two
+-- replacements still names exactly the raw bytes it removed.
+local function emit_text(out, raw, r)
+  if utf8.len(raw) then
+    emit(out, raw, r, #raw, true)
+    return
+  end
+  local pos = 1
+  while pos <= #raw do
+    local n, bad = utf8.len(raw, pos)
+    if n then
+      emit(out, raw:sub(pos), r + pos - 1, #raw - pos + 1, true)
+      break
+    end
+    if bad > pos then emit(out, raw:sub(pos, bad - 1), r + pos - 1, bad - pos, true) end
+    local e = bad + 1
+    while e <= #raw and raw:byte(e) >= 0x80 and raw:byte(e) <= 0xBF do e = e + 1 end
+    emit(out, truncate.REPLACEMENT, r + bad - 1, e - bad, false)
+    pos = e
+  end
+end
+
 -- Drop everything from text position c0 (which starts parts[p0]) on.
 local function retract(out, c0, p0)
   for i = #out.parts, p0, -1 do
@@ -283,12 +306,10 @@ local function scan(out, body, base, strip, collapse, ahead)
       else
         local last = seg:match(".*()\n") or nil
         if not last then
-          local t, changed = truncate.lossy(seg)
-          emit(out, t, r, #seg, not changed)
+          emit_text(out, seg, r)
           return
         end
-        local t, changed = truncate.lossy(seg:sub(1, last))
-        emit(out, t, r, last, not changed)
+        emit_text(out, seg:sub(1, last), r)
         nl = last
       end
       start_line(r + nl)
@@ -402,8 +423,7 @@ function Cleaner:feed(out, data, raw_at, final)
   local start_len = out.len
   local stop = #body + 1
   if not body:find(SPECIAL) or not (strip or collapse) then
-    local t, changed = truncate.lossy(body) -- nothing to clean: one span
-    emit(out, t, base, #body, not changed)
+    emit_text(out, body, base) -- nothing to clean: one span (or one per bad sequence)
   else
     if not final then stop = hold_back_point(body, collapse) end
     -- Blocks that end at a newline: plain ones go verbatim, the others in bulk, and those
@@ -421,8 +441,7 @@ function Cleaner:feed(out, data, raw_at, final)
       local ahead = body:sub(e + 1, e + 2) -- (a string cut short by the ESC after the block)
       local r = base + pos - 1
       if not block:find(SPECIAL) then
-        local t, changed = truncate.lossy(block)
-        emit(out, t, r, #block, not changed)
+        emit_text(out, block, r)
       elseif not strip or (collapse and rewrites(block) and not block:find("\0", 1, true))
         or block:find("\27[%]PX%^_][^\7\27]*$") then -- (a NUL: binary, no lines to keep)
         scan(out, block, r, strip, collapse, ahead)

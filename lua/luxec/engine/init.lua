@@ -2,7 +2,8 @@
 --- on luxec's process core, compatible where agents rely on it and better where Codex falls
 --- short: output cut with a marker that says how many bytes went and where to read them
 --- back, escape codes and progress lines cleaned, an early return when the program waits for
---- input, Ctrl-C for pipe sessions, an optional hard timeout, the sandbox verdict in the text.
+--- input or the output matches `until`, a first answer (`input`) in the same call, Ctrl-C
+--- for pipe sessions, an optional hard timeout, the sandbox verdict in the text.
 ---
 ---   local engine = require("luxec.engine").new({ cwd = "/src" })
 ---   local r = engine:exec_command({ cmd = "make test", yield_time_ms = 5000 })
@@ -26,6 +27,7 @@ local clean = require("luxec.engine.clean")
 local policy = require("luxec.engine.policy")
 local output = require("luxec.engine.output")
 local meta = require("luxec.engine.meta")
+local args_ = require("luxec.engine.args")
 
 local M = {}
 
@@ -34,7 +36,6 @@ M.denial_guess = policy.denial_guess
 M.STDIN_CLOSED = "stdin is closed for this session; rerun exec_command with tty=true to keep "
   .. "stdin open"
 
-local MAX_MS = (1 << 31) - 1 -- a yield, budget or timeout above this is not a number anyone meant
 
 --- Every limit and switch, with its default (see luxec.engine.policy).
 M.defaults = policy.defaults
@@ -55,6 +56,12 @@ Engine.__index = Engine
 function M.new(config)
   local ok, cfg = pcall(policy.config, config)
   if not ok then error(cfg, 2) end
+  if cfg.text == "codex" then -- Codex's truncation (by tokens unless by bytes), its variable
+    if cfg.truncation == "luxec" then cfg.truncation = "codex-tokens" end
+    local forced = { CODEX_CI = "1" }
+    for k, v in pairs(cfg.env_forced) do forced[k] = v end
+    cfg.env_forced = forced
+  end
   cfg.shell = cfg.shell or policy.default_shell()
   cfg.cwd = cfg.cwd or uv.cwd()
   cfg.spawn = cfg.spawn or process.spawn
@@ -82,36 +89,6 @@ end
 
 -- Tool calls ------------------------------------------------------------------------------
 
-local function parse_common(args, res)
-  local err
-  res.yield, err = policy.arg(args, "yield_time_ms", "integer", { min = 0, max = MAX_MS })
-  if err then return nil, err end
-  res.tokens, err = policy.arg(args, "max_output_tokens", "integer", { min = 0, max = MAX_MS })
-  if err then return nil, err end
-  return res
-end
-
-local function parse_exec(args)
-  if type(args) ~= "table" then
-    return nil, "failed to parse function arguments: expected an object, got " .. type(args)
-  end
-  local a = {}
-  local err
-  for _, f in ipairs({ { "cmd", "string" }, { "workdir", "string" }, { "shell", "string" },
-    { "login", "boolean" }, { "tty", "boolean" }, { "clean", "boolean" } }) do
-    a[f[1]], err = policy.arg(args, f[1], f[2], { required = f[1] == "cmd" })
-    if err then return nil, err end
-  end
-  if a.cmd:find("^%s*$") then
-    return nil, "failed to parse function arguments: `cmd` is empty"
-  elseif a.cmd:find("\0", 1, true) then
-    return nil, "failed to parse function arguments: `cmd` contains a NUL byte"
-  end
-  a.timeout_ms, err = policy.arg(args, "timeout_ms", "integer", { min = 1, max = MAX_MS })
-  if err then return nil, err end
-  return parse_common(args, a)
-end
-
 --- How a command would run: its shell, whether as a login shell, and its directory — the
 --- engine's defaults and workdir rule, for a front end that must tell a policy hook before
 --- the call (args as exec_command takes them; bad ones fall back to the defaults).
@@ -131,7 +108,9 @@ function Engine:_argv(a)
   if r.login and not self._cfg.allow_login_shell then
     return nil, "login shell is disabled by config; omit `login` or set it to false."
   end
-  return { r.shell, r.login and "-lc" or "-c", a.cmd }, r.cwd
+  local shell = r.shell
+  if self._cfg.text == "codex" then shell = policy.resolve_shell(shell, self._env.PATH) end
+  return { shell, r.login and "-lc" or "-c", a.cmd }, r.cwd
 end
 
 function Engine:_log_path(id)
@@ -161,10 +140,13 @@ end
 
 function Engine:_exec(args, ctx, lim, no_sandbox)
   local cfg = self._cfg
-  local a, err = parse_exec(args)
+  local a, err = args_.exec(args)
   if not a then return nil, err end
   local argv, cwd = self:_argv(a)
   if not argv then return nil, cwd end
+  if a.input and not (a.tty or cfg.pipe_stdin == "pipe") then
+    return nil, "`input` needs tty = true: this command's stdin would be /dev/null"
+  end
   if ctx.cancelled then return nil, "the call was cancelled before its command started" end
   if not ctx._progress_timer then
     call.start_progress(ctx, self._now, policy.exec_yield(a.yield, lim), label(a.cmd))
@@ -243,15 +225,58 @@ function Engine:_carrier(id)
   return c
 end
 
+-- A max_output_tokens above the limit is lowered to it: say so.
+local function capped(a, lim, res)
+  if a.tokens and a.tokens > lim.max_output_tokens_limit then
+    res.warnings[#res.warnings + 1] = ("max_output_tokens %d was lowered to the limit, %d")
+      :format(a.tokens, lim.max_output_tokens_limit)
+  end
+end
+
+-- Write `chars` to session s as write_stdin does (Ctrl-C on a pipe is SIGINT, Ctrl-D on a
+-- pipe closes stdin), then let the program take it. nil and an error when stdin is closed.
+function Engine:_send(s, chars)
+  local p = s.p
+  if not s.tty and chars == "\3" then
+    if not p:finished() then pcall(p.signal, p, "INT", "group") end
+  elseif not s.stdin_pipe and not s.tty then
+    return nil, M.STDIN_CLOSED
+  elseif s.stdin_pipe and chars == "\4" then
+    pcall(p.close_stdin, p)
+  else
+    local okw, n, werr = pcall(p.write, p, chars)
+    if not (okw and n) and not p:finished() then
+      s.note = "writing to stdin failed: " .. tostring(okw and werr or n)
+    end
+  end
+  p:wait({ timeout = self._cfg.settle_ms / 1000 })
+  return true
+end
+
 function Engine:_first_call(s, a, start, ctx, lim)
   local cfg = self._cfg
   local yield = policy.exec_yield(a.yield, lim)
   local tokens = policy.tokens(a.tokens, lim)
+  s.until_re, s.until_fresh = a.until_re, a.until_re ~= nil
+  local input_note
+  if a.input and not lim.early_return then -- no way to tell when it reads: write it at once
+    self:_send(s, a.input)
+  end
   local reason = session.wait(self, s, start + yield, start + math.min(cfg.early_exit_ms, yield),
     lim, ctx)
+  if a.input and lim.early_return then
+    if reason == "input" or reason == "password" then
+      self:_send(s, a.input)
+      reason = session.wait(self, s, start + yield, self._now(), lim, ctx)
+    else
+      input_note = ("`input` was not written: %s before the program waited for input")
+        :format(reason == "exited" and "the process ended" or reason == "matched"
+          and "the output matched `until`" or "the yield ran out")
+    end
+  end
   local res
   if s.p:finished() or self._closed or s.removed then
-    res = session.result(self, s, reason, start, tokens)
+    res = session.result(self, s, reason, start, tokens, a.keep)
     if res.session_id == nil then self._store:release(s.id) end -- ended unseen: not kept
   else
     self._pending[s] = nil
@@ -263,34 +288,19 @@ function Engine:_first_call(s, a, start, ctx, lim)
         cfg.max_sessions)
       session.kill(self, pruned, "pruned")
     end
-    res = session.result(self, s, reason, start, tokens)
+    res = session.result(self, s, reason, start, tokens, a.keep)
     if warning then table.insert(res.warnings, 1, warning) end
   end
+  if input_note then res.warnings[#res.warnings + 1] = input_note end
+  capped(a, lim, res)
   res.command = a.cmd
   return res
 end
 
-local function parse_write(args, cfg)
-  if type(args) ~= "table" then
-    return nil, "failed to parse function arguments: expected an object, got " .. type(args)
-  end
-  local a = {}
-  local err
-  a.id, err = policy.arg(args, "session_id", "integer", { required = true })
-  if err then return nil, err end
-  a.chars, err = policy.arg(args, "chars", "string")
-  if err then return nil, err end
-  a.chars = a.chars or ""
-  if #a.chars > cfg.max_chars then
-    return nil, ("chars is %d bytes; write_stdin takes at most %d bytes in one call")
-      :format(#a.chars, cfg.max_chars)
-  end
-  return parse_common(args, a)
-end
 
 function Engine:_write(args, ctx, lim)
   local cfg = self._cfg
-  local a, err = parse_write(args, cfg)
+  local a, err = args_.write(args, cfg)
   if not a then return nil, err end
   local unknown = ("Unknown process id %d"):format(a.id)
   local s = self._store:get(a.id)
@@ -331,31 +341,22 @@ function Engine:_write(args, ctx, lim)
 end
 
 function Engine:_write_locked(s, a, unknown, ctx, lim)
-  local cfg = self._cfg
   if s.removed then return nil, unknown end
   self._store:touch(s.id)
-  local p, chars = s.p, a.chars
+  local chars = a.chars
   if ctx.cancelled then chars = "" end -- cancelled while it queued: its input is not sent
   if chars ~= "" then
-    if not s.tty and chars == "\3" then
-      if not p:finished() then pcall(p.signal, p, "INT", "group") end
-    elseif not s.stdin_pipe and not s.tty then
-      return nil, M.STDIN_CLOSED
-    elseif s.stdin_pipe and chars == "\4" then
-      pcall(p.close_stdin, p)
-    else
-      local okw, n, werr = pcall(p.write, p, chars)
-      if not (okw and n) and not p:finished() then
-        s.note = "writing to stdin failed: " .. tostring(okw and werr or n)
-      end
-    end
-    p:wait({ timeout = cfg.settle_ms / 1000 })
+    local ok, err = self:_send(s, chars)
+    if not ok then return nil, err end
   end
   local tokens = policy.tokens(a.tokens, lim)
   local start = self._now()
+  s.until_re, s.until_fresh = a.until_re, a.until_re ~= nil
   local reason = session.wait(self, s, start + policy.write_yield(a.yield, chars ~= "", lim),
     start, lim, ctx)
-  return session.result(self, s, reason, start, tokens)
+  local res = session.result(self, s, reason, start, tokens, a.keep)
+  capped(a, lim, res)
+  return res
 end
 
 -- Run fn as a tool call: never raises; a failure inside is reported as an error text.
@@ -485,13 +486,16 @@ function Engine:describe(id)
   return meta.describe(self, id)
 end
 
---- Read back a session's output (or a log a result named) by byte offset: args session_id
---- and/or log, offset (0), length (65536, at most max_bytes). Returns {data, total, log,
---- offset, session_id} (log nil when read from memory), or nil and an error text.
+--- Read back a session's output (or a log a result named) by byte offset — the offsets of
+--- the output as the session printed it, the unit of every result's log_from / log_offset
+--- and marker. args: session_id and/or log, offset (0), length (65536, at most max_bytes),
+--- clean (clean what is read, as exec results are), or grep (a regex: the matching lines
+--- from offset on, each with its offset; context lines around each, max_matches (20),
+--- matched on cleaned lines unless clean = false). Returns {data or grep, total, log,
+--- offset, next_offset, session_id} (log nil when read from memory), or nil and an error.
 ---@param args table
 ---@param max_bytes integer|nil
----@return {data: string, total: integer, log: string|nil, offset: integer,
----  session_id: integer|nil}|nil, string|nil
+---@return table|nil, string|nil
 function Engine:read_output(args, max_bytes)
   return meta.read_output(self, args, max_bytes)
 end
@@ -534,7 +538,21 @@ function Engine:__gc()
   remove_logs(self)
 end
 
---- The text a model reads for a result (see luxec.engine.output).
+--- The text a model reads for a result (see luxec.engine.output): opts.text "luxec" (the
+--- default, compact) or "codex" (Codex's exactly), opts.chunk_id.
 M.format = output.format
+
+--- The text a model reads for a result, in this engine's `text` mode.
+---@param r luxec.ExecResult
+---@return string
+function Engine:format(r)
+  return output.format(r, { text = self._cfg.text, chunk_id = self._cfg.chunk_id })
+end
+
+--- The engine's `text` mode: "luxec" or "codex".
+---@return "luxec"|"codex"
+function Engine:text_mode()
+  return self._cfg.text
+end
 
 return M

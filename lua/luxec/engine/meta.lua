@@ -4,6 +4,9 @@
 --- (luxec.engine.sessions) is the one registry; a front end asks here and keeps none.
 local uv = require("luv")
 local policy = require("luxec.engine.policy")
+local clean = require("luxec.engine.clean")
+local search = require("luxec.engine.search")
+local args_mod = require("luxec.engine.args")
 
 local M = {}
 
@@ -71,22 +74,40 @@ local function read_file(path, offset, length)
   return data, st and st.size or 0
 end
 
---- See Engine:read_output.
-function M.read_output(self, args, max_bytes)
+local GREP_SCAN_MAX = 64 * 1024 * 1024 -- the most bytes one grep looks at
+
+-- read_output's arguments; or nil and the error text.
+local function read_args(args)
   if type(args) ~= "table" then
     return nil, "failed to parse function arguments: expected an object, got " .. type(args)
   end
-  local id, log, offset, length, err
-  id, err = policy.arg(args, "session_id", "integer", { min = 0 })
-  if not err then log, err = policy.arg(args, "log", "string") end
-  if not err then offset, err = policy.arg(args, "offset", "integer", { min = 0 }) end
-  if not err then length, err = policy.arg(args, "length", "integer", { min = 0 }) end
-  if err then return nil, err end
-  if not id and not log then
+  local a = {}
+  for _, f in ipairs({ { "session_id", "integer" }, { "log", "string" }, { "offset", "integer" },
+    { "length", "integer" }, { "grep", "string" }, { "context", "integer" },
+    { "max_matches", "integer" }, { "clean", "boolean" } }) do
+    local lim = f[2] == "integer" and { min = 0 } or nil
+    if f[1] == "context" then lim.max = search.MAX_CONTEXT end
+    if f[1] == "max_matches" then lim = { min = 1, max = search.MAX_MATCHES } end
+    local v, err = policy.arg(args, f[1], f[2], lim)
+    if err then return nil, err end
+    a[f[1]] = v
+  end
+  if not a.session_id and not a.log then
     return nil, "failed to parse function arguments: give `session_id` or `log`"
   end
-  offset = offset or 0
-  length = math.min(length or 65536, max_bytes or math.huge)
+  if a.grep then
+    local re, rerr = args_mod.compile_until(a.grep)
+    if not re then return nil, (rerr:gsub("`until`", "`grep`")) end
+    a.re = re
+  end
+  return a
+end
+
+--- See Engine:read_output.
+function M.read_output(self, args, max_bytes)
+  local a, err = read_args(args)
+  if not a then return nil, err end
+  local id, log, offset = a.session_id, a.log, a.offset or 0
   local s = id and self._store:get(id)
   local meta = s or (id and self._ended[id])
   if id and not meta then return nil, ("Unknown process id %d"):format(id) end
@@ -94,23 +115,46 @@ function M.read_output(self, args, max_bytes)
     return nil, ("unknown log %s: read_output reads only logs this server named"):format(log)
   end
   log = log or meta.log
-  local data, total
-  if log then data, total = read_file(log, offset, length) end
-  if not data and s and not s.closed then
-    local ok, d, rerr = pcall(s.p.read_range, s.p, offset, length)
-    if ok and d then
-      local okt, snap = pcall(s.p.snapshot, s.p)
-      data, total = d, okt and snap.total or offset + #d
-      log = nil
-    elseif ok then
-      return nil, tostring(rerr)
+  local read, total -- a reader of the output's bytes, and how many there are
+  if log and uv.fs_stat(log) then
+    total = uv.fs_stat(log).size
+    read = function(off, n) return (read_file(log, off, n)) end
+  elseif s and not s.closed then
+    local okt, snap = pcall(s.p.snapshot, s.p)
+    total = okt and snap.total or 0
+    log = nil
+    read = function(off, n)
+      local ok, d = pcall(s.p.read_range, s.p, off, n)
+      return ok and d or nil
     end
-  end
-  if not data then
+  else
     return nil, ("the output of %s is gone: the session ended and its log was removed")
       :format(id and ("session %d"):format(id) or log)
   end
-  return { data = data, total = total, log = log, offset = offset, session_id = id }
+  local res = { total = total, log = log, offset = offset, session_id = id }
+  if a.re then
+    local to = math.min(total, offset + math.min(a.length or GREP_SCAN_MAX, GREP_SCAN_MAX))
+    res.grep = search.grep(read, offset, to, a.re, { context = a.context or 0,
+      max = a.max_matches or search.DEFAULT_MATCHES, clean = a.clean ~= false })
+    res.next_offset = res.grep.next_offset
+    return res
+  end
+  local length = math.min(a.length or 65536, max_bytes or math.huge)
+  local data = ""
+  if offset < total and length > 0 then
+    data = read(offset, math.min(length, total - offset))
+    if not data then return nil, ("cannot read the output of %s"):format(log or "the session") end
+  end
+  res.next_offset = offset + #data
+  if a.clean then
+    -- (a sequence cut at the end of the range is held back: next_offset says where it starts)
+    local out = clean.output()
+    local stop = clean.new():feed(out, data, offset, res.next_offset >= total)
+    res.data, res.next_offset, res.cleaned = clean.text(out), stop, true
+  else
+    res.data = data
+  end
+  return res
 end
 
 return M

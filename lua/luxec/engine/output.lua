@@ -1,6 +1,7 @@
 --- luxec.engine.output: what one exec call returns of a session's output — read since the
 --- last call, cleaned, cut to the budget with a marker that names the removed bytes in the
 --- session's log — plus the sandbox verdict and the text a model reads (`format`).
+local uv = require("luv")
 local truncate = require("luxec.engine.truncate")
 local clean = require("luxec.engine.clean")
 local policy = require("luxec.engine.policy")
@@ -8,37 +9,77 @@ local sandbox = require("luxec.sandbox")
 
 local M = {}
 
-local function marker(removed, a, b, log)
-  if not log then return ("…%d bytes truncated…"):format(removed) end
-  return ("…%d bytes truncated (log bytes %d-%d: tail -c +%d %s | head -c %d)…")
-    :format(removed, a, b, a + 1, log, b - a)
+-- The marker in place of a cut: one unit, the session's output bytes (the log's offsets).
+local function marker(a, b, log)
+  if not log then return ("…%d bytes cut (output bytes %d-%d)…"):format(b - a, a, b) end
+  return ("…%d bytes cut (log bytes %d-%d: read_output offset=%d length=%d)…")
+    :format(b - a, a, b, a, b - a)
+end
+
+-- Newlines in bytes [from, from + n) of file `path` (nil when it does not hold them all).
+local function log_newlines(path, from, n)
+  local fd = path and uv.fs_open(path, "r", 0)
+  if not fd then return nil end
+  local count, at, stop = 0, from, from + n
+  while at < stop do
+    local chunk = uv.fs_read(fd, math.min(1 << 20, stop - at), at)
+    if not chunk or chunk == "" then break end
+    local _, k = chunk:gsub("\n", "")
+    count, at = count + k, at + #chunk
+  end
+  uv.fs_close(fd)
+  return at == stop and count or nil
+end
+
+--- Read what session `s` printed since the last read into the call's accumulator `s.acc`
+--- (created by the first pull of a call): the cleaned text, the bytes the output buffer
+--- dropped, where (the hole) and their newlines. `final`: nothing more will come.
+---@param s table
+---@param final boolean
+---@return table acc
+function M.pull(s, final)
+  local acc = s.acc
+  if not acc then
+    acc = { out = clean.output(), raw_from = s.raw_done, dropped = 0, dropped_lines = 0 }
+    s.acc = acc
+  end
+  local data, dropped, gap_at = s.p:read()
+  if data == "" and dropped == 0 and not final then return acc end
+  local at, out = s.raw_read, acc.out
+  s.raw_read = at + #data + dropped
+  if dropped > 0 then -- the buffer dropped the middle: clean both sides, the hole between
+    s.cleaner:feed(out, data:sub(1, gap_at), at, true)
+    acc.hole = acc.hole or out.len
+    acc.hole_end = out.len
+    acc.dropped = acc.dropped + dropped
+    local nl = acc.dropped_lines and log_newlines(s.log, at + gap_at, dropped)
+    acc.dropped_lines = nl and acc.dropped_lines + nl or nil
+    s.raw_done = s.cleaner:feed(out, data:sub(gap_at + 1), at + gap_at + dropped, final)
+  else
+    s.raw_done = s.cleaner:feed(out, data, at, final)
+  end
+  return acc
 end
 
 --- Read what session `s` printed since the last call and fill res: output (cleaned, cut to
---- `tokens`), original_token_count, truncated, removed, dropped, cleaned, log_range and
---- full_output (the text before the cut). `final`: nothing more will come, hold nothing back.
+--- `tokens`, keeping `keep`), original_token_count, truncated, removed (output bytes),
+--- dropped, cleaned, log_range, log_from / log_offset (the output bytes this result covers)
+--- and full_output (the text before the cut). `final`: nothing more will come.
 ---@param s table  the session (p, cleaner, log, raw_read, raw_done, tail)
 ---@param mode "luxec"|"codex-tokens"|"codex-bytes"
 ---@param tokens integer
 ---@param final boolean
 ---@param res table
-function M.collect(s, mode, tokens, final, res)
-  local data, dropped, gap_at = s.p:read()
-  local at, raw_from = s.raw_read, s.raw_done
-  s.raw_read = at + #data + dropped
-  local out = clean.output()
-  local hole
-  if dropped > 0 then -- the buffer dropped the middle: clean both sides, the hole between
-    s.cleaner:feed(out, data:sub(1, gap_at), at, true)
-    hole = out.len
-    s.raw_done = s.cleaner:feed(out, data:sub(gap_at + 1), at + gap_at + dropped, final)
-  else
-    s.raw_done = s.cleaner:feed(out, data, at, final)
-  end
+---@param keep "head"|"tail"|"both"|nil
+function M.collect(s, mode, tokens, final, res, keep)
+  local acc = M.pull(s, final)
+  s.acc = nil
+  local out, dropped, raw_from = acc.out, acc.dropped, acc.raw_from
   local text = clean.text(out)
   s.tail = (s.tail .. text):sub(-256)
   res.original_token_count = truncate.approx_tokens(#text + dropped)
   res.dropped, res.cleaned, res.removed, res.truncated = dropped, out.removed, 0, false
+  res.log_from, res.log_offset = raw_from, s.raw_done
   res.full_output = text
   if mode ~= "luxec" then
     local pol = mode == "codex-bytes" and { bytes = tokens * truncate.BYTES_PER_TOKEN }
@@ -51,27 +92,56 @@ function M.collect(s, mode, tokens, final, res)
     end
     return
   end
-  local p, q = truncate.cut(text, tokens * truncate.BYTES_PER_TOKEN, hole)
+  local p, q = truncate.cut(text, tokens * truncate.BYTES_PER_TOKEN, acc.hole, keep)
   if not p then
     res.output = text
     return
   end
+  if acc.hole_end and q < acc.hole_end then q = acc.hole_end end
   local a, b = clean.raw_range(out, p, q, raw_from, s.raw_done)
   -- the marker points into the log only where the log still has those bytes
   local log = s.log and a < b and b <= (s.log_max or math.huge) and s.log or nil
   if log then s.log_referenced = true end
-  res.removed, res.truncated = (q - p) + dropped, true
+  res.removed, res.truncated = b - a, true
   res.log_range = log and { path = log, from = a, to = b } or nil
-  local m = marker(res.removed, a, b, log)
+  local m = marker(a, b, log)
   if tokens == 0 then
     res.output = m
   else
-    res.output = ("Total output lines: %d\n\n%s%s%s"):format(truncate.count_lines(text),
-      text:sub(1, p), m, text:sub(q + 1))
+    local lines = truncate.count_lines(text)
+    local exact = acc.dropped_lines ~= nil
+    res.total_lines = exact and lines + acc.dropped_lines or nil
+    res.output = ("Total output lines: %s%d\n\n%s%s%s"):format(exact and "" or "at least ",
+      exact and res.total_lines or lines, text:sub(1, p), m, text:sub(q + 1))
   end
 end
 
 local SHOWN_DENIALS = 3
+
+--- Denial records merged by what was refused (op, target, error), whichever process asked:
+--- each group is its first record with the counts added up, in the order they came.
+---@param denials table[]
+---@return table[]
+function M.group_denials(denials)
+  local groups, at = {}, {}
+  for _, d in ipairs(denials) do
+    local key = table.concat({ tostring(d.op), tostring(d.path), tostring(d.to),
+      tostring(d.addr), tostring(d.port), tostring(d.host), tostring(d.family),
+      tostring(d.error), tostring(d.reason) }, "\0")
+    local n = math.tointeger(d.count) or 1
+    local g = at[key]
+    if g then
+      g.count = g.count + n
+    else
+      g = {}
+      for k, v in pairs(d) do g[k] = v end
+      g.count = n
+      at[key] = g
+      groups[#groups + 1] = g
+    end
+  end
+  return groups
+end
 
 --- The sandbox verdict for a session that exited (nil when it ran without a sandbox): the
 --- core's evidence where its report has some (status().sandbox.denials), else the labelled
@@ -86,9 +156,10 @@ function M.verdict(s, st, res)
   if denials and #denials > 0 then
     -- each record is one (op, target) with a count: "more" counts the refusals not shown
     local list, shown = {}, 0
-    for i = 1, math.min(#denials, SHOWN_DENIALS) do
-      list[i] = sandbox.describe(denials[i])
-      shown = shown + (math.tointeger(denials[i].count) or 1)
+    local groups = M.group_denials(denials)
+    for i = 1, math.min(#groups, SHOWN_DENIALS) do
+      list[i] = sandbox.describe(groups[i])
+      shown = shown + (math.tointeger(groups[i].count) or 1)
     end
     local total = math.max(all, shown)
     if total > shown then list[#list + 1] = ("%d more"):format(total - shown) end
@@ -102,18 +173,54 @@ function M.verdict(s, st, res)
   return g
 end
 
---- The text a model reads for a result: Codex's lines, luxec's additions before "Output:".
----@param r luxec.ExecResult
----@return string
-function M.format(r)
+-- Codex's text, exactly: what its own result parser reads.
+local function codex_text(r)
   local lines = { "Chunk ID: " .. r.chunk_id, ("Wall time: %.4f seconds"):format(r.wall_time) }
+  if r.exit_code then lines[#lines + 1] = ("Process exited with code %d"):format(r.exit_code) end
+  if r.session_id then
+    lines[#lines + 1] = ("Process running with session ID %d"):format(r.session_id)
+  end
+  lines[#lines + 1] = ("Original token count: %d"):format(r.original_token_count)
+  lines[#lines + 1] = "Output:"
+  lines[#lines + 1] = r.output
+  return table.concat(lines, "\n")
+end
+
+-- Each distinct warning once, with how many times it was given.
+local function distinct(list)
+  local seen, order = {}, {}
+  for _, w in ipairs(list or {}) do
+    if not seen[w] then order[#order + 1] = w end
+    seen[w] = (seen[w] or 0) + 1
+  end
+  for i, w in ipairs(order) do
+    order[i] = seen[w] > 1 and ("%s (%d times)"):format(w, seen[w]) or w
+  end
+  return order
+end
+
+--- The text a model reads for a result. `opts.text`: "luxec" (the default) is compact — no
+--- chunk id (unless opts.chunk_id), the token count only when output was cut, what the
+--- process is doing, the sandbox's verdict, each warning once, and the output bytes it
+--- covers; "codex" is Codex's text exactly (luxec's facts are in the result's fields only).
+---@param r luxec.ExecResult
+---@param opts {text: "luxec"|"codex"|nil, chunk_id: boolean|nil}|nil
+---@return string
+function M.format(r, opts)
+  opts = opts or {}
+  if opts.text == "codex" then return codex_text(r) end
+  local lines = {}
   local function add(s) lines[#lines + 1] = s end
+  if opts.chunk_id then add("Chunk ID: " .. r.chunk_id) end
+  add(("Wall time: %.4f seconds"):format(r.wall_time))
   if r.exit_code then add(("Process exited with code %d"):format(r.exit_code)) end
   if r.session_id then add(("Process running with session ID %d"):format(r.session_id)) end
   if r.state == "waiting_for_input" then
     add("Process is waiting for input")
   elseif r.state == "waiting_for_password" then
     add("Process is waiting for a password (input is not echoed)")
+  elseif r.state == "matched" then
+    add(("Output matched `until`: %s"):format(r.match))
   elseif r.state == "timed_out" then
     add(("Process timed out after %d ms; its process tree was terminated"):format(r.timeout_ms))
   elseif r.signal_name then
@@ -131,9 +238,13 @@ function M.format(r)
     end
   end
   if r.sandbox and r.sandbox.limits_hit then add("Sandbox limit: " .. r.sandbox.limits_hit) end
-  for _, w in ipairs(r.warnings or {}) do add("Warning: " .. w) end
-  add(("Original token count: %d"):format(r.original_token_count))
-  add("Output:")
+  for _, w in ipairs(distinct(r.warnings)) do add("Warning: " .. w) end
+  if r.truncated then add(("Original token count: %d"):format(r.original_token_count)) end
+  if r.log_offset then
+    add(("Output (bytes %d-%d):"):format(r.log_from, r.log_offset))
+  else
+    add("Output:")
+  end
   add(r.output)
   return table.concat(lines, "\n")
 end

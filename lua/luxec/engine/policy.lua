@@ -43,6 +43,8 @@ M.defaults = {
   max_output_tokens = 10000,
   max_output_tokens_limit = 1000000, -- a larger request is lowered to this
   truncation = "luxec", -- "luxec" | "codex-tokens" | "codex-bytes"
+  text = "luxec", -- the result's text: "luxec" (compact) | "codex" (Codex's, exactly)
+  chunk_id = false, -- "luxec" text: start with Codex's "Chunk ID" line
   clean_pipe = true, -- clean output of pipe sessions
   clean_tty = false, -- and of terminal sessions
   early_return = true, -- end a wait when the program waits for input
@@ -74,7 +76,8 @@ local CONFIG_TYPES = {
   exec_yield_ms = "count", write_yield_ms = "count", min_yield_ms = "count",
   max_yield_ms = "count", poll_min_ms = "count", poll_max_ms = "count", settle_ms = "count",
   early_exit_ms = "count", drain_ms = "count", max_output_tokens = "count",
-  max_output_tokens_limit = "count", truncation = "string", clean_pipe = "boolean",
+  max_output_tokens_limit = "count", truncation = "string", text = "string",
+  chunk_id = "boolean", clean_pipe = "boolean",
   clean_tty = "boolean", early_return = "boolean", input_poll_ms = "count",
   input_quiet_ms = "count", timeout_ms = "count", kill_grace_ms = "count", rows = "count",
   cols = "count", head = "count", tail = "count", pipe_stdin = "string", max_chars = "count",
@@ -109,6 +112,10 @@ function M.config(config)
   if not modes[cfg.truncation] then
     error(("bad config 'truncation' for luxec.engine (\"luxec\", \"codex-tokens\" or "
       .. "\"codex-bytes\" expected, got %q)"):format(cfg.truncation), 0)
+  end
+  if cfg.text ~= "luxec" and cfg.text ~= "codex" then
+    error(("bad config 'text' for luxec.engine (\"luxec\" or \"codex\" expected, got %q)")
+      :format(cfg.text), 0)
   end
   if cfg.pipe_stdin ~= "null" and cfg.pipe_stdin ~= "pipe" then
     error(("bad config 'pipe_stdin' for luxec.engine (\"null\" or \"pipe\" expected, got %q)")
@@ -191,6 +198,22 @@ end
 function M.default_shell(access)
   access = access or require("luv").fs_access
   return access("/bin/bash", "X") and "/bin/bash" or "/bin/sh"
+end
+
+--- `shell` as an absolute path (Codex runs the resolved path): a name without a slash is
+--- looked up in `path` (a PATH value); unchanged when it is not found there.
+---@param shell string
+---@param path string|nil
+---@param access (fun(path: string, mode: string): boolean)|nil
+---@return string
+function M.resolve_shell(shell, path, access)
+  if shell:find("/", 1, true) then return shell end
+  access = access or require("luv").fs_access
+  for dir in (path or ""):gmatch("[^:]+") do
+    local full = dir .. "/" .. shell
+    if access(full, "X") then return full end
+  end
+  return shell
 end
 
 --- The directory a command runs in: `workdir` (absolute, or relative to `base`), else `base`.

@@ -6,6 +6,8 @@
 local sched = require("luxec.sched")
 local output = require("luxec.engine.output")
 local meta = require("luxec.engine.meta")
+local args = require("luxec.engine.args")
+local clean = require("luxec.engine.clean")
 
 local M = {}
 
@@ -104,16 +106,76 @@ function M.interrupt(s, ctx)
   return true
 end
 
+local NOTBOL
+
+-- The part of reader data (raw bytes from `start`, `dropped` of them missing at `gap_at`)
+-- that lies at or after raw offset `from`.
+local function from_offset(data, start, dropped, gap_at, from)
+  local skip = from - start
+  if skip <= 0 then return data end
+  if dropped == 0 or skip <= gap_at then return data:sub(skip + 1) end
+  if skip <= gap_at + dropped then return data:sub(gap_at + 1) end
+  return data:sub(skip - dropped + 1)
+end
+
+-- Whether the call's `until` regex (s.until_re) matches the output this call returns. The
+-- output is watched through a reader of its own (it does not consume what the call will
+-- return, so the output buffer still bounds memory) and cleaned as the result is; each new
+-- piece is searched together with the UNTIL_WINDOW bytes of text before it. Sets s.match.
+local function until_matched(s)
+  local re = s.until_re
+  if not re then return false end
+  local u = s.until_state
+  if not u then
+    u = { reader = s.p:reader(), pos = 0 }
+    s.until_state = u
+  end
+  if s.until_fresh then -- a new call: its output starts where the last result's ended
+    s.until_fresh = nil
+    u.from, u.window, u.bol = s.raw_read, "", true
+    u.cleaner = clean.new({ strip = s.cleaner.strip, collapse = s.cleaner.collapse })
+  end
+  local data, dropped, gap_at = u.reader.read()
+  local start = u.pos
+  u.pos = start + #data + dropped
+  if u.pos <= u.from then return false end
+  local out = clean.output()
+  u.cleaner:feed(out, from_offset(data, start, dropped, gap_at, u.from), math.max(start, u.from),
+    false)
+  local text = clean.text(out)
+  if text == "" then return false end
+  local subject = u.window .. text
+  local flags
+  if not u.bol then
+    NOTBOL = NOTBOL or require("rex_pcre2").flags().NOTBOL
+    flags = NOTBOL -- (the window starts inside a line: ^ does not match there)
+  end
+  local a, b = re:find(subject, 1, flags)
+  if a then
+    s.match = subject:sub(a, b)
+    return true
+  end
+  if #subject > args.UNTIL_WINDOW then
+    local cut = #subject - args.UNTIL_WINDOW
+    u.bol = subject:byte(cut) == 10
+    u.window = subject:sub(cut + 1)
+  else
+    u.window = subject
+  end
+  return false
+end
+
 --- Wait until the process finished (exited, output closed or the drain over), the deadline
---- passed, or — from input_from on — it waits for input with no output for a moment.
---- `lim` is the call's limits (the engine's config, or a call's override of it). Returns
---- "exited", "deadline", "input" or "password".
+--- passed, the output matched the call's `until`, or — from input_from on — it waits for
+--- input with no output for a moment. `lim` is the call's limits (the engine's config, or a
+--- call's override of it). Returns "exited", "deadline", "matched", "input" or "password".
 function M.wait(eng, s, deadline, input_from, lim, ctx)
   local p = s.p
   local watch = lim.early_return and s.input_possible
   local now_ms = eng._now
   while true do
     if p:finished() then return "exited" end
+    if until_matched(s) then return "matched" end
     if s.interrupted or (ctx and ctx.cancelled) then -- the caller gave up on this call
       s.interrupted = nil
       return "deadline"
@@ -128,7 +190,8 @@ function M.wait(eng, s, deadline, input_from, lim, ctx)
       return "deadline"
     else
       local left = math.min(deadline, s.hard_deadline or math.huge) - now
-      if not watch or p:eof() then -- with the output closed, only the exit can end the wait
+      if (not watch and not s.until_re) or p:eof() then
+        -- with the output closed (or nothing to watch it for), only the exit ends the wait
         p:wait({ timeout = left / 1000 })
       elseif now < input_from then
         p:wait_output({ timeout = math.min(left, input_from - now) / 1000 })
@@ -149,12 +212,16 @@ function M.wait(eng, s, deadline, input_from, lim, ctx)
 end
 
 --- The result of a call that waited: output, then exit code (and the session forgotten) or
---- the session id and what it is doing.
-function M.result(eng, s, reason, start, tokens)
+--- the session id and what it is doing. `keep`: which end of a long output to keep.
+function M.result(eng, s, reason, start, tokens, keep)
   local p = s.p
   local finished = p:finished()
   local res = { chunk_id = chunk_id(), warnings = {} }
-  output.collect(s, eng._cfg.truncation, tokens, finished, res)
+  output.collect(s, eng._cfg.truncation, tokens, finished, res, keep)
+  if s.until_re then
+    res.match = s.match
+    s.until_re, s.until_fresh, s.match = nil, nil, nil
+  end
   res.wall_time = (eng._now() - start) / 1000
   if res.log_range then eng._logs[res.log_range.path] = true end
   if finished then
@@ -172,7 +239,8 @@ function M.result(eng, s, reason, start, tokens)
   else
     res.session_id = s.id
     res.state = reason == "input" and "waiting_for_input"
-      or reason == "password" and "waiting_for_password" or "running"
+      or reason == "password" and "waiting_for_password"
+      or reason == "matched" and "matched" or "running"
   end
   if s.note then
     res.warnings[#res.warnings + 1] = s.note

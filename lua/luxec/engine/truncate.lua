@@ -129,14 +129,21 @@ end
 --- floor(budget/2) bytes and the tail the rest, both on whole characters (a character that
 --- straddles a cut is dropped). `hole` (a byte position) is a place where bytes are already
 --- missing: it always ends up inside the cut. Returns nil when the text fits and has no hole.
+--- `keep` = "head" or "tail" gives the whole budget to that end ("both", the default, splits).
 ---@param text string
 ---@param budget integer bytes
 ---@param hole integer|nil
+---@param keep "head"|"tail"|"both"|nil
 ---@return integer|nil p, integer|nil q
-function M.cut(text, budget, hole)
+function M.cut(text, budget, hole, keep)
   local len = #text
   if len <= budget and not hole then return nil end
   local left, right = budget // 2, budget - budget // 2
+  if keep == "head" then
+    left, right = budget, 0
+  elseif keep == "tail" then
+    left, right = 0, budget
+  end
   if len <= budget then
     left, right = len, len -- only the hole is cut
   end

@@ -153,7 +153,7 @@ methods["server/discover"] = function(self)
 end
 
 methods["tools/list"] = function(self, req)
-  local result = { tools = tools.TOOLS }
+  local result = { tools = tools.list(self.cfg) }
   if req.modern then
     result.ttlMs = self.cfg.server.list_ttl_ms
     result.cacheScope = self.cfg.server.list_cache_scope

@@ -1,6 +1,8 @@
 --- luxec.mcp.schemas: the tools `luxec mcp` declares — names, descriptions, the JSON Schemas
 --- of their arguments (inputSchema) and of their structured results (outputSchema), and their
---- annotations. Plain data: luxec.mcp.tools runs them.
+--- annotations — made from the server's configuration (`M.tools(cfg)`: its defaults, clamps
+--- and what it allows), written for a model: what saves a call is said where it reads first.
+--- luxec.mcp.tools runs them.
 local json = require("luxec.json")
 
 local M = {}
@@ -22,23 +24,26 @@ local function bool(description)
   return { type = "boolean", description = description }
 end
 
-local STATES = { "exited", "running", "waiting_for_input", "waiting_for_password", "timed_out" }
+local STATES = { "exited", "running", "matched", "waiting_for_input", "waiting_for_password",
+  "timed_out" }
 
-local SANDBOX_SCHEMA = {
-  type = "object",
-  description = "The sandbox verdict: evidence of what it denied, or a labelled guess",
-  properties = {
-    denied = bool("whether the sandbox denied something"),
-    guess = bool("true: a reading of the output, not evidence"),
-    reason = str("what was denied (or why it looks so)"),
-    mode = str("the sandbox mode the command ran under"),
-    network = str("\"deny\", \"allow\" or \"by name: \" and the hosts allowed"),
-    denials_total = int("denials recorded in all"),
-    denials = { type = "array", items = { type = "object" },
-      description = "the first denials: op, path or addr:port, pid, comm, description" },
-  },
-  required = array({ "denied", "guess" }),
-}
+local function sandbox_schema(description)
+  return {
+    type = "object",
+    description = description,
+    properties = {
+      denied = bool("whether the sandbox denied something"),
+      guess = bool("true: a reading of the output, not evidence"),
+      reason = str("what was denied (or why it looks so)"),
+      mode = str("the sandbox mode the command ran under"),
+      network = str("\"deny\", \"allow\" or \"by name: \" and the hosts allowed"),
+      denials_total = int("denials recorded in all"),
+      denials = { type = "array", items = { type = "object" },
+        description = "the first denials: op, path or addr:port, pid, comm, description" },
+    },
+    required = array({ "denied", "guess" }),
+  }
+end
 
 local EXEC_OUTPUT = {
   type = "object",
@@ -52,18 +57,26 @@ local EXEC_OUTPUT = {
     signal_name = str("the signal that killed it, without SIG"),
     original_token_count = int("ceil(bytes / 4) of the output before truncation"),
     output = str("output since the previous call, cleaned and truncated"),
-    truncated = bool("whether bytes were cut from the middle of the output"),
-    removed = int("bytes of the output not in `output`"),
+    match = str("the text `until` matched (state \"matched\")"),
+    log_from = int("the output byte this result's output starts at (read_output's offset)"),
+    log_offset = int("the output byte it reached: read_output offset=log_offset reads what "
+      .. "came after"),
+    total_lines = int("lines of the whole output, when it was cut"),
+    truncated = bool("whether bytes were cut from the output"),
+    removed = int("output bytes the cut removed (the marker's range)"),
     dropped = int("bytes the in-memory buffer dropped (they are in the log)"),
     cleaned = int("raw bytes cleaning removed (escape sequences, rewritten lines)"),
     log_range = {
       type = "object",
       description = "where the removed bytes are: read them with read_output",
-      properties = { path = str("the session's log"), from = int("first byte"), to = int("end") },
+      properties = { path = str("the session's log"), from = int("first byte"),
+        to = int("the byte after the last (exclusive)") },
       required = array({ "path", "from", "to" }),
     },
-    sandbox = SANDBOX_SCHEMA,
-    sandbox_retry = SANDBOX_SCHEMA,
+    sandbox = sandbox_schema("The sandbox verdict: evidence of what it denied, or a labelled "
+      .. "guess"),
+    sandbox_retry = sandbox_schema("The verdict of the first, sandboxed run, when it was denied "
+      .. "and the command was run again without the sandbox (the result is the second run's)"),
     warnings = { type = "array", items = { type = "string" } },
   },
   required = array({ "chunk_id", "wall_time", "state", "original_token_count", "output",
@@ -72,136 +85,206 @@ local EXEC_OUTPUT = {
 
 local SESSION_ID = int("Identifier of the running session (from exec_command)", 0)
 
---- The tools as tools/list returns them.
-M.TOOLS = array({
-  {
+local UNTIL = "Return as soon as the output (cleaned) matches this regex (PCRE2, ^ and $ at line "
+  .. "ends), e.g. \"listening on|error\"; the result's state is then \"matched\". Searched in "
+  .. "the output this call returns; a match may start at most 16384 bytes before the newest "
+  .. "output."
+local KEEP = { type = "string", enum = array({ "both", "head", "tail" }),
+  description = "Which end of a long output to keep when it is cut: \"tail\" for a build or "
+    .. "test log, \"head\" for the start, \"both\" (default) splits the budget." }
+
+-- The configuration values the schemas state: the MCP config's (cfg) or the engine's defaults.
+local function facts(cfg)
+  local d = require("luxec.engine.policy").defaults
+  local out, ex = cfg and cfg.output or d, cfg and cfg.exec or d
+  local login = d.login
+  if cfg then login = cfg.login end
+  return {
+    login = login, allow_login = not cfg or cfg.allow_login_shell ~= false,
+    tokens = out.max_output_tokens, tokens_max = out.max_output_tokens_limit,
+    yield = ex.exec_yield_ms, min_yield = ex.min_yield_ms, max_yield = ex.max_yield_ms,
+    write_yield = ex.write_yield_ms, poll_min = ex.poll_min_ms,
+    early = ex.early_return ~= false, codex = out.text == "codex",
+  }
+end
+
+local function exec_tool(f)
+  local props = {
+    cmd = str("Shell command to execute."),
+    workdir = str("Working directory for the command (relative to the server's); "
+      .. "defaults to the server's working directory."),
+    shell = str("Shell binary to launch; defaults to the configured shell."),
+    login = f.allow_login and bool("Whether to run the shell with -l (login) semantics. "
+      .. "Defaults to " .. tostring(f.login) .. ".") or nil,
+    tty = bool("Whether to allocate a TTY for the command. Defaults to false (plain pipes, "
+      .. "stdin /dev/null); set to true for interactive programs (REPLs, prompts)."),
+    yield_time_ms = int(("How long to wait (in milliseconds) for the command to finish "
+      .. "before returning (default %d, clamped to %d..%d)."):format(f.yield, f.min_yield,
+        f.max_yield)),
+    max_output_tokens = { type = "integer", minimum = 0, maximum = f.tokens_max,
+      description = ("Maximum number of tokens to return (about 4 bytes each; default %d, "
+        .. "at most %d). Excess output is cut."):format(f.tokens, f.tokens_max) },
+    ["until"] = str(UNTIL),
+    input = str("Text to write to the program when it first waits for input (a prompt, a "
+      .. "password): the command and its first answer in one call. Needs tty=true."),
+    keep = KEEP,
+    timeout_ms = int("Hard time limit: the command's process tree is ended after this many "
+      .. "milliseconds (exit code 124).", 1),
+    clean = bool("Strip escape sequences and keep only the final state of rewritten lines "
+      .. "(default: true on pipes, false on a TTY)."),
+  }
+  local early = f.early and ", when the program waits for input (a prompt, a password, a "
+    .. "REPL: the result says so)" or ""
+  return {
     name = "exec_command",
     title = "Run a command",
-    description = "Runs a command in a shell (in a PTY with tty=true) and returns its output "
-      .. "when it exits or when yield_time_ms passes. A command still running returns a "
-      .. "session_id: send it input or poll it with write_stdin.",
-    inputSchema = {
-      type = "object",
-      properties = {
-        cmd = str("Shell command to execute."),
-        workdir = str("Working directory for the command (relative to the server's); "
-          .. "defaults to the server's working directory."),
-        shell = str("Shell binary to launch; defaults to the configured shell."),
-        login = bool("Whether to run the shell with -l (login) semantics. Defaults to true."),
-        tty = bool("Whether to allocate a TTY for the command. Defaults to false (plain "
-          .. "pipes, stdin /dev/null); set to true for interactive programs."),
-        yield_time_ms = int("How long to wait (in milliseconds) for the command to finish "
-          .. "before returning (default 10000, clamped to 250..30000)."),
-        max_output_tokens = int("Maximum number of tokens to return (about 4 bytes each). "
-          .. "Excess output is cut from the middle."),
-        timeout_ms = int("Hard time limit: the command's process tree is ended after this "
-          .. "many milliseconds (exit code 124).", 1),
-        clean = bool("Strip escape sequences and keep only the final state of rewritten "
-          .. "lines (default: true on pipes, false on a TTY)."),
-      },
-      required = array({ "cmd" }),
-    },
+    description = "Runs a shell command and returns its output when it exits — or earlier: "
+      .. "when the output matches `until` (e.g. a server's \"listening on\")" .. early
+      .. ", or after yield_time_ms. A command still running returns a session_id: answer "
+      .. "or poll it with write_stdin. `input` answers the first prompt in the same call. "
+      .. "Long output is cut in the middle (keep=\"tail\" keeps the end); the marker names "
+      .. "the byte range, which read_output returns or searches (grep).",
+    inputSchema = { type = "object", properties = props, required = array({ "cmd" }) },
     outputSchema = EXEC_OUTPUT,
     annotations = { title = "Run a command", readOnlyHint = false, destructiveHint = true,
       idempotentHint = false, openWorldHint = true },
-  },
-  {
+  }
+end
+
+local function write_tool(f)
+  return {
     name = "write_stdin",
     title = "Write to a session",
-    description = "Writes characters to a running exec_command session's stdin (raw: add "
-      .. "\\n for Enter, \\u0003 for Ctrl-C) and returns the output since the last call. "
-      .. "Empty chars polls for more output.",
+    description = "Writes characters to a running exec_command session (raw: add \\n for "
+      .. "Enter, \\u0003 for Ctrl-C) and returns the output since the last call, when the "
+      .. "process exits, the output matches `until`"
+      .. (f.early and ", the program waits for input again" or "")
+      .. " or yield_time_ms passes. Empty chars polls for more output.",
     inputSchema = {
       type = "object",
       properties = {
         session_id = SESSION_ID,
         chars = str("Bytes to write to stdin (may be empty to poll)."),
-        yield_time_ms = int("How long to wait (in milliseconds) for output before "
-          .. "returning (default 250; a poll waits at least 5000 unless the program waits "
-          .. "for input)."),
-        max_output_tokens = int("Maximum number of tokens to return. Excess output is cut "
-          .. "from the middle."),
+        yield_time_ms = int(("How long to wait (in milliseconds) for output before "
+          .. "returning (default %d; a poll waits at least %d unless it can return "
+          .. "earlier)."):format(f.write_yield, f.poll_min)),
+        max_output_tokens = { type = "integer", minimum = 0, maximum = f.tokens_max,
+          description = ("Maximum number of tokens to return (default %d, at most %d). "
+            .. "Excess output is cut."):format(f.tokens, f.tokens_max) },
+        ["until"] = str(UNTIL),
+        keep = KEEP,
       },
       required = array({ "session_id" }),
     },
     outputSchema = EXEC_OUTPUT,
     annotations = { title = "Write to a session", readOnlyHint = false, destructiveHint = true,
       idempotentHint = false, openWorldHint = true },
-  },
-  {
-    name = "list_sessions",
-    title = "List sessions",
-    description = "Lists the sessions that are still open, most recently used first.",
-    inputSchema = { type = "object", properties = {} },
-    outputSchema = {
-      type = "object",
-      properties = {
-        sessions = {
-          type = "array",
-          items = {
-            type = "object",
-            properties = {
-              session_id = { type = "integer" }, pid = { type = "integer" },
-              command = { type = "string" }, tty = { type = "boolean" },
-              cwd = { type = "string" }, running = { type = "boolean" },
-              age_ms = { type = "number" }, log = { type = "string" },
-            },
-            required = array({ "session_id", "pid", "command", "tty", "cwd", "running",
-              "age_ms" }),
+  }
+end
+
+local LIST_TOOL = {
+  name = "list_sessions",
+  title = "List sessions",
+  description = "Lists the sessions that are still open, most recently used first.",
+  inputSchema = { type = "object", properties = {} },
+  outputSchema = {
+    type = "object",
+    properties = {
+      sessions = {
+        type = "array",
+        items = {
+          type = "object",
+          properties = {
+            session_id = { type = "integer" }, pid = { type = "integer" },
+            command = { type = "string" }, tty = { type = "boolean" },
+            cwd = { type = "string" }, running = { type = "boolean" },
+            age_ms = { type = "number" }, log = { type = "string" },
           },
+          required = array({ "session_id", "pid", "command", "tty", "cwd", "running",
+            "age_ms" }),
         },
       },
-      required = array({ "sessions" }),
     },
-    annotations = { title = "List sessions", readOnlyHint = true, destructiveHint = false,
-      idempotentHint = true, openWorldHint = false },
+    required = array({ "sessions" }),
   },
-  {
-    name = "terminate_session",
-    title = "Terminate a session",
-    description = "Ends a session's whole process tree (TERM, then KILL after a grace) and "
-      .. "forgets the session.",
-    inputSchema = {
-      type = "object",
-      properties = { session_id = SESSION_ID },
-      required = array({ "session_id" }),
-    },
-    outputSchema = {
-      type = "object",
-      properties = { session_id = { type = "integer" }, terminated = { type = "boolean" } },
-      required = array({ "session_id", "terminated" }),
-    },
-    annotations = { title = "Terminate a session", readOnlyHint = false,
-      destructiveHint = true, idempotentHint = true, openWorldHint = false },
+  annotations = { title = "List sessions", readOnlyHint = true, destructiveHint = false,
+    idempotentHint = true, openWorldHint = false },
+}
+
+local TERMINATE_TOOL = {
+  name = "terminate_session",
+  title = "Terminate a session",
+  description = "Ends a session's whole process tree (TERM, then KILL after a grace) and "
+    .. "forgets the session.",
+  inputSchema = {
+    type = "object",
+    properties = { session_id = SESSION_ID },
+    required = array({ "session_id" }),
   },
-  {
-    name = "read_output",
-    title = "Read a session's log",
-    description = "Reads any byte range of a session's whole output (its log), e.g. what "
-      .. "truncation left out: a result's truncation marker names the range.",
-    inputSchema = {
-      type = "object",
-      properties = {
-        session_id = int("The session whose output to read"),
-        log = str("Or the log path a truncated result named (log_range.path)"),
-        offset = int("First byte to read (default 0)"),
-        length = int("How many bytes (default 65536; at most the configured maximum)"),
-      },
-    },
-    outputSchema = {
-      type = "object",
-      properties = {
-        session_id = { type = "integer" }, log = { type = "string" },
-        offset = { type = "integer" }, length = { type = "integer" },
-        total = { type = "integer" }, next_offset = { type = "integer" },
-        eof = { type = "boolean" },
-      },
-      required = array({ "offset", "length", "total", "next_offset", "eof" }),
-    },
-    annotations = { title = "Read a session's log", readOnlyHint = true,
-      destructiveHint = false, idempotentHint = true, openWorldHint = false },
+  outputSchema = {
+    type = "object",
+    properties = { session_id = { type = "integer" }, terminated = { type = "boolean" } },
+    required = array({ "session_id", "terminated" }),
   },
-})
+  annotations = { title = "Terminate a session", readOnlyHint = false,
+    destructiveHint = true, idempotentHint = true, openWorldHint = false },
+}
+
+local READ_TOOL = {
+  name = "read_output",
+  title = "Read or search a session's output",
+  description = "Reads or searches a session's whole output (its log) by byte offset — the "
+    .. "unit of every result's log_offset and truncation marker. grep returns the matching "
+    .. "lines with their offsets (e.g. the failing test in a cut log) instead of reading it "
+    .. "all; offset = a result's log_offset reads only what came after it.",
+  inputSchema = {
+    type = "object",
+    properties = {
+      session_id = int("The session whose output to read"),
+      log = str("Or the log path a truncated result named (log_range.path)"),
+      offset = int("First byte to read or search (default 0)"),
+      length = int("How many bytes to read (default 65536; at most the configured maximum) "
+        .. "or to search (default: to the end)"),
+      grep = str("A regex (PCRE2): return the lines that match (at most max_matches), each "
+        .. "as \"OFFSET: line\", instead of the bytes"),
+      context = int("With grep: lines shown before and after each match (default 0, at most "
+        .. "20)"),
+      max_matches = { type = "integer", minimum = 1, maximum = 200,
+        description = "With grep: the most matches returned (default 20)" },
+      clean = bool("Strip escape sequences and rewritten lines from what is read (grep "
+        .. "matches cleaned lines unless clean is false)"),
+    },
+  },
+  outputSchema = {
+    type = "object",
+    properties = {
+      session_id = { type = "integer" }, log = { type = "string" },
+      offset = { type = "integer" }, length = { type = "integer" },
+      total = { type = "integer" },
+      next_offset = { type = "integer", description = "where the next read or search "
+        .. "continues" },
+      eof = { type = "boolean" },
+      matches = { type = "array", items = { type = "object", properties = {
+        offset = { type = "integer" }, line = { type = "string" } } } },
+      complete = { type = "boolean", description = "with grep: the whole range was searched" },
+    },
+    required = array({ "offset", "total", "next_offset", "eof" }),
+  },
+  annotations = { title = "Read or search a session's output", readOnlyHint = true,
+    destructiveHint = false, idempotentHint = true, openWorldHint = false },
+}
+
+--- The tools as tools/list returns them for the server's configuration `cfg` (the MCP
+--- config; nil: the engine's defaults).
+---@param cfg table|nil
+---@return table
+function M.tools(cfg)
+  local f = facts(cfg)
+  return array({ exec_tool(f), write_tool(f), LIST_TOOL, TERMINATE_TOOL, READ_TOOL })
+end
+
+--- The tools for the engine's defaults.
+M.TOOLS = M.tools(nil)
 
 local BY_NAME = {}
 for _, t in ipairs(M.TOOLS) do BY_NAME[t.name] = t end

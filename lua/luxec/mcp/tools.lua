@@ -5,11 +5,11 @@
 --- cancelled, and `ctx`, the context it passes to the engine: the hook's sandbox, progress,
 --- cancellation). The tools map JSON arguments to engine calls and engine results to JSON;
 --- sessions, their metadata, workdirs, shells and limits are the engine's.
-local exec = require("luxec.engine")
 local policy = require("luxec.engine.policy")
 local sandbox = require("luxec.sandbox")
 local json = require("luxec.json")
 local schemas = require("luxec.mcp.schemas")
+local search = require("luxec.engine.search")
 
 local M = {}
 
@@ -17,6 +17,7 @@ local array = json.array
 
 --- The tools as tools/list returns them (see luxec.mcp.schemas).
 M.TOOLS = schemas.TOOLS
+M.list = schemas.tools
 M.known = schemas.known
 M.names = schemas.names
 
@@ -66,6 +67,8 @@ function M.structured_exec(r)
     session_id = r.session_id, state = r.state, command = r.command,
     signal_name = r.signal_name, original_token_count = r.original_token_count,
     output = r.output, truncated = r.truncated == true, removed = r.removed or 0,
+    match = r.match, log_from = r.log_from, log_offset = r.log_offset,
+    total_lines = r.total_lines,
     dropped = r.dropped or 0, cleaned = r.cleaned or 0,
     log_range = r.log_range and { path = r.log_range.path, from = r.log_range.from,
       to = r.log_range.to } or nil,
@@ -74,8 +77,18 @@ function M.structured_exec(r)
   }
 end
 
-local function exec_result(r)
-  return text_result(exec.format(r), M.structured_exec(r))
+local PRUNING = "^The maximum number of unified exec processes"
+
+-- In Codex's text mode the pruning warning comes as Codex sends it: a message of its own
+-- (here a second text item), never a line inside the result's text.
+local function exec_result(srv, r)
+  local res = text_result(srv.engine:format(r), M.structured_exec(r))
+  if srv.engine:text_mode() == "codex" then
+    for _, w in ipairs(r.warnings or {}) do
+      if w:find(PRUNING) then res.content[#res.content + 1] = { type = "text", text = w } end
+    end
+  end
+  return res
 end
 
 -- Hooks ------------------------------------------------------------------------------------
@@ -164,6 +177,16 @@ function tools.exec_command(srv, call, args)
     end
   end
   if verdict.sandbox then pol = verdict.sandbox end
+  if type(args.input) == "string" and args.input ~= "" and srv.cfg.on_input then
+    -- the first answer is input like write_stdin's: the same hook judges it
+    local iv = run_hook(srv, "on_input", "chars", args.input, hook_ctx(srv, call, args,
+      { chars = args.input, command = args.cmd }))
+    if iv.deny then
+      srv:log("info", ("on_input denied the input of `%s`: %s"):format(args.cmd, iv.deny))
+      return error_result("Input denied by policy: " .. iv.deny)
+    end
+    if iv.subject then args.input = iv.subject end
+  end
   if call.cancelled then return nil end -- cancelled while the hook ran: nothing started
   local original = args.cmd
   if verdict.subject then args.cmd = verdict.subject end
@@ -180,7 +203,7 @@ function tools.exec_command(srv, call, args)
   end
   local full = pol.mode == "full-access" and pol.network ~= "deny"
   if full and res.sandbox and res.sandbox.guess then res.sandbox = nil end
-  return exec_result(res)
+  return exec_result(srv, res)
 end
 
 function tools.write_stdin(srv, call, args)
@@ -200,7 +223,7 @@ function tools.write_stdin(srv, call, args)
   local res, err = srv.engine:write_stdin(args, call.ctx)
   if call.cancelled then return nil end -- the engine keeps what it read for the next call
   if not res then return error_result(err) end
-  return exec_result(res)
+  return exec_result(srv, res)
 end
 
 function tools.list_sessions(srv)
@@ -237,12 +260,23 @@ end
 function tools.read_output(srv, _, args)
   local r, err = srv.engine:read_output(args, srv.cfg.server.read_output_max_bytes)
   if not r then return error_result(err) end
-  local next_offset = r.offset + #r.data
-  local header = ("Bytes %d-%d of %d%s:\n"):format(r.offset, next_offset, r.total,
-    r.session_id and (" of session %d's output"):format(r.session_id) or "")
-  return text_result(header .. r.data, { session_id = r.session_id, log = r.log,
-    offset = r.offset, length = #r.data, total = r.total, next_offset = next_offset,
-    eof = next_offset >= r.total })
+  local whose = r.session_id and (" of session %d's output"):format(r.session_id) or ""
+  local sc = { session_id = r.session_id, log = r.log, offset = r.offset, total = r.total,
+    next_offset = r.next_offset, eof = r.next_offset >= r.total }
+  if r.grep then
+    local g = r.grep
+    sc.matches = array()
+    for i, m in ipairs(g.matches) do sc.matches[i] = { offset = m.offset, line = m.line } end
+    sc.complete = g.complete
+    local head = ("%d match%s in bytes %d-%d of %d%s%s"):format(#g.matches,
+      #g.matches == 1 and "" or "es", r.offset, r.next_offset, r.total, whose,
+      g.complete and "" or (" (stopped: continue with offset=%d)"):format(r.next_offset))
+    return text_result(head .. (#g.matches > 0 and ":\n" .. search.format(g) or ""), sc)
+  end
+  sc.length = r.next_offset - r.offset
+  local header = ("Bytes %d-%d of %d%s%s:\n"):format(r.offset, r.next_offset, r.total, whose,
+    r.cleaned and ", cleaned" or "")
+  return text_result(header .. r.data, sc)
 end
 
 --- Run tool `name` for `call` with `args` (a decoded object). Returns the tools/call result,

@@ -1,0 +1,153 @@
+-- The MCP server's agent-facing surface on the fake process and fake clock: tool schemas
+-- made from the server's configuration, luxec's arguments (until, input, keep) reaching the
+-- engine, and `input` judged by the on_input hook like write_stdin's chars. No process starts.
+package.path = "fuzz/lua/?.lua;" .. package.path
+local fake = require("lib.fake_process")
+local mcp = require("luxec.mcp")
+local config = require("luxec.mcp.config")
+local json = require("luxec.json")
+
+local servers = {}
+
+-- A server on `t` (a config table); returns it and the list of messages it sent.
+local function server(t)
+  local c = { login = false, cwd = "/tmp", output = { log = false },
+    exec = { deterministic = true }, server = { log = "off" } }
+  for k, v in pairs(t or {}) do
+    if type(v) == "table" and type(c[k]) == "table" then
+      for kk, vv in pairs(v) do c[k][kk] = vv end
+    else
+      c[k] = v
+    end
+  end
+  local cfg = assert(config.check(c))
+  local srv = mcp.new(cfg, { spawn = fake.spawn, clock = function() return fake.now_ms end })
+  local sent = {}
+  srv.out = {
+    write = function(_, text)
+      assert.equals(#text, text:find("\n", 1, true), "one message per line")
+      sent[#sent + 1] = assert(json.decode(text:sub(1, -2)))
+    end,
+    drained = function() return true end,
+    close = function() end,
+  }
+  servers[#servers + 1] = srv
+  return srv, sent
+end
+
+local function send(srv, msg)
+  msg.jsonrpc = "2.0"
+  srv:handle_line(json.encode(msg))
+end
+
+local function answer(sent, id)
+  for _, m in ipairs(sent) do
+    if m.id == id and m.method == nil then return m end
+  end
+end
+
+-- Call a tool (it answers at once: the fake clock does not wait); returns the result.
+local function tool(srv, sent, name, args, id)
+  id = id or #sent + 1000
+  send(srv, { id = id, method = "tools/call", params = { name = name, arguments = args } })
+  local m = assert(answer(sent, id), "no answer to " .. name)
+  assert.is_nil(m.error, m.error and m.error.message)
+  return m.result
+end
+
+local function schema_of(srv, sent, name)
+  send(srv, { id = 77, method = "tools/list" })
+  for _, t in ipairs(answer(sent, 77).result.tools) do
+    if t.name == name then return t end
+  end
+end
+
+describe("the MCP server's tools for an agent (fake process, fake clock)", function()
+  before_each(function()
+    fake.reset()
+    fake.now_ms = 1e6
+    fake.program("hello", { output = "hello\n", exit = 0 })
+    fake.program("prompt", { steps = { { at = 10, output = "Password: ", input = true,
+      password = true } } })
+  end)
+
+  after_each(function()
+    for _, srv in ipairs(servers) do srv.engine:shutdown() end
+    servers = {}
+  end)
+
+  it("states the configured login default, and offers no login when it is forbidden", function()
+    local srv, sent = server({ login = false })
+    local props = schema_of(srv, sent, "exec_command").inputSchema.properties
+    assert.matches("Defaults to false.", props.login.description, 1, true)
+    srv, sent = server({ login = true })
+    props = schema_of(srv, sent, "exec_command").inputSchema.properties
+    assert.matches("Defaults to true.", props.login.description, 1, true)
+    srv, sent = server({ login = false, allow_login_shell = false })
+    props = schema_of(srv, sent, "exec_command").inputSchema.properties
+    assert.is_nil(props.login)
+  end)
+
+  it("bounds max_output_tokens by the configured limit and states the defaults", function()
+    local srv, sent = server({ output = { max_output_tokens_limit = 5000 },
+      exec = { exec_yield_ms = 7000 } })
+    local t = schema_of(srv, sent, "exec_command")
+    local props = t.inputSchema.properties
+    assert.equals(5000, props.max_output_tokens.maximum)
+    assert.matches("default 10000, at most 5000", props.max_output_tokens.description, 1, true)
+    assert.matches("(default 7000, clamped to 250..30000)", props.yield_time_ms.description, 1,
+      true)
+    for _, k in ipairs({ "until", "input", "keep" }) do assert.is_table(props[k], k) end
+    assert.matches("waits for input", t.description, 1, true)
+    assert.matches("until", t.description, 1, true)
+    local states = t.outputSchema.properties.state.enum
+    assert.is_truthy(table.concat(states, ","):find("matched", 1, true))
+    local write = schema_of(srv, sent, "write_stdin").inputSchema.properties
+    assert.is_table(write["until"])
+    local read = schema_of(srv, sent, "read_output").inputSchema.properties
+    assert.is_table(read.grep)
+    local out = t.outputSchema.properties
+    assert.matches("exclusive", out.log_range.properties.to.description, 1, true)
+    assert.are_not.equal(out.sandbox.description, out.sandbox_retry.description)
+  end)
+
+  it("judges exec_command's input with on_input, as write_stdin's chars", function()
+    local seen = {}
+    local srv, sent = server({ on_input = function(chars, ctx)
+      seen[#seen + 1] = { chars, ctx.command }
+      return false, "no secrets"
+    end })
+    send(srv, { id = 5, method = "tools/call", params = { name = "exec_command",
+      arguments = { cmd = "prompt", tty = true, input = "hunter2\n" } } })
+    local r = answer(sent, 5).result
+    assert.is_true(r.isError)
+    assert.equals("Input denied by policy: no secrets", r.content[1].text)
+    assert.same({ { "hunter2\n", "prompt" } }, seen)
+    assert.equals(0, #fake.spawned) -- nothing started
+  end)
+
+  it("writes exec_command's input when the program waits for it", function()
+    local srv, sent = server()
+    local r = tool(srv, sent, "exec_command", { cmd = "prompt", tty = true, input = "pw\n",
+      yield_time_ms = 1000 })
+    assert.same({ "pw\n" }, fake.spawned[1].writes)
+    assert.is_nil(r.isError)
+  end)
+
+  it("in Codex's text mode sends Codex's text, and the pruning warning as its own item",
+    function()
+      fake.program("run", {})
+      local srv, sent = server({ output = { text = "codex" },
+        exec = { max_sessions = 3, warn_at = 2, protect_recent = 1 } })
+      local r
+      for _ = 1, 3 do r = tool(srv, sent, "exec_command", { cmd = "run", yield_time_ms = 250 }) end
+      assert.matches("^Chunk ID: %x%x%x%x%x%x\nWall time: [%d.]+ seconds\nProcess running "
+        .. "with session ID %d+\nOriginal token count: 0\nOutput:\n$", r.content[1].text)
+      assert.equals(2, #r.content)
+      assert.matches("^The maximum number of unified exec processes you can keep open is 2 ",
+        r.content[2].text)
+      assert.matches("^The maximum number", r.structuredContent.warnings[1])
+      assert.equals("/", fake.spawned[1].argv[1]:sub(1, 1)) -- the shell's absolute path
+      assert.equals("1", fake.spawned[1].opts.env.CODEX_CI)
+    end)
+end)
