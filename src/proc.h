@@ -101,6 +101,8 @@ proc *proc_live(void); /* the first of every proc not yet freed (then ->next) */
 
 /* proc_tree.c */
 void proc_ns_kill(proc *p); /* async-signal-safe */
+void proc_ns_release(proc *p); /* kill, then reap and unmap its init on the loop */
+void proc_ns_shutdown(void);
 const char *proc_signame(int sig);
 int proc_checksignal(lua_State *L, int idx);
 int proc_tree_signal(proc *p, int sig); /* every process of the tree: how many */

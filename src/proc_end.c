@@ -408,6 +408,7 @@ int proc_end_close(proc *p, const char *why) {
 
 /* After the handles were closed: the pidfd goes now, the zombie to be is adopted. */
 void proc_end_release(proc *p, int known_empty) {
+  proc_ns_release(p);
   if (p->pidfd >= 0) { /* (libuv lets it go at once after uv_close) */
     if (!p->reaped && !proc_reap(p, 0)) adopt(p, p->pid);
     close(p->pidfd);
@@ -420,6 +421,7 @@ void proc_end_release(proc *p, int known_empty) {
 
 /* At host exit, after every session was closed: the host's own handles go. */
 void proc_end_shutdown(void) {
+  proc_ns_shutdown();
   if (cg_poll_open) {
     cg_poll_open = 0;
     uv_close((uv_handle_t *)&cg_poll, NULL);

@@ -4,18 +4,89 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include "launch.h"
 #include "procfs.h"
 
 void proc_ns_kill(proc *p) {
   if (p->init_pid <= 0 || p->init_killed) return;
   kill(p->init_pid, SIGKILL); /* still the host's unreaped child: the pid is this init's */
   p->init_killed = 1;
+}
+
+/* A sandbox's init, killed, until it is reaped. It runs on a stack of the host's memory
+ * (CLONE_VM), which may be unmapped only then; its death sends no signal (its exit signal is
+ * 0) and takes as long as the namespace's other processes take to die, so a pidfd says when,
+ * on the loop. */
+typedef struct init_end {
+  uv_poll_t poll; /* data NULL: found with container_of */
+  struct init_end *next;
+  int fd;
+  void *stack;
+} init_end;
+
+static init_end *ending_inits = NULL;
+
+static void init_end_closed(uv_handle_t *h) {
+  init_end *ie = container_of((uv_poll_t *)h, init_end, poll);
+  close(ie->fd);
+  free(ie);
+}
+
+static void init_end_forget(init_end *ie) {
+  for (init_end **pp = &ending_inits; *pp != NULL; pp = &(*pp)->next) {
+    if (*pp == ie) {
+      *pp = ie->next;
+      break;
+    }
+  }
+  uv_close((uv_handle_t *)&ie->poll, init_end_closed);
+}
+
+static void init_end_cb(uv_poll_t *h, int status, int events) {
+  init_end *ie = container_of(h, init_end, poll);
+  (void)status, (void)events;
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  int rc = waitid(P_PIDFD, (id_t)ie->fd, &si, WEXITED | WNOHANG | __WALL);
+  if ((rc == 0 && si.si_pid == 0) || (rc < 0 && errno == EINTR)) return; /* not yet */
+  launch_init_stack_free(ie->stack); /* reaped here, or (ECHILD) by another: dead either way */
+  init_end_forget(ie);
+}
+
+/* Kill the init and reap it once dead (then its stack goes); the session lets go of both. */
+void proc_ns_release(proc *p) {
+  if (p->init_pid <= 0) return;
+  proc_ns_kill(p);
+  void *stack = p->init_stack;
+  p->init_stack = NULL;
+  init_end *ie = calloc(1, sizeof *ie);
+  int fd = ie ? (int)syscall(SYS_pidfd_open, p->init_pid, 0) : -1;
+  if (fd < 0 || uv_poll_init(&luxec_gethost(p->L)->loop, &ie->poll, fd) != 0) {
+    /* (out of memory or descriptors: the stack stays mapped, the zombie stays; both small) */
+    if (fd >= 0) close(fd);
+    free(ie);
+    return;
+  }
+  ie->fd = fd;
+  ie->stack = stack;
+  ie->poll.data = NULL;
+  ie->next = ending_inits;
+  ending_inits = ie;
+  uv_poll_start(&ie->poll, UV_READABLE, init_end_cb);
+  uv_unref((uv_handle_t *)&ie->poll);
+}
+
+/* Host exit: what is still dying is let go (the host's memory goes with it). */
+void proc_ns_shutdown(void) {
+  while (ending_inits != NULL) init_end_forget(ending_inits);
 }
 
 const char *proc_signame(int sig) {
