@@ -14,6 +14,7 @@ M.in_task = sched.in_task
 local process = require("luxec.process")
 M.spawn = process.spawn -- every option, `record = "file.cast"` included
 M.run = require("luxec.process.run").run
+M.ssh = require("luxec.auto.ssh")
 M.terminate_all = process.terminate_all
 M.defaults = process.defaults
 
