@@ -56,6 +56,7 @@ M.Process = Process
 ---@field cwd string|nil
 ---@field arg0 string|nil  argv[0] as the program sees it
 ---@field tty boolean|{rows: integer, cols: integer}|nil  a new PTY (24x80 by default)
+---@field echo boolean|nil  false: the terminal starts without echo (a pipe never echoes)
 ---@field stdin "pipe"|"null"|nil  pipes only (default "pipe")
 ---@field stderr "merge"|"pipe"|nil  pipes only: merged in arrival order (default) or apart
 ---@field head integer|nil  bytes kept from the start of each stream (512 KiB)
@@ -154,6 +155,7 @@ local function start(argv, spec)
     cwd = spec.cwd,
     arg0 = opts.arg0,
     tty = opts.tty and true or false,
+    no_echo = opts.echo == false, -- the terminal starts without echo (before the program runs)
     rows = spec.rows,
     cols = spec.cols,
     stdin = opts.stdin or "pipe",

@@ -10,7 +10,7 @@ local SPAWN_OPTIONS = {
   tty = { "boolean", "table" }, stdin = "string", stderr = "string", head = "number",
   tail = "number", log = "string", log_stderr = "string", log_max = "number",
   grace_ms = "number",
-  cgroup = "boolean", sandbox = "table", record = "string",
+  cgroup = "boolean", sandbox = "table", record = "string", echo = "boolean",
 }
 
 local function argerror(fname, n, msg)
