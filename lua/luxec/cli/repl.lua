@@ -300,14 +300,19 @@ function commands.attach(arg)
     return
   end
   local key = M.defaults.escape == "^]" and "Ctrl-]" or M.defaults.escape
-  local how = s.p:interact({ escape = M.defaults.escape, replay = false, start = function()
-    io.write(("[attached to session %d: %s; %s detaches]\r\n"):format(s.n, s.cmd, key))
-    if not s.p:status().tty then
-      io.write("[a session without a terminal: what you type is not echoed]\r\n")
-    end
-    draw(s)
-    io.flush()
-  end })
+  -- A raw terminal sends "\r" for Enter; without a terminal of its own the program has no
+  -- line discipline to turn it into the "\n" that ends its line.
+  local input = not s.p:status().tty and function(data) return (data:gsub("\r", "\n")) end
+    or nil
+  local how = s.p:interact({ escape = M.defaults.escape, replay = false, input = input,
+    start = function()
+      io.write(("[attached to session %d: %s; %s detaches]\r\n"):format(s.n, s.cmd, key))
+      if not s.p:status().tty then
+        io.write("[a session without a terminal: what you type is not echoed]\r\n")
+      end
+      draw(s)
+      io.flush()
+    end })
   if not s.p:closed() and s.p:status().tty and s.p:screen().altscreen then
     io.write("\27[?1049l") -- back to the prompt's screen; the program keeps its own
   end
