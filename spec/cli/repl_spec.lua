@@ -71,6 +71,15 @@ describe("luxec prompt", function()
     assert.equals(0, quit(p).code)
   end)
 
+  it("keeps the last result in _", function()
+    local p = start(dir)
+    assert.equals("42", eval(p, "40 + 2"))
+    assert.equals("84", eval(p, "_ * 2"))
+    eval(p, "x = 1") -- no result: _ stays
+    assert.equals("84", eval(p, "_"))
+    assert.equals(0, quit(p).code)
+  end)
+
   it("continues a chunk that is not finished on the next line", function()
     local p = start(dir)
     p:send("function f(x)\r")

@@ -427,6 +427,7 @@ function M.run()
     return
   end
   if res.n > 1 then
+    _G._ = res[2] -- the last result, as in Python's prompt
     local out = {}
     for i = 2, res.n do
       out[#out + 1] = M.pretty(res[i])
