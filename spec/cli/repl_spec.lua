@@ -104,6 +104,8 @@ describe("luxec prompt", function()
       return s:text():find("q:expect_exact(", 1, true) and s:text():find("q:expect(", 1, true)
     end, { timeout = 5 })
     assert.truthy(listed, p:screen():text())
+    p:send("\21sessions[1]:wait_in\t") -- a session's methods, found through sessions[N]
+    assert.equals("> sessions[1]:wait_input(", cursor_line(p, "> sessions[1]:wait_input("))
     p:send("\21:at\t")
     assert.equals("> :attach", cursor_line(p, "> :attach")) -- lines lose their trailing blanks
     assert.equals(11, p:screen().cursor.col)

@@ -491,7 +491,14 @@ function M.complete(text, line, start)
   end
   local base, sep, partial = text:match("^(.*)([%.:])([%w_]*)$")
   local found = {}
-  if base then
+  if base == "" then
+    -- "[" and "]" end a word: `sessions[2]:exp` completes ":exp" on the value before it.
+    local expr = line:sub(1, start):match("([%a_][%w_%.]*%[%d+%])$")
+    local t = expr and resolve(expr:match("^(.-)%["))
+    local v = type(t) == "table" and rawget(t, tonumber(expr:match("%[(%d+)%]$"))) or nil
+    if v == nil then return out end
+    fields(v, sep == ":", found)
+  elseif base then
     local v = resolve(base)
     if v == nil then return out end
     fields(v, sep == ":", found)
