@@ -3,7 +3,7 @@
  * sessions keep running while it waits; each complete chunk runs as top-level code, outside
  * the loop, as lua.c's do. What a line means, prompts, evaluation, printing, history and
  * completion are luxec.cli.repl's (lua/luxec/cli/repl.lua): R.start(native), R.line(line) -> ready,
- * R.run(), R.prompt(), R.cancel(), R.complete(text, line, start) -> {candidates}. */
+ * R.run(), R.prompt(), R.cancel(), R.complete(text, line, start) -> {candidates}, R.leave(). */
 #include "luxec.h"
 
 #include <errno.h>
@@ -290,6 +290,11 @@ void luxec_repl(luxec_host *h) {
   }
   if (r->tty) rl_callback_handler_remove();
   fputs("\n", stdout);
+  lua_State *L = h->L; /* R.leave(): the prompt says which sessions it ends */
+  lua_rawgeti(L, LUA_REGISTRYINDEX, r->mod_ref);
+  lua_getfield(L, -1, "leave");
+  lua_remove(L, -2);
+  luxec_report(L, luxec_docall(L, 0, 0));
   fflush(stdout);
   if (r->pollable) uv_close((uv_handle_t *)&r->poll, NULL);
   uv_close((uv_handle_t *)&r->sigint, NULL);

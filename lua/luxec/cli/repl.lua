@@ -364,6 +364,22 @@ function M.start(n)
   if native.tty then load_history() end
 end
 
+--- Called once when the prompt ends (Ctrl-D, or the end of its input): the sessions still
+--- running are ended (their whole trees), and it says which.
+function M.leave()
+  local ended = {}
+  for _, s in ipairs(list) do
+    if not s.p:closed() and not s.p:finished() then
+      ended[#ended + 1] = ("%d %s (pid %d, %s)"):format(s.n, s.cmd, s.p.pid, state_of(s.p))
+      s.p:close()
+    end
+  end
+  if #ended > 0 then
+    io.write(("[ended %d running session%s: %s]\n"):format(#ended, #ended == 1 and "" or "s",
+      table.concat(ended, "; ")))
+  end
+end
+
 function M.prompt()
   return pending and ">> " or "> "
 end
