@@ -70,7 +70,7 @@ local function check_events(events)
 end
 
 -- Answer the events until the output ends: count, stopped, timed_out. An error raised by an
--- answer function propagates (the session is closed first).
+-- answer function propagates (run closes the session).
 local function answer_events(p, pats, answers, timeout_ms)
   local deadline = timeout_ms and uv.hrtime() / 1e6 + timeout_ms
   local count = 0
@@ -82,11 +82,7 @@ local function answer_events(p, pats, answers, timeout_ms)
     count = count + 1
     local answer = answers[i]
     if type(answer) == "function" then
-      local ok, r = pcall(answer, p, m, count)
-      if not ok then
-        p:close()
-        error(r, 0)
-      end
+      local r = answer(p, m, count)
       if r == true then return count, true, false end
       answer = type(r) == "string" and r or nil
     end
@@ -151,21 +147,24 @@ function M.run(argv, opts)
       return nil, werr, wcode
     end
   end
-  local timed_out, count, stopped = false, nil, nil
-  if pats then
-    local ok, c, st, to = pcall(answer_events, p, pats, answers, process.timeout_ms("run",
-      opts.timeout))
-    if not ok then
-      p:close()
-      error(c, 2)
+  -- Whatever ends the wait early (an error raised by an answer, the prompt's Ctrl-C) ends
+  -- the program too: nothing run started outlives the call.
+  local ok, timed_out, count, stopped = pcall(function()
+    local to, c, st = false, nil, nil
+    if pats then
+      c, st, to = answer_events(p, pats, answers, process.timeout_ms("run", opts.timeout))
     end
-    count, stopped, timed_out = c, st, to
-  end
-  if stopped or timed_out then
-    p:terminate({ grace_ms = 0 })
-  elseif not p:wait({ timeout = opts.timeout }) then
-    timed_out = true
-    p:terminate({ grace_ms = 0 })
+    if st or to then
+      p:terminate({ grace_ms = 0 })
+    elseif not p:wait({ timeout = opts.timeout }) then
+      to = true
+      p:terminate({ grace_ms = 0 })
+    end
+    return to, c, st
+  end)
+  if not ok then
+    p:close()
+    error(timed_out, 0)
   end
   local st = p:status()
   local out, dropped = p:read(1)
