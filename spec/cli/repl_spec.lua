@@ -93,7 +93,19 @@ describe("luxec prompt", function()
     p:send("\3")
     assert(p:expect("interrupted"))
     assert(p:expect(PROMPT))
-    assert.is_false(H.alive(pid))
+    H.wait_for(function() return not H.alive(pid) end, 2000, "the end of sleep") -- a kill
+    assert.equals(0, quit(p).code)
+  end)
+
+  it("luxec -i script.lua: the script's sessions are in :ps", function()
+    H.write_file(dir .. "/s.lua", "local luxec = require('luxec')\n" ..
+      "a = luxec.spawn({'sleep', '30'})\n" ..
+      "luxec.run({'true'})\n")
+    local p = start(dir, { "-i", dir .. "/s.lua" })
+    local ps = eval(p, ":ps")
+    assert.matches("\n1%s+%d+%s+running%s+0 B%s+sleep 30", ps)
+    assert.matches("\n2%s+%d+%s+closed%s+%-%s+true", ps)
+    assert.equals("true", eval(p, "sessions[1] == a"))
     assert.equals(0, quit(p).code)
   end)
 

@@ -354,13 +354,23 @@ end
 
 -- ---- the prompt ----
 
+local tracking = false
+
+--- From now on every session started is one of the prompt's (numbered, in :ps): called
+--- when the prompt starts, and before the script with `luxec -i script.lua`.
+function M.track()
+  if tracking then return end
+  tracking = true
+  table.insert(record.on_spawn, function(p, argv) add_session(p, argv) end)
+end
+
 --- Called once by src/repl.c with {tty, add_history(entry), clear_history()}.
 function M.start(n)
   native = n
   _G.luxec = _G.luxec or luxec
   _G.uv = _G.uv or uv
   _G.sessions = _G.sessions or {}
-  table.insert(record.on_spawn, function(p, argv) add_session(p, argv) end)
+  M.track()
   if native.tty then load_history() end
 end
 
