@@ -255,7 +255,8 @@ describe("luxec prompt", function()
   it(":help says what the commands do; an unknown one says so", function()
     local p = start(dir)
     local help = eval(p, ":help")
-    for _, c in ipairs({ ":ps", ":attach N", ":kill N", ":help", "Ctrl%-%]" }) do
+    for _, c in ipairs({ ":ps", ":attach N", ":kill N", ":help", "Ctrl%-%]", "luxec%.spawn%(",
+      "p:expect%(", "luxec%.run%(", "luxec%.ssh%.login%(", "luxec%.replwrap%.python%(" }) do
       assert.matches(c, help)
     end
     assert.matches("unknown command ':frob' %(try :help%)", eval(p, ":frob"))

@@ -227,9 +227,16 @@ end
 
 local commands = {}
 local HELP = [[
-Lua with luxec loaded: luxec.spawn, luxec.run, luxec.go, luxec.sleep, p:expect, p:sendline,
-p:screen, p:interact ... (see README.md). Sessions started here are numbered; sessions[N] is
-session N. They keep running while the prompt waits.
+Lua with luxec loaded. Sessions started here are numbered; sessions[N] is session N. They
+keep running while the prompt waits; _ is the last result.
+  p = luxec.spawn({"python3", "-i"}, {tty = true})  start a session (tty: on a terminal)
+  p:expect("text") / p:expect({re = "regex"})  wait for output; then p.before, p.match
+  p:sendline("line")  p:sendcontrol("c")  p:read()  p:screen()  p:status()  p:terminate()
+  r = luxec.run({"ls", "-l"})  run to the end: r.output, r.code
+  s = luxec.ssh.login({host = "h", user = "u", password = "pw"})  s:run("cmd")
+  py = luxec.replwrap.python()  py:run("1 + 1")  (also .bash, .sqlite3, .node)
+  luxec.go(function() ... end)  a task; luxec.sleep(ms)
+Timeouts are in seconds (p.timeout, or {timeout = 5}); options ending in _ms are in ms.
   :ps          the sessions, their state and output
   :attach N    take over session N's terminal (%s detaches; the session keeps running)
   :kill N      terminate session N (its whole process tree) and forget it
