@@ -371,9 +371,28 @@ function M.track()
   table.insert(record.on_spawn, function(p, argv) add_session(p, argv) end)
 end
 
---- Called once by src/repl.c with {tty, add_history(entry), clear_history()}.
+-- What tasks print while a line is being typed goes above that line, which is then drawn
+-- again (instead of gluing the output onto it).
+local function around_the_line(write, ends_line)
+  return function(...)
+    if not native.hide_line() then return write(...) end
+    local r = table.pack(pcall(write, ...))
+    local last = select("#", ...) > 0 and tostring(select(select("#", ...), ...)) or ""
+    if not ends_line and last:sub(-1) ~= "\n" then io.stdout:write("\n") end
+    native.show_line()
+    if not r[1] then error(r[2], 2) end
+    return table.unpack(r, 2, r.n)
+  end
+end
+
+--- Called once by src/repl.c with {tty, add_history(entry), clear_history(), hide_line(),
+--- show_line()}.
 function M.start(n)
   native = n
+  if native.tty then
+    _G.print = around_the_line(_G.print, true)
+    io.write = around_the_line(io.write, false) -- luacheck: ignore 122
+  end
   _G.luxec = _G.luxec or luxec
   _G.uv = _G.uv or uv
   _G.sessions = _G.sessions or {}
