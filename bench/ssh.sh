@@ -63,4 +63,8 @@ median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1
 ml=$(median "${l[@]}") mp=$(median "${p[@]}")
 echo "luxec.ssh: ${l[*]} (median $ml s)"
 echo "pxssh:     ${p[*]} (median $mp s)"
-awk -v a="$ml" -v b="$mp" 'BEGIN {printf "ssh login + %d commands + logout: luxec/pxssh = %.2fx\n", '"$n"', a / b}'
+awk -v a="$ml" -v b="$mp" -v n="$n" 'BEGIN {
+  r = a / b
+  printf "ssh login + %d commands + logout: luxec/pxssh = %.2fx (target <= 0.50x: %s)\n", n, r,
+    r <= 0.5 ? "PASS" : "MISS"
+}'
