@@ -63,6 +63,25 @@ describe("luxec.ssh.login against OpenSSH", function()
     return o
   end
 
+  -- H.assert_clean, but for sshd: it daemonised, and where this process is a subreaper (the
+  -- host becomes one when earlier specs need it) it is one of this process's children.
+  local function assert_clean()
+    local function others()
+      local list = {}
+      for _, pid in ipairs(H.children()) do
+        if pid ~= sshd_pid then list[#list + 1] = pid end
+      end
+      return list
+    end
+    uv.run("nowait")
+    local handles = require("luxec.core").active_handles()
+    pcall(H.wait_for, function() return #others() == 0 end, 2000)
+    local kids = others()
+    for _, pid in ipairs(kids) do uv.kill(pid, "sigkill") end
+    assert(#handles == 0, "test left active handles: " .. table.concat(handles, ", "))
+    assert(#kids == 0, "test left child processes: " .. table.concat(kids, ", "))
+  end
+
   -- known_hosts with the server's key, as a host already trusted.
   local function trust_host()
     local pub = H.read_file(dir .. "/host_key.pub"):match("^(%S+ %S+)")
@@ -107,15 +126,21 @@ describe("luxec.ssh.login against OpenSSH", function()
 
   teardown(function()
     if os.getenv("KEEP") then print(dir, port, user) return end
-    if sshd_pid then uv.kill(sshd_pid, "sigterm") end
+    if sshd_pid then
+      uv.kill(sshd_pid, "sigterm")
+      H.wait_for(function() return not H.alive(sshd_pid) end, 5000, "sshd's end")
+    end
     if user then os.execute("userdel -f " .. user .. " >/dev/null 2>&1") end
-    if made_run_dir then uv.fs_rmdir("/run/sshd") end
+    if made_run_dir then -- once sshd's last privilege-separated child has left it
+      H.wait_for(function() return uv.fs_rmdir("/run/sshd") or not uv.fs_stat("/run/sshd") end,
+        5000, "/run/sshd removed")
+    end
     if dir then H.rmtree(dir) end
   end)
 
   after_each(function()
     os.remove(dir .. "/known_hosts")
-    H.assert_clean()
+    assert_clean()
   end)
 
   it("logs in with a password; run returns each command's output and exit status", function()
