@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # ssh login + N commands + logout: luxec.ssh (bench/ssh.lua) against pexpect's pxssh
 # (bench/ssh_pxssh.py), alternating, on an sshd started here on a loopback port with its own
-# host key, for a test user created here; both are removed at the end. Root only.
+# host key (in a mount namespace with empty /run and /var/log: no privilege separation
+# directory or login records left behind), for a test user created here; both are removed at
+# the end. Root only.
 #   bench/ssh.sh [RUNS [N]]        medians of RUNS runs a side (default 7), N commands (100)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +13,6 @@ luxec=${LUXEC:-build/bin/luxec}
 [[ $(id -u) == 0 ]] || { echo "bench/ssh.sh: needs root (sshd, a test user)" >&2; exit 1; }
 dir=$(mktemp -d /tmp/luxec-bench-ssh.XXXXXX)
 user=luxec-b$$
-made_run=0
 cleanup() {
   if [[ -s $dir/sshd.pid ]]; then
     pid=$(cat "$dir/sshd.pid")
@@ -19,19 +20,15 @@ cleanup() {
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   fi
   userdel -f "$user" >/dev/null 2>&1 || true
-  if ((made_run)); then # sshd's last privilege-separated child may still be leaving
-    for _ in $(seq 50); do rmdir /run/sshd 2>/dev/null && break; sleep 0.1; done
-  fi
   rm -rf "$dir"
 }
 trap cleanup EXIT
 chmod 755 "$dir"
 ssh-keygen -q -t ed25519 -N '' -f "$dir/host_key"
-useradd -M -d "$dir/home" -s /bin/bash "$user"
+useradd -l -M -d "$dir/home" -s /bin/bash "$user"
 mkdir "$dir/home" && chown "$user" "$dir/home"
 password=pw-$RANDOM$RANDOM
 echo "$user:$password" | chpasswd
-[[ -d /run/sshd ]] || { mkdir /run/sshd; made_run=1; }
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat > "$dir/sshd_config" <<CFG
 Port $port
@@ -46,7 +43,8 @@ PrintMotd no
 PrintLastLog no
 LogLevel ERROR
 CFG
-/usr/sbin/sshd -f "$dir/sshd_config"
+unshare --mount --propagation private sh -c "mount -t tmpfs tmpfs /run && mkdir /run/sshd &&
+  mount -t tmpfs tmpfs /var/log && exec /usr/sbin/sshd -f '$dir/sshd_config'"
 echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$dir/host_key.pub")" > "$dir/known_hosts"
 for _ in 1 2 3 4 5 6 7 8 9 10; do [[ -s $dir/sshd.pid ]] && break; sleep 0.1; done
 l=() p=()
