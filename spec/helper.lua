@@ -57,6 +57,37 @@ function H.wait_for(cond, timeout_ms, what)
   return ok
 end
 
+--- Wait until pred(text) is true of the session's output so far (p:snapshot()'s head and
+--- tail, the first stream unless `stream` is given), through the public API only: each turn
+--- waits for new output with p:wait_output. Fails after timeout_ms (5000) naming `what` and
+--- showing the output; returns the text and what pred returned. pred may be a Lua pattern.
+function H.wait_output(p, pred, timeout_ms, what, stream)
+  if type(pred) == "string" then
+    local pattern = pred
+    what = what or ("%q in the output"):format(pattern)
+    pred = function(text) return text:match(pattern) end
+  end
+  timeout_ms = timeout_ms or 5000
+  local deadline = now_ms() + timeout_ms
+  local function text()
+    local s = p:snapshot(stream)
+    return s.head .. s.tail
+  end
+  local t = text()
+  local got = pred(t)
+  while not got do
+    local left = deadline - now_ms()
+    if left <= 0 or p:finished() then break end
+    p:wait_output({ timeout = left / 1000, stream = stream })
+    t = text()
+    got = pred(t)
+  end
+  assert(got, ("%s waiting for %s; the output was: %q"):format(
+    p:finished() and "the session finished" or ("timed out after %d ms"):format(timeout_ms),
+    what or "the output", t))
+  return t, got
+end
+
 --- PIDs of this process's live children (zombies included).
 function H.children()
   local pids = {}

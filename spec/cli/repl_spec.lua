@@ -2,6 +2,7 @@
 -- p:send and read back with p:expect and p:screen() (what tmux send-keys / capture-pane do).
 local H = require("helper")
 local luxec = require("luxec")
+local uv = require("luv")
 
 local TUI = H.fixture("tui")
 local PROMPT = { re = "(?<!>)> $" } -- the primary prompt, not ">> "
@@ -197,9 +198,12 @@ describe("luxec prompt", function()
     eval(p, "b:wait_input({timeout = 5})")
     local ps = eval(p, ":ps")
     assert.matches("#%s+PID%s+STATE%s+OUTPUT%s+COMMAND", ps)
-    assert.matches("\n1%s+%d+%s+running%s+0 B%s+sh %-c 'sleep 0%.3; echo late'", ps)
+    local pid = ps:match("\n1%s+(%d+)%s+running%s+0 B%s+sh %-c 'sleep 0%.3; echo late'")
+    assert.is_not_nil(pid, ps)
     assert.matches("\n2%s+%d+%s+waiting for input%s+0 B%s+cat", ps)
-    luxec.sleep(500) -- the prompt waits; session 1 runs to its end meanwhile
+    -- the prompt waits; session 1 runs to its end meanwhile, and the prompt's host reaps it
+    H.wait_for(function() return not uv.fs_stat("/proc/" .. pid) end, 5000,
+      "the waiting prompt to reap session 1 (pid " .. pid .. ")")
     assert.equals('"late\\n"', eval(p, "(sessions[1]:read())"))
     assert.matches("\n1%s+%d+%s+exited 0%s+5 B", eval(p, ":ps"))
     assert.equals(0, quit(p).code)

@@ -78,7 +78,23 @@ describe("luxec.sleep", function()
   end)
 
   it("of zero returns after one turn of the loop", function()
+    -- A check handle runs once at the end of every turn; a timer due now runs in the turn,
+    -- one due later does not.
+    local turns, due, later = 0, false, false
+    local check = uv.new_check()
+    check:start(function() turns = turns + 1 end)
+    check:unref()
+    local t1, t2 = uv.new_timer(), uv.new_timer()
+    t1:start(0, 0, function() due = true end)
+    t2:start(1000, 0, function() later = true end)
     luxec.sleep(0)
+    check:stop()
+    assert.same({ turns = 1, due = true, later = false }, { turns = turns, due = due,
+      later = later })
+    check:close()
+    t1:close()
+    t2:close()
+    uv.run("nowait")
   end)
 
   it("refuses to block inside a loop callback outside a task", function()

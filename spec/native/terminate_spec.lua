@@ -7,10 +7,13 @@ local ESCAPEES = table.concat({
   "setsid sleep 300 & echo setsid $!",
   "sh -c 'sleep 300 & echo double $!' &", -- a double fork: the grandchild is orphaned
   "nohup sleep 300 >/dev/null 2>&1 & echo nohup $!",
-  "(trap '' TERM; sleep 300) & echo ignores_term $!",
+  -- it prints its pid once TERM is ignored (an ignored signal stays ignored across exec)
+  "sh -c 'trap \"\" TERM; echo ignores_term $$; exec sleep 300' &",
   "echo ready",
   "wait",
 }, "\n")
+
+local KINDS = { "setsid", "double", "nohup", "ignores_term" }
 
 local function pids_from(text)
   local pids = {}
@@ -20,10 +23,30 @@ local function pids_from(text)
   return pids
 end
 
+-- The pids of all four escapees, or nil while one is missing.
+local function escapee_pids(text)
+  local pids = pids_from(text)
+  for _, kind in ipairs(KINDS) do
+    if not pids[kind] then return nil end
+  end
+  return pids
+end
+
+-- Wait until the shell has printed "ready" and every escapee's pid (the double fork's
+-- grandchild prints from the background, maybe after "ready"); fails naming what is missing.
+local function wait_escapees(p)
+  local ok, _, pids = pcall(H.wait_output, p, function(text)
+    return text:find("ready", 1, true) and escapee_pids(text)
+  end, 5000, "ready and the pids of " .. table.concat(KINDS, ", "))
+  if not ok then
+    p:close() -- the failure is this test's only
+    error(_, 2)
+  end
+  return pids
+end
+
 local function wait_text(p, pattern)
-  assert(p:_wait_until(function()
-    return p:snapshot().head:find(pattern) ~= nil
-  end, 5000), "never saw " .. pattern .. " in: " .. p:snapshot().head)
+  H.wait_output(p, pattern, 5000)
 end
 
 local function survivors(pids)
@@ -50,11 +73,7 @@ for _, mode in ipairs({ "cgroup", "no cgroup" }) do
 
     it("leaves no survivor: setsid, double fork, nohup and a TERM-ignoring child", function()
       local p = assert(luxec.spawn({ "sh", "-c", ESCAPEES }, { cgroup = cgroup }))
-      wait_text(p, "ready")
-      luxec.sleep(50) -- the double fork's grandchild prints from the background
-      local pids = pids_from(p:snapshot().head)
-      assert.truthy(pids.setsid and pids.double and pids.nohup and pids.ignores_term,
-        p:snapshot().head)
+      local pids = wait_escapees(p)
       assert.same({}, (function()
         local dead = {}
         for kind, pid in pairs(pids) do
@@ -108,9 +127,10 @@ for _, mode in ipairs({ "cgroup", "no cgroup" }) do
 
     it("close() kills the whole tree at once", function()
       local p = assert(luxec.spawn({ "sh", "-c", ESCAPEES }, { cgroup = cgroup }))
-      wait_text(p, "ready")
-      luxec.sleep(50)
-      local pids = pids_from(p:snapshot().head)
+      local pids = wait_escapees(p)
+      for kind, pid in pairs(pids) do
+        assert.is_true(H.alive(pid), kind .. " " .. pid .. " was dead before close")
+      end
       p:close()
       assert.same({}, survivors(pids))
     end)
@@ -133,12 +153,20 @@ describe("the host going away", function()
     local script = ([[
       local luxec = require("luxec")
       local p = assert(luxec.spawn({"sh", "-c", %q}))
-      assert(p:_wait_until(function() return p:snapshot().head:find("ready") end, 5000))
-      luxec.sleep(50)
+      local function all_printed(text) -- "ready" and the pid of every escapee
+        if not text:find("ready", 1, true) then return false end
+        for _, kind in ipairs({%s}) do
+          if not text:find(kind .. " %%d+") then return false end
+        end
+        return true
+      end
+      while not all_printed(p:snapshot().head) and not p:finished() do
+        assert(p:wait_output({timeout = 5}), "no output for 5 s: " .. p:snapshot().head)
+      end
       io.write(p:snapshot().head, "host ready\n")
       io.stdout:flush()
       %s
-    ]]):format(ESCAPEES, extra)
+    ]]):format(ESCAPEES, '"' .. table.concat(KINDS, '", "') .. '"', extra)
     local out = {}
     local stdout = uv.new_pipe()
     local exited
@@ -169,8 +197,8 @@ describe("the host going away", function()
       return
     end
     local handle, stdout, out, get_exited = host_with_escapees("luxec.sleep(60000)")
-    local pids = pids_from(table.concat(out))
-    assert.truthy(pids.setsid, table.concat(out))
+    local pids = escapee_pids(table.concat(out))
+    assert(pids, "the host printed no pid for some escapee: " .. table.concat(out))
     handle:kill("sigkill")
     finish(handle, stdout, get_exited)
     assert.equals(9, get_exited()[2])
@@ -186,7 +214,8 @@ describe("the host going away", function()
       return
     end
     local handle, stdout, out, get_exited = host_with_escapees("luxec.sleep(60000)")
-    local pids = pids_from(table.concat(out))
+    local pids = escapee_pids(table.concat(out))
+    assert(pids, "the host printed no pid for some escapee: " .. table.concat(out))
     handle:kill("sigterm")
     finish(handle, stdout, get_exited)
     H.wait_for(function()
@@ -196,7 +225,8 @@ describe("the host going away", function()
 
   it("os.exit ends every session, escapees included", function()
     local handle, stdout, out, get_exited = host_with_escapees("os.exit(0)")
-    local pids = pids_from(table.concat(out))
+    local pids = escapee_pids(table.concat(out))
+    assert(pids, "the host printed no pid for some escapee: " .. table.concat(out))
     finish(handle, stdout, get_exited)
     assert.equals(0, get_exited()[1])
     H.wait_for(function()

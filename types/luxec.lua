@@ -1,0 +1,369 @@
+---@meta luxec
+-- luacheck: ignore
+--- luxec's public Lua API for lua-language-server (LuaCATS). Never loaded: it describes what
+--- `require("luxec")` returns, as README.md documents it (luxec.sandbox.lua and
+--- luxec.engine.lua beside it: those modules). .luarc.json puts this folder on the language
+--- server's library.
+
+---@class luxec
+---@field version string  luxec's version
+---@field EOF luxec.Sentinel  an expect pattern: the end of the session's output
+---@field TIMEOUT luxec.Sentinel  an expect pattern: the end of the wait
+---@field defaults luxec.ProcessDefaults  the defaults spawn uses (change them with care)
+local luxec = {}
+
+---@class luxec.Sentinel
+
+---@class luxec.ProcessDefaults
+---@field head integer  bytes kept from the start of each stream (512 KiB)
+---@field tail integer  bytes kept from the end of each stream (512 KiB)
+---@field grace_ms integer  after exit, how long to wait for EOF before naming holders (50)
+---@field rows integer  a terminal's rows (24)
+---@field cols integer  a terminal's columns (80)
+---@field terminate_signal string  terminate's first signal ("TERM")
+---@field terminate_grace_ms integer  terminate's grace before KILL (2000)
+
+-- Tasks and waits -------------------------------------------------------------------------
+
+---@class luxec.Task
+---@field done boolean  true once the function returned or raised
+---@field ok boolean|nil  whether it returned normally (nil while running)
+---@field error any  what it raised, if it did
+local Task = {}
+
+--- Wait for the task to end: `true, results...`, or `false, err`.
+---@return boolean ok
+---@return any ...
+function Task:wait() end
+
+--- Start `fn(...)` as a task: it runs at once until its first wait; inside it every waiting
+--- call yields, so other tasks, timers and I/O keep running. An error nobody waits on is
+--- printed with a traceback and makes the host exit with status 1.
+---@param fn fun(...): ...
+---@param ... any
+---@return luxec.Task
+function luxec.go(fn, ...) end
+
+--- Wait `ms` milliseconds: yields inside a task, drives the loop from top-level code, and
+--- raises inside a plain loop callback. `sleep(0)` returns after one turn of the loop.
+---@param ms number  non-negative, finite
+function luxec.sleep(ms) end
+
+--- Whether the caller runs inside a task started by luxec.go (where waits yield).
+---@return boolean
+function luxec.in_task() end
+
+-- Processes -------------------------------------------------------------------------------
+
+---@class luxec.SpawnOptions
+---@field env table<string, string|false>|nil  the exact environment; with inherit_env, overrides of the host's (false removes a variable)
+---@field inherit_env boolean|nil  start from the host's environment
+---@field cwd string|nil  the working directory
+---@field arg0 string|nil  argv[0] as the program sees it
+---@field tty boolean|{rows: integer|nil, cols: integer|nil}|nil  a new PTY (24x80 by default), the child its session leader
+---@field stdin "pipe"|"null"|nil  pipe sessions only ("pipe")
+---@field stderr "merge"|"pipe"|nil  pipe sessions only: merged in arrival order ("merge") or a second stream
+---@field head integer|nil  bytes kept from the start of each stream (512 KiB)
+---@field tail integer|nil  bytes kept from the end of each stream (512 KiB)
+---@field log string|nil  append the whole output stream to this file
+---@field log_stderr string|nil  the same for stderr when it is a stream of its own
+---@field log_max integer|nil  stop appending to the log after this many bytes
+---@field grace_ms integer|nil  after exit, how long to wait for EOF (50)
+---@field cgroup boolean|nil  false: do without a cgroup (a cgroup is used where one can be made)
+---@field sandbox luxec.SandboxPolicy|nil  confine the session (see luxec.sandbox)
+---@field record string|nil  write an asciicast v2 recording of the session to this file
+
+---@class luxec.Holder
+---@field pid integer
+---@field cmd string
+
+---@class luxec.Status
+---@field pid integer
+---@field running boolean
+---@field exited boolean
+---@field code integer|nil  the exit code, when it exited
+---@field signal integer|nil  the signal that ended it
+---@field signal_name string|nil  "TERM", "KILL", ...
+---@field core_dumped boolean
+---@field killed_by string|nil  who ended it: "terminate", "close", "timeout", ...
+---@field eof boolean  every output stream reached EOF
+---@field finished boolean  exited and every output stream at EOF
+---@field holders luxec.Holder[]|nil  descendants still holding the output after the grace
+---@field waiting_for_input boolean  the foreground program is blocked reading its terminal (or stdin pipe)
+---@field echo_off boolean|nil  the terminal does not echo (a password prompt)
+---@field canonical boolean|nil  the terminal is in line mode
+---@field tty boolean
+---@field cgroup boolean  the session has a cgroup of its own
+---@field write_queued integer  bytes written but not yet taken by the program
+---@field sandbox luxec.SandboxReport|nil  a sandboxed session's layers and evidence
+
+---@class luxec.Snapshot
+---@field head string  the first bytes kept
+---@field tail string  the last bytes kept
+---@field dropped integer  bytes dropped between them
+---@field total integer  every byte the stream carried
+
+---@class luxec.Reader
+local Reader = {}
+
+--- What arrived since this reader's last read.
+---@return string data
+---@return integer dropped  bytes no longer held
+---@return integer|nil gap_at  where in data they were
+function Reader:read() end
+
+---@class luxec.TerminateResult
+---@field signal string  the first signal sent
+---@field graceful boolean  everything ended within the grace
+---@field killed integer  processes killed after the grace
+---@field method "cgroup"|"process group and sweep"|"already gone"
+
+---@class luxec.TerminateOptions
+---@field signal string|integer|nil  "TERM" by default
+---@field grace_ms integer|nil  2000 by default
+
+---@class luxec.Process
+---@field pid integer
+---@field timeout number|false|nil  expect's timeout in seconds (30; false: none)
+---@field before string|nil  expect: the output before the last match
+---@field after string|luxec.Sentinel|nil  expect: the last match
+---@field match string|luxec.Sentinel|nil  expect: the last match (pexpect's name)
+---@field captures string[]|nil  expect: the last match's captures
+local Process = {}
+
+--- Wait until finished (exited and every stream at EOF); timeout in seconds.
+---@param opts {timeout: number|nil}|nil
+---@return luxec.Status|nil status
+---@return "timeout"|nil err
+function Process:wait(opts) end
+
+--- Whether the session finished.
+---@return boolean
+function Process:finished() end
+
+--- Output since this process's last read.
+---@param stream 1|2|nil  1: stdout (everything when merged), 2: stderr apart
+---@return string data
+---@return integer dropped
+---@return integer|nil gap_at
+function Process:read(stream) end
+
+--- An independent reader with its own cursor.
+---@param stream 1|2|nil
+---@return luxec.Reader
+function Process:reader(stream) end
+
+--- Wait until new output arrives, the stream reaches EOF or the process finishes; true
+--- unless the timeout (seconds) passed. Past EOF it waits for the exit.
+---@param opts {timeout: number|nil, stream: 1|2|nil}|nil
+---@return boolean
+function Process:wait_output(opts) end
+
+--- Whether the stream reached EOF.
+---@param stream 1|2|nil
+---@return boolean
+function Process:eof(stream) end
+
+--- Page through the log (or what is held): bytes from offset.
+---@param offset integer
+---@param length integer
+---@param stream 1|2|nil
+---@return string|nil data
+---@return string|nil err
+function Process:read_range(offset, length, stream) end
+
+--- What is held, without consuming it.
+---@param stream 1|2|nil
+---@return luxec.Snapshot
+function Process:snapshot(stream) end
+
+--- Write without blocking the loop (what the pipe does not take is queued): the bytes
+--- accepted, or nil, "EPIPE: broken pipe", "EPIPE" after the child closed its end.
+---@param data string
+---@return integer|nil accepted
+---@return string|nil err
+---@return string|nil code
+function Process:write(data) end
+
+--- EOF on stdin (the EOF character on a PTY).
+---@return boolean|nil ok
+---@return string|nil err
+function Process:close_stdin() end
+
+--- Send a signal to the program, or to its process group.
+---@param sig string|integer  "INT", "TERM", 9, ...
+---@param target "group"|nil
+---@return boolean|nil ok
+---@return string|nil err
+function Process:signal(sig, target) end
+
+--- Resize the terminal (SIGWINCH).
+---@param rows integer
+---@param cols integer
+---@return boolean|nil ok
+---@return string|nil err
+function Process:resize(rows, cols) end
+
+--- Register a listener: "output" gets fn(data, stream) as output arrives, "exit" gets
+--- fn(status) once finished. The session then keeps the host running until it finishes,
+--- unless opts.hold is false.
+---@param event "output"|"exit"
+---@param fn function
+---@param opts {hold: boolean|nil}|nil
+---@return luxec.Process self
+function Process:on(event, fn, opts) end
+
+---@return luxec.Status
+function Process:status() end
+
+--- TERM (or opts.signal) to every process of the session, the grace, then KILL to what is
+--- left, escapees included: when it returns nothing of the session is alive.
+---@param opts luxec.TerminateOptions|nil
+---@return luxec.TerminateResult
+function Process:terminate(opts) end
+
+--- Kill whatever still runs (SIGKILL to the whole tree) and free the session. Idempotent;
+--- a to-be-closed variable and garbage collection do the same.
+function Process:close() end
+
+-- Automation (Expect, pexpect) ------------------------------------------------------------
+
+---@alias luxec.Pattern string|{lua: string}|{re: string, flags: string|nil}|luxec.Sentinel
+
+--- Wait until the output matches one of `patterns` and consume it through the match. The
+--- earliest match wins, ties going to the first listed. Returns the pattern's index, the
+--- matched text and the captures; sets before, after, match and captures. Without an EOF or
+--- TIMEOUT pattern the end returns nil, "eof: ...", "eof" or nil, "timeout: ...", "timeout".
+---@param patterns luxec.Pattern|luxec.Pattern[]
+---@param opts {timeout: number|false|nil, window: integer|nil}|nil
+---@return integer|nil index
+---@return string|luxec.Sentinel|nil match_or_message
+---@return string|nil ...
+function Process:expect(patterns, opts) end
+
+--- expect with plain strings (and EOF / TIMEOUT) only.
+---@param patterns string|luxec.Sentinel|(string|luxec.Sentinel)[]
+---@param opts {timeout: number|false|nil}|nil
+---@return integer|nil index
+---@return string|luxec.Sentinel|nil match_or_message
+function Process:expect_exact(patterns, opts) end
+
+--- Write s as it is; the bytes accepted.
+---@param s string
+---@return integer|nil
+---@return string|nil err
+function Process:send(s) end
+
+--- Write s and a line end ("\n").
+---@param s string
+---@return integer|nil
+---@return string|nil err
+function Process:sendline(s) end
+
+--- A control key: "c" (or "^C") writes byte 3 on a terminal; on a pipe session "c", "\\"
+--- and "z" signal the process group and "d" closes stdin.
+---@param key string
+---@return integer|boolean|nil
+---@return string|nil err
+function Process:sendcontrol(key) end
+
+--- The end of input, as pexpect's sendeof.
+---@return boolean|nil ok
+---@return string|nil err
+function Process:sendeof() end
+
+--- Wait until the program is blocked reading its terminal (with echo_off: at a prompt that
+--- does not echo). true, or nil, "timeout: ...", "timeout" / nil, "eof: ...", "eof".
+---@param opts {echo_off: boolean|nil, timeout: number|false|nil}|nil
+---@return boolean|nil ok
+---@return string|nil err
+---@return "timeout"|"eof"|nil kind
+function Process:wait_input(opts) end
+
+---@class luxec.InteractOptions
+---@field escape string|false|nil  the key that ends it ("^]"), false for none
+---@field replay boolean|nil  false: do not show what the session printed before
+---@field start fun(term: any)|nil  called once the terminal is raw, before any key is forwarded
+---@field output fun(data: string)|nil  shows output instead of writing it to the terminal
+---@field input fun(data: string): string|nil  filters each read of keys (nil drops it)
+
+--- The person at the terminal takes over until the escape key, the session's end or the
+--- end of input.
+---@param opts luxec.InteractOptions|nil
+---@return "escape"|"exit"|"eof"
+function Process:interact(opts) end
+
+---@class luxec.Screen
+---@field lines string[]  the text of each row, trailing blanks removed
+---@field rows integer
+---@field cols integer
+---@field cursor {row: integer, col: integer, visible: boolean}  1-based
+---@field title string|nil  the window title the program set
+---@field altscreen boolean  the program is on the alternate screen
+local Screen = {}
+
+--- The screen as text, one line a row.
+---@return string
+function Screen:text() end
+
+--- Row and column where text first shows, or nil.
+---@param text string
+---@return integer|nil row
+---@return integer|nil col
+function Screen:find(text) end
+
+--- A terminal session's screen as libvterm renders it.
+---@return luxec.Screen
+function Process:screen() end
+
+--- Wait until the screen shows text (or fn(screen) returns true): the screen, or nil,
+--- "timeout: ...", "timeout" / nil, "eof: ...", "eof".
+---@param what string|fun(screen: luxec.Screen): boolean
+---@param opts {timeout: number|false|nil}|nil
+---@return luxec.Screen|nil screen
+---@return string|nil err
+---@return "timeout"|"eof"|nil kind
+function Process:expect_screen(what, opts) end
+
+--- Start argv without a shell. A start that fails returns nil, "ENOENT: no such file or
+--- directory (exec: prog)", "ENOENT"; a bad option raises an error naming it.
+---@param argv string[]
+---@param opts luxec.SpawnOptions|nil
+---@return luxec.Process|nil process
+---@return string|nil err
+---@return string|nil code  "ENOENT", "EACCES", "EMFILE", ...
+function luxec.spawn(argv, opts) end
+
+---@class luxec.RunOptions: luxec.SpawnOptions
+---@field timeout number|nil  seconds; then the tree is terminated and timed_out is true
+---@field input string|nil  written to stdin, then EOF
+
+---@class luxec.RunResult
+---@field code integer|nil
+---@field signal integer|nil
+---@field signal_name string|nil
+---@field core_dumped boolean
+---@field output string  stdout (everything when stderr is merged)
+---@field dropped integer  bytes of output dropped between head and tail
+---@field stderr string|nil  with stderr = "pipe"
+---@field stderr_dropped integer|nil
+---@field timed_out boolean
+---@field holders luxec.Holder[]|nil
+---@field pid integer
+---@field sandbox luxec.SandboxReport|nil
+
+--- Run argv to completion.
+---@param argv string[]
+---@param opts luxec.RunOptions|nil
+---@return luxec.RunResult|nil result
+---@return string|nil err
+---@return string|nil code
+function luxec.run(argv, opts) end
+
+--- Terminate many sessions at once: one grace for all, one kill for what is left.
+---@param procs luxec.Process[]
+---@param opts luxec.TerminateOptions|nil
+---@return luxec.TerminateResult
+function luxec.terminate_all(procs, opts) end
+
+return luxec

@@ -1,0 +1,67 @@
+---@meta luxec.sandbox
+-- luacheck: ignore
+--- require("luxec.sandbox"): the policy table luxec.spawn, luxec.run and the agent engine take
+--- as `sandbox`, what a sandboxed session reports, and the two public helpers.
+
+---@class luxec.Limits
+---@field memory integer|string|nil  bytes, or "512M" (K, M, G: powers of 1024); at least 1M
+---@field pids integer|nil  processes and threads alive at once
+---@field cpu number|nil  CPUs' worth of time per 100 ms period, e.g. 1.5
+
+---@class luxec.SandboxPolicy
+---@field mode "full-access"|"read-only"|"workspace-write"
+---@field network "deny"|"allow"|nil  denied by default in the two restricted modes
+---@field roots string[]|nil  more writable roots (workspace-write)
+---@field tmp boolean|nil  false: /tmp, $TMPDIR and /dev/shm are not writable roots
+---@field workspace string|nil  the writable workspace (default: the session's cwd)
+---@field best_effort boolean|nil  run with what the kernel offers instead of failing
+---@field evidence boolean|{network: boolean|nil, files: boolean|nil}|nil  record refusals (true)
+---@field limits luxec.Limits|nil  bounds of the whole session tree
+---@field unix_sockets string[]|nil  socket files outside it may connect to
+---@field protect false|string[]|{defaults: boolean|nil, [integer]: string}|nil  read-only in each writable root besides git
+---@field deny_read false|string[]|{defaults: boolean|nil, [integer]: string}|nil  masked paths (absolute or ~/, globs)
+---@field git_scan {depth: integer|nil, dirs: integer|nil, repos: integer|nil}|nil  bounds of the repository search
+
+---@class luxec.Denial
+---@field op string  "open", "connect", "mkdir", ...
+---@field source "supervisor"|"kernel"
+---@field error string  "EROFS", "EACCES", "EPERM", ...
+---@field count integer
+---@field path string|nil
+---@field to string|nil
+---@field family string|nil
+---@field addr string|nil
+---@field port integer|nil
+---@field pid integer|nil
+---@field comm string|nil
+
+---@class luxec.SandboxReport
+---@field mode string
+---@field network string
+---@field layers {landlock: integer, seccomp: boolean, notify: boolean, userns: boolean, mountns: boolean, pidns: boolean, ipcns: boolean, netns: boolean, caps_dropped: boolean}
+---@field degraded string[]|nil  what is weaker than the policy asked (best_effort)
+---@field denials luxec.Denial[]
+---@field denials_total integer
+---@field denials_overflow table<string, integer>|nil
+---@field notified integer|nil
+---@field protected string[]|nil
+---@field masked string[]|nil
+---@field unprotected {path: string, reason: string}[]|nil
+---@field limits table|nil  per limit: max, via ("cgroup2", "cgroup1", "rlimit", "none") and counters
+---@field limits_hit string|nil  which limit ended or throttled the session, in one line
+
+---@class luxec.sandbox
+local sandbox = {}
+
+--- One line for a denial record: "open /etc/x: EROFS (pid 4241 sh)" (control bytes escaped).
+---@param d luxec.Denial
+---@return string
+function sandbox.describe(d) end
+
+--- The caller's bytes made printable: control characters, escapes, bidirectional overrides
+--- and bytes that are no UTF-8 escaped.
+---@param s string
+---@return string
+function sandbox.escape(s) end
+
+return sandbox
