@@ -75,6 +75,7 @@ function luxec.in_task() end
 ---@field sandbox luxec.SandboxPolicy|nil  confine the session (see luxec.sandbox)
 ---@field record string|nil  write an asciicast v2 recording of the session to this file
 ---@field echo boolean|nil  false: the terminal starts without echo (set before the program runs)
+---@field log_to file*|fun(data: string, stream: integer)|nil  the output as it arrives (pexpect's logfile_read); it does not keep the host running
 
 ---@class luxec.Holder
 ---@field pid integer

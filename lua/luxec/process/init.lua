@@ -68,6 +68,7 @@ M.Process = Process
 ---@field cgroup boolean|nil  a cgroup for the session where possible (default true)
 ---@field sandbox luxec.SandboxPolicy|nil  confine it (see luxec.sandbox)
 ---@field record string|nil  record the session into this file (asciicast v2)
+---@field log_to file*|fun(data: string, stream: integer)|nil  output as it arrives (logfile_read)
 
 --- A timeout option: nil (the default), false (no limit) or seconds >= 0. Returns the
 --- milliseconds, or nil for no limit; raises a message naming fname.
@@ -184,6 +185,11 @@ local function start(argv, spec)
   self._streams = (copts.tty or copts.stderr == "merge") and 1 or 2
   if copts.tty then self._size = { spec.rows, spec.cols } end
   if rec then rec:attach(self) end
+  if opts.log_to then -- written as it arrives; it does not keep the host running
+    local to = opts.log_to
+    self:on("output", type(to) == "function" and to
+      or function(data) to:write(data) to:flush() end, { hold = false })
+  end
   for _, fn in ipairs(M.on_spawn) do
     fn(self, argv, opts)
   end
