@@ -72,15 +72,25 @@ local function quoted(s)
   return (("%q"):format(crlf(s)):gsub("\\\n", "\\n"))
 end
 
--- Start the REPL and wait for its prompt: the repl, or nil, message, code.
+-- Start the REPL (or take the session given) and wait for its prompt: the repl, or nil,
+-- message, code.
 local function start(level, argv, opts)
-  local env = { TERM = "dumb" } -- no colours, no bracketed paste from the line editor
-  for k, v in pairs(opts.env or {}) do
-    env[k] = v
+  local p, err, code
+  if getmetatable(argv) == process.Process then
+    p = argv
+    if p:closed() then
+      error("bad argument #1 to 'replwrap' (the process is closed)", level + 1)
+    end
+    argv = { "session " .. tostring(p.pid) }
+  else
+    local env = { TERM = "dumb" } -- no colours, no bracketed paste from the line editor
+    for k, v in pairs(opts.env or {}) do
+      env[k] = v
+    end
+    p, err, code = process._spawn_at(level + 1, argv, { tty = true, echo = false,
+      env = env, inherit_env = true, cwd = opts.cwd })
+    if not p then return nil, err, code end
   end
-  local p, err, code = process._spawn_at(level + 1, argv, { tty = true, echo = false,
-    env = env, inherit_env = true, cwd = opts.cwd })
-  if not p then return nil, err, code end
   local timeout = opts.timeout or M.defaults.timeout
   local r = setmetatable({ process = p, prompt = opts.prompt, continuation = opts.continuation,
     timeout = timeout, _name = argv[1], _finish = opts.finish, _cancel = opts.cancel }, Repl)
@@ -100,13 +110,15 @@ local function start(level, argv, opts)
   return r
 end
 
---- Wrap a REPL. argv: the program; opts: prompt (required: the prompt it shows, or the one
---- init sets), continuation (its continuation prompt), init (a line sent at orig_prompt
---- that changes the prompt), orig_prompt, finish (a line sent once when the code ends inside
---- a statement: "" ends a Python block), cancel (the line that abandons an open statement;
---- default ^C; false: it cannot be, the repl is closed), timeout (seconds; 30), env, cwd.
+--- Wrap a REPL. argv: the program, or a session already started (on a terminal; start it
+--- with echo = false, or what is sent comes back in the output); opts: prompt (required:
+--- the prompt it shows, or the one init sets), continuation (its continuation prompt), init
+--- (a line sent at orig_prompt that changes the prompt), orig_prompt, finish (a line sent
+--- once when the code ends inside a statement: "" ends a Python block), cancel (the line
+--- that abandons an open statement; default ^C; false: it cannot be, the repl is closed),
+--- timeout (seconds; 30), env, cwd.
 --- Returns the repl, or nil, message, code.
----@param argv string[]
+---@param argv string[]|luxec.Process
 ---@param opts table
 ---@return luxec.Repl|nil, string|nil, string|nil
 function M.replwrap(argv, opts)
@@ -241,19 +253,22 @@ function M.python(opts)
       cwd = opts.cwd })
 end
 
---- bash without startup files and without history, PS1/PS2 unique. opts as python's.
+--- bash without startup files and without history, PS1/PS2 unique, PAGER=cat. opts as
+--- python's.
 ---@return luxec.Repl|nil, string|nil, string|nil
 function M.bash(opts)
   opts = check("bash", opts, false)
   local t = token()
-  local env = { PS1 = ("[sh-%s]$ "):format(t), PS2 = ("[sh-%s]+ "):format(t),
-    PROMPT_COMMAND = false }
+  -- "\133" is "[" once bash expands the prompt: the variables' text (which `env` or `set`
+  -- print) never reads as the prompt.
+  local env = { PS1 = ("\\133sh-%s]$ "):format(t), PS2 = ("\\133sh-%s]+ "):format(t),
+    PROMPT_COMMAND = false, PAGER = "cat" } -- no pager waiting for a key
   for k, v in pairs(opts.env or {}) do
     env[k] = v
   end
   return start(2, with_args({ opts.command or "bash", "--norc", "--noprofile", "+o", "history" },
-    opts), { prompt = env.PS1, continuation = env.PS2, timeout = opts.timeout, env = env,
-    cwd = opts.cwd })
+    opts), { prompt = ("[sh-%s]$ "):format(t), continuation = ("[sh-%s]+ "):format(t),
+    timeout = opts.timeout, env = env, cwd = opts.cwd })
 end
 
 --- sqlite3 (opts.args: the database file, else an in-memory one), prompts set by .prompt,

@@ -53,6 +53,10 @@ local function check_events(events)
   if #list == 0 then error("bad option 'events' to 'run' (no event given)", 0) end
   local pats, answers = {}, {}
   for i, e in ipairs(list) do
+    if e[1] == expect.EOF or e[1] == expect.TIMEOUT then
+      error(("bad option 'events' to 'run' (%s is not an event: the end of the output ends " ..
+        "the run, and run's timeout ends it too)"):format(tostring(e[1])), 0)
+    end
     if type(e[2]) ~= "string" and type(e[2]) ~= "function" then
       error(("bad option 'events' to 'run' (the answer to %s must be a string or a " ..
         "function, got %s)"):format(type(e[1]) == "string" and ("%q"):format(e[1])
