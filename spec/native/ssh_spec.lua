@@ -199,6 +199,14 @@ describe("luxec.ssh.login against OpenSSH", function()
       :format(port), 1, true))
     s = assert(luxec.ssh.login(opts({ password = password }))) -- known now
     s:close()
+    os.remove(dir .. "/known_hosts")
+    local o = opts({ password = password })
+    o.options.StrictHostKeyChecking = "yes"
+    s, msg, code = luxec.ssh.login(o)
+    assert.same({ nil, "host_key" }, { s, code })
+    assert.equals(("host key: ssh could not verify the host key of %s@127.0.0.1:%d: No " ..
+      "ED25519 host key is known for [127.0.0.1]:%d and you have requested strict checking.")
+      :format(user, port, port), msg)
   end)
 
   it("a changed host key is a clear error", function()

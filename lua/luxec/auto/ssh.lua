@@ -179,7 +179,11 @@ local function authenticate(p, opts, deadline, timeout)
     elseif i == 3 then
       return nil, ("auth: permission denied: %s refused %s"):format(where(opts),
         secrets_sent > 0 and "the password" or "every method offered"), "auth"
-    elseif i == 4 or i == 5 then
+    elseif i == 5 then -- refused without a change: an unknown host under strict checking
+      local why = p.before:gsub("\r", ""):match("([^\n]*)\n?$")
+      return nil, ("host key: ssh could not verify the host key of %s: %s"):format(where(opts),
+        why ~= "" and why or "Host key verification failed."), "host_key"
+    elseif i == 4 then
       p:expect({ expect.EOF }, { timeout = math.max(0.1, left / 1000) })
       return nil, ("host key: the host key of %s has changed (possible man-in-the-middle, or " ..
         "the host was reinstalled); ssh refused to connect. Remove the old key with " ..
