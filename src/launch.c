@@ -179,6 +179,7 @@ int launch_pty_slave_setup(const launch_req *req, int slave) {
   struct termios tio;
   if (tcgetattr(slave, &tio) == 0) {
     tio.c_iflag |= IUTF8;
+    if (req->no_echo) tio.c_lflag &= ~(tcflag_t)ECHO;
     tcsetattr(slave, TCSANOW, &tio);
   }
   struct winsize ws = {.ws_row = req->rows, .ws_col = req->cols};

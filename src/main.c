@@ -102,6 +102,19 @@ static int dostring(lua_State *L, const char *s, const char *name) {
   return dochunk(L, luaL_loadbuffer(L, s, strlen(s), name));
 }
 
+/* require("luxec.cli.repl").track(): sessions started from now on are the prompt's. */
+static int track_sessions(lua_State *L) {
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "luxec.cli.repl");
+  int status = luxec_docall(L, 1, 1);
+  if (status == LUA_OK) {
+    lua_getfield(L, -1, "track");
+    lua_remove(L, -2);
+    status = luxec_docall(L, 0, 0);
+  }
+  return luxec_report(L, status);
+}
+
 /* -l mod or -l g=mod: require the module into a global. */
 static int dolibrary(lua_State *L, char *spec) {
   char *modname = strchr(spec, '=');
@@ -296,6 +309,8 @@ static int pmain(lua_State *L) {
   if (!(args & has_E) && handle_luainit(L) != LUA_OK) return 0;
   if (!runargs(L, argv, optlim)) return 0;
   if (script > 0 && script < argc) {
+    /* -i: the prompt that follows lists the sessions the script starts */
+    if ((args & has_i) && track_sessions(L) != LUA_OK) return 0;
     if (handle_script(L, argv + script) != LUA_OK) return 0;
   }
   if (args & has_i) {

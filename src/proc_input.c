@@ -1,5 +1,5 @@
 /* proc_input.c: what a session's program has not read of its input yet, and its terminal's
- * control characters. The Lua layer decides from these when the program waits for input. */
+ * control characters and echo. The Lua layer decides from these when the program waits for input. */
 #include "proc.h"
 
 #include <errno.h>
@@ -76,5 +76,29 @@ static int proc_tty_char(lua_State *L) {
   return 1;
 }
 
-const luaL_Reg proc_input_methods[] = {
-    {"input_unread", proc_input_unread}, {"tty_char", proc_tty_char}, {NULL, NULL}};
+/* p:tty_echo([on]) -> whether the terminal echoes (after setting it when `on` is given), or
+ * nil, message, code for a pipe session or a terminal that cannot be asked. */
+static int proc_tty_echo(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  int set = !lua_isnoneornil(L, 2);
+  int on = lua_toboolean(L, 2);
+  struct termios tio;
+  int fd = p->out[0].fd >= 0 ? p->out[0].fd : p->in_fd;
+  if (!p->tty || fd < 0) return luxec_push_error(L, ENOTTY);
+  if (tcgetattr(fd, &tio) != 0) return luxec_push_error(L, errno);
+  if (set) {
+    if (on) {
+      tio.c_lflag |= ECHO;
+    } else {
+      tio.c_lflag &= ~(tcflag_t)ECHO;
+    }
+    if (tcsetattr(fd, TCSANOW, &tio) != 0) return luxec_push_error(L, errno);
+  }
+  lua_pushboolean(L, (tio.c_lflag & ECHO) != 0);
+  return 1;
+}
+
+const luaL_Reg proc_input_methods[] = {{"input_unread", proc_input_unread},
+                                       {"tty_char", proc_tty_char},
+                                       {"tty_echo", proc_tty_echo},
+                                       {NULL, NULL}};

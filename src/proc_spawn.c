@@ -61,7 +61,7 @@ static const char **string_array(lua_State *L, int t, const char *what) {
 
 /* core.spawn(argv, opts) -> proc, pid | nil, message, code.
  * opts (already validated by luxec.process): env (array of "K=V"), cwd, arg0, tty, rows,
- * cols, stdin ("pipe"|"null"), stderr ("merge"|"pipe"), head, tail, log, log_stderr, log_max,
+ * cols, no_echo, stdin ("pipe"|"null"), stderr ("merge"|"pipe"), head, tail, log, log_stderr, log_max,
  * cgroup (bool: use one when available), marker (the "K=V" entry of env that tells this
  * session's orphans apart when there is no cgroup), on_event (function). */
 int proc_core_spawn(lua_State *L) {
@@ -85,6 +85,7 @@ int proc_core_spawn(lua_State *L) {
   req.tty = opt_bool(L, 2, "tty");
   req.rows = (unsigned short)opt_int(L, 2, "rows", 24);
   req.cols = (unsigned short)opt_int(L, 2, "cols", 80);
+  req.no_echo = opt_bool(L, 2, "no_echo");
   req.stdin_pipe = strcmp(opt_string(L, 2, "stdin", "pipe"), "pipe") == 0;
   req.stderr_apart = strcmp(opt_string(L, 2, "stderr", "merge"), "pipe") == 0;
   lua_Integer head = opt_int(L, 2, "head", 512 * 1024), tail = opt_int(L, 2, "tail", 512 * 1024);

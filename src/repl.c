@@ -3,7 +3,7 @@
  * sessions keep running while it waits; each complete chunk runs as top-level code, outside
  * the loop, as lua.c's do. What a line means, prompts, evaluation, printing, history and
  * completion are luxec.cli.repl's (lua/luxec/cli/repl.lua): R.start(native), R.line(line) -> ready,
- * R.run(), R.prompt(), R.cancel(), R.complete(text, line, start) -> {candidates}. */
+ * R.run(), R.prompt(), R.cancel(), R.complete(text, line, start) -> {candidates}, R.leave(). */
 #include "luxec.h"
 
 #include <errno.h>
@@ -26,6 +26,7 @@ typedef struct repl {
   int pollable;
   int eof;
   int ready;             /* luxec.cli.repl holds a complete chunk to run */
+  int waiting;           /* the line editor shows a line being typed while the loop runs */
   char in[4096];         /* plain mode: bytes read but not yet split into lines */
   size_t in_len;
 } repl;
@@ -207,6 +208,28 @@ static int native_clear_history(lua_State *L) {
   return 0;
 }
 
+/* native.hide_line() -> true when the line being typed was taken off the screen (output of
+ * a background task is coming: it goes above the line, which show_line then redraws). */
+static int native_hide_line(lua_State *L) {
+  int hide = active != NULL && active->waiting;
+  if (hide) {
+    fputs("\r\033[K", stdout);
+    fflush(stdout);
+  }
+  lua_pushboolean(L, hide);
+  return 1;
+}
+
+/* native.show_line(): draw the prompt and the line being typed again. */
+static int native_show_line(lua_State *L) {
+  (void)L;
+  if (active != NULL && active->waiting) {
+    fflush(stdout);
+    rl_forced_update_display();
+  }
+  return 0;
+}
+
 /* Load luxec.cli.repl and start it; 0, or -1 after reporting why not. */
 static int start(repl *r) {
   lua_State *L = r->h->L;
@@ -221,6 +244,10 @@ static int start(repl *r) {
   lua_setfield(L, -2, "add_history");
   lua_pushcfunction(L, native_clear_history);
   lua_setfield(L, -2, "clear_history");
+  lua_pushcfunction(L, native_hide_line);
+  lua_setfield(L, -2, "hide_line");
+  lua_pushcfunction(L, native_show_line);
+  lua_setfield(L, -2, "show_line");
   return rcall(r, "start", 1, 0);
 }
 
@@ -261,7 +288,9 @@ void luxec_repl(luxec_host *h) {
     if (!r->ready && r->pollable) {
       uv_poll_start(&r->poll, UV_READABLE, poll_cb);
       uv_signal_start(&r->sigint, sigint_cb, SIGINT);
+      r->waiting = r->tty;
       while (!r->ready && !r->eof) luxec_host_run(h, UV_RUN_ONCE);
+      r->waiting = 0;
       uv_poll_stop(&r->poll);
       uv_signal_stop(&r->sigint); /* libuv leaves SIGINT at SIG_DFL: the host's again */
       luxec_host_signals();
@@ -290,6 +319,11 @@ void luxec_repl(luxec_host *h) {
   }
   if (r->tty) rl_callback_handler_remove();
   fputs("\n", stdout);
+  lua_State *L = h->L; /* R.leave(): the prompt says which sessions it ends */
+  lua_rawgeti(L, LUA_REGISTRYINDEX, r->mod_ref);
+  lua_getfield(L, -1, "leave");
+  lua_remove(L, -2);
+  luxec_report(L, luxec_docall(L, 0, 0));
   fflush(stdout);
   if (r->pollable) uv_close((uv_handle_t *)&r->poll, NULL);
   uv_close((uv_handle_t *)&r->sigint, NULL);

@@ -10,6 +10,8 @@
 ---@field EOF luxec.Sentinel  an expect pattern: the end of the session's output
 ---@field TIMEOUT luxec.Sentinel  an expect pattern: the end of the wait
 ---@field defaults luxec.ProcessDefaults  the defaults spawn uses (change them with care)
+---@field ssh luxec.ssh  log in with OpenSSH's client and run commands (pexpect's pxssh)
+---@field replwrap luxec.replwrap  drive a REPL: repl:run(code) -> its output
 local luxec = {}
 
 ---@class luxec.Sentinel
@@ -72,6 +74,8 @@ function luxec.in_task() end
 ---@field cgroup boolean|nil  false: do without a cgroup (a cgroup is used where one can be made)
 ---@field sandbox luxec.SandboxPolicy|nil  confine the session (see luxec.sandbox)
 ---@field record string|nil  write an asciicast v2 recording of the session to this file
+---@field echo boolean|nil  false: the terminal starts without echo (set before the program runs)
+---@field log_to file*|fun(data: string, stream: integer)|nil  the output as it arrives (pexpect's logfile_read); it does not keep the host running
 
 ---@class luxec.Holder
 ---@field pid integer
@@ -280,6 +284,18 @@ function Process:sendeof() end
 ---@return "timeout"|"eof"|nil kind
 function Process:wait_input(opts) end
 
+--- Turn the terminal's echo on or off: true, or nil, "ENOTTY: ...", "ENOTTY" for a pipe
+--- session.
+---@param on boolean
+---@return boolean|nil ok
+---@return string|nil err
+---@return string|nil code
+function Process:setecho(on) end
+
+--- Whether the terminal echoes now (false for a pipe session).
+---@return boolean
+function Process:getecho() end
+
 ---@class luxec.InteractOptions
 ---@field escape string|false|nil  the key that ends it ("^]"), false for none
 ---@field replay boolean|nil  false: do not show what the session printed before
@@ -337,6 +353,7 @@ function luxec.spawn(argv, opts) end
 ---@class luxec.RunOptions: luxec.SpawnOptions
 ---@field timeout number|nil  seconds; then the tree is terminated and timed_out is true
 ---@field input string|nil  written to stdin, then EOF
+---@field events table|nil  {[pattern] = answer} or {{pattern, answer}, ...}: each match of a pattern (as expect takes them) is answered with the string, or with fn(p, match, count)'s string; true from fn ends the run. A terminal unless tty = false
 
 ---@class luxec.RunResult
 ---@field code integer|nil
@@ -351,6 +368,8 @@ function luxec.spawn(argv, opts) end
 ---@field holders luxec.Holder[]|nil
 ---@field pid integer
 ---@field sandbox luxec.SandboxReport|nil
+---@field events integer|nil  with events: how many were answered
+---@field stopped boolean|nil  with events: an answer function returned true and the run ended the program
 
 --- Run argv to completion.
 ---@param argv string[]
@@ -365,5 +384,135 @@ function luxec.run(argv, opts) end
 ---@param opts luxec.TerminateOptions|nil
 ---@return luxec.TerminateResult
 function luxec.terminate_all(procs, opts) end
+
+-- ssh logins ------------------------------------------------------------------------------
+
+---@class luxec.ssh
+---@field defaults {ssh: string, timeout: number, poll_ms: integer}
+
+---@class luxec.SshLoginOptions
+---@field host string
+---@field user string|nil
+---@field port integer|nil
+---@field password string|nil
+---@field key string|nil  an identity file (only it is offered)
+---@field passphrase string|nil  the key's passphrase
+---@field options table<string, string|number>|nil  ssh -o settings
+---@field config string|nil  ssh -F
+---@field accept_new_host_key boolean|nil  answer "yes" for a host not known yet (false: fail naming its fingerprint)
+---@field timeout number|nil  seconds for the whole login (30)
+---@field ssh string|nil  the client program ("ssh")
+---@field env table<string, string|false>|nil  overrides of the client's environment (TERM is "dumb" unless given)
+
+---@class luxec.SshSession
+---@field process luxec.Process  the ssh client's session
+---@field prompt_re string  the unique prompt (a PCRE2 regex; its capture is $?)
+---@field timeout number|false  the default timeout of run and prompt (seconds)
+local SshSession = {}
+
+--- Run one command line: its output ("\r\n" as "\n") and exit status, or nil, message,
+--- "timeout"|"eof".
+---@param cmd string
+---@param opts {timeout: number|false|nil}|nil
+---@return string|nil output
+---@return integer|string|nil status_or_err
+---@return string|nil code
+function SshSession:run(cmd, opts) end
+
+--- Wait for the unique prompt: the output before it and the status it shows.
+---@param opts {timeout: number|false|nil}|nil
+---@return string|nil output
+---@return integer|string|nil status_or_err
+---@return string|nil code
+function SshSession:prompt(opts) end
+
+--- "exit", then ssh's status (the session is closed).
+---@param opts {timeout: number|false|nil}|nil
+---@return luxec.Status|nil status
+---@return string|nil err
+---@return string|nil code
+function SshSession:logout(opts) end
+
+--- End the session at once.
+function SshSession:close() end
+
+--- Log in: the session, or nil, message, code ("auth", "host_key", "timeout", "eof").
+---@param opts luxec.SshLoginOptions
+---@return luxec.SshSession|nil session
+---@return string|nil err
+---@return string|nil code
+function luxec.ssh.login(opts) end
+
+-- REPLs ------------------------------------------------------------------------------------
+
+---@class luxec.ReplOptions
+---@field prompt string  the prompt the REPL shows (or the one init sets)
+---@field continuation string|nil  its continuation prompt
+---@field init string|nil  a line sent at orig_prompt that sets the prompt
+---@field orig_prompt string|nil  the first prompt (needed with init)
+---@field finish string|nil  a line sent once when the code ends inside a statement
+---@field cancel string|false|nil  the line that abandons an open statement (^C by default; false: the repl is closed)
+---@field timeout number|nil  seconds for the start and each run (30)
+---@field env table<string, string|false>|nil
+---@field cwd string|nil
+
+---@class luxec.ReplStartOptions
+---@field command string|nil  the program (python3, bash, sqlite3, node)
+---@field args string[]|nil  more arguments (sqlite3: the database file)
+---@field timeout number|nil
+---@field env table<string, string|false>|nil
+---@field cwd string|nil
+
+---@class luxec.Repl
+---@field process luxec.Process
+---@field prompt string
+---@field continuation string|nil
+---@field timeout number|false
+local Repl = {}
+
+--- Run code (one line or several): its output, or nil, message, "timeout"|"eof"|"incomplete".
+---@param code string
+---@param opts {timeout: number|false|nil}|nil
+---@return string|nil output
+---@return string|nil err
+---@return string|nil code
+function Repl:run(code, opts) end
+
+--- ^C, then the output before the prompt.
+---@param opts {timeout: number|false|nil}|nil
+---@return string|nil output
+---@return string|nil err
+---@return string|nil code
+function Repl:interrupt(opts) end
+
+function Repl:close() end
+
+---@class luxec.replwrap
+---@overload fun(argv: string[], opts: luxec.ReplOptions): luxec.Repl|nil, string|nil, string|nil
+local replwrap = {}
+
+---@param opts luxec.ReplStartOptions|nil
+---@return luxec.Repl|nil repl
+---@return string|nil err
+---@return string|nil code
+function replwrap.python(opts) end
+
+---@param opts luxec.ReplStartOptions|nil
+---@return luxec.Repl|nil repl
+---@return string|nil err
+---@return string|nil code
+function replwrap.bash(opts) end
+
+---@param opts luxec.ReplStartOptions|nil
+---@return luxec.Repl|nil repl
+---@return string|nil err
+---@return string|nil code
+function replwrap.sqlite3(opts) end
+
+---@param opts luxec.ReplStartOptions|nil
+---@return luxec.Repl|nil repl
+---@return string|nil err
+---@return string|nil code
+function replwrap.node(opts) end
 
 return luxec

@@ -14,6 +14,8 @@ M.in_task = sched.in_task
 local process = require("luxec.process")
 M.spawn = process.spawn -- every option, `record = "file.cast"` included
 M.run = require("luxec.process.run").run
+M.ssh = require("luxec.auto.ssh")
+M.replwrap = require("luxec.auto.replwrap")
 M.terminate_all = process.terminate_all
 M.defaults = process.defaults
 M.remote = require("luxec.remote") -- sessions on a `luxec serve`: remote.connect{...}

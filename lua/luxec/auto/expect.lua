@@ -172,6 +172,12 @@ local function compile(fname, patterns, exact)
   return pats
 end
 
+--- Check and compile a list of patterns as expect takes them, without a session (for a
+--- caller that checks before it starts one). Raises bare messages naming `fname`.
+function M.compile(fname, patterns)
+  return compile(fname, patterns, false)
+end
+
 -- The earliest match in subject from init on; ties go to the first pattern listed.
 -- at_start: subject begins where the unmatched output begins (for ^ anchors).
 -- Returns index, start, end, captures (a list) or nil.

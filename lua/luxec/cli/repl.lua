@@ -227,9 +227,16 @@ end
 
 local commands = {}
 local HELP = [[
-Lua with luxec loaded: luxec.spawn, luxec.run, luxec.go, luxec.sleep, p:expect, p:sendline,
-p:screen, p:interact ... (see README.md). Sessions started here are numbered; sessions[N] is
-session N. They keep running while the prompt waits.
+Lua with luxec loaded. Sessions started here are numbered; sessions[N] is session N. They
+keep running while the prompt waits; _ is the last result.
+  p = luxec.spawn({"python3", "-i"}, {tty = true})  start a session (tty: on a terminal)
+  p:expect("text") / p:expect({re = "regex"})  wait for output; then p.before, p.match
+  p:sendline("line")  p:sendcontrol("c")  p:read()  p:screen()  p:status()  p:terminate()
+  r = luxec.run({"ls", "-l"})  run to the end: r.output, r.code
+  s = luxec.ssh.login({host = "h", user = "u", password = "pw"})  s:run("cmd")
+  py = luxec.replwrap.python()  py:run("1 + 1")  (also .bash, .sqlite3, .node)
+  luxec.go(function() ... end)  a task; luxec.sleep(ms)
+Timeouts are in seconds (p.timeout, or {timeout = 5}); options ending in _ms are in ms.
   :ps          the sessions, their state and output
   :attach N    take over session N's terminal (%s detaches; the session keeps running)
   :kill N      terminate session N (its whole process tree) and forget it
@@ -300,14 +307,19 @@ function commands.attach(arg)
     return
   end
   local key = M.defaults.escape == "^]" and "Ctrl-]" or M.defaults.escape
-  local how = s.p:interact({ escape = M.defaults.escape, replay = false, start = function()
-    io.write(("[attached to session %d: %s; %s detaches]\r\n"):format(s.n, s.cmd, key))
-    if not s.p:status().tty then
-      io.write("[a session without a terminal: what you type is not echoed]\r\n")
-    end
-    draw(s)
-    io.flush()
-  end })
+  -- A raw terminal sends "\r" for Enter; without a terminal of its own the program has no
+  -- line discipline to turn it into the "\n" that ends its line.
+  local input = not s.p:status().tty and function(data) return (data:gsub("\r", "\n")) end
+    or nil
+  local how = s.p:interact({ escape = M.defaults.escape, replay = false, input = input,
+    start = function()
+      io.write(("[attached to session %d: %s; %s detaches]\r\n"):format(s.n, s.cmd, key))
+      if not s.p:status().tty then
+        io.write("[a session without a terminal: what you type is not echoed]\r\n")
+      end
+      draw(s)
+      io.flush()
+    end })
   if not s.p:closed() and s.p:status().tty and s.p:screen().altscreen then
     io.write("\27[?1049l") -- back to the prompt's screen; the program keeps its own
   end
@@ -349,14 +361,59 @@ end
 
 -- ---- the prompt ----
 
---- Called once by src/repl.c with {tty, add_history(entry), clear_history()}.
+local tracking = false
+
+--- From now on every session started is one of the prompt's (numbered, in :ps): called
+--- when the prompt starts, and before the script with `luxec -i script.lua`.
+function M.track()
+  if tracking then return end
+  tracking = true
+  table.insert(record.on_spawn, function(p, argv) add_session(p, argv) end)
+end
+
+-- What tasks print while a line is being typed goes above that line, which is then drawn
+-- again (instead of gluing the output onto it).
+local function around_the_line(write, ends_line)
+  return function(...)
+    if not native.hide_line() then return write(...) end
+    local r = table.pack(pcall(write, ...))
+    local last = select("#", ...) > 0 and tostring(select(select("#", ...), ...)) or ""
+    if not ends_line and last:sub(-1) ~= "\n" then io.stdout:write("\n") end
+    native.show_line()
+    if not r[1] then error(r[2], 2) end
+    return table.unpack(r, 2, r.n)
+  end
+end
+
+--- Called once by src/repl.c with {tty, add_history(entry), clear_history(), hide_line(),
+--- show_line()}.
 function M.start(n)
   native = n
+  if native.tty then
+    _G.print = around_the_line(_G.print, true)
+    io.write = around_the_line(io.write, false) -- luacheck: ignore 122
+  end
   _G.luxec = _G.luxec or luxec
   _G.uv = _G.uv or uv
   _G.sessions = _G.sessions or {}
-  table.insert(record.on_spawn, function(p, argv) add_session(p, argv) end)
+  M.track()
   if native.tty then load_history() end
+end
+
+--- Called once when the prompt ends (Ctrl-D, or the end of its input): the sessions still
+--- running are ended (their whole trees), and it says which.
+function M.leave()
+  local ended = {}
+  for _, s in ipairs(list) do
+    if not s.p:closed() and not s.p:finished() then
+      ended[#ended + 1] = ("%d %s (pid %d, %s)"):format(s.n, s.cmd, s.p.pid, state_of(s.p))
+      s.p:close()
+    end
+  end
+  if #ended > 0 then
+    io.write(("[ended %d running session%s: %s]\n"):format(#ended, #ended == 1 and "" or "s",
+      table.concat(ended, "; ")))
+  end
 end
 
 function M.prompt()
@@ -422,6 +479,7 @@ function M.run()
     return
   end
   if res.n > 1 then
+    _G._ = res[2] -- the last result, as in Python's prompt
     local out = {}
     for i = 2, res.n do
       out[#out + 1] = M.pretty(res[i])
@@ -485,7 +543,14 @@ function M.complete(text, line, start)
   end
   local base, sep, partial = text:match("^(.*)([%.:])([%w_]*)$")
   local found = {}
-  if base then
+  if base == "" then
+    -- "[" and "]" end a word: `sessions[2]:exp` completes ":exp" on the value before it.
+    local expr = line:sub(1, start):match("([%a_][%w_%.]*%[%d+%])$")
+    local t = expr and resolve(expr:match("^(.-)%["))
+    local v = type(t) == "table" and rawget(t, tonumber(expr:match("%[(%d+)%]$"))) or nil
+    if v == nil then return out end
+    fields(v, sep == ":", found)
+  elseif base then
     local v = resolve(base)
     if v == nil then return out end
     fields(v, sep == ":", found)

@@ -167,6 +167,34 @@ return function(Process)
     end
   end
 
+  --- Turn the terminal's echo on or off (pexpect's setecho): what is written to the session
+  --- from then on is (not) shown back in its output. Returns true, or nil, "ENOTTY: ...",
+  --- "ENOTTY" for a pipe session (pipes never echo). A program may set its own terminal
+  --- modes later (a shell's line editor does): p:getecho() says what holds now.
+  ---@param on boolean
+  ---@return boolean|nil, string|nil, string|nil
+  function Process:setecho(on)
+    if type(on) ~= "boolean" then
+      error(("bad argument #1 to 'setecho' (boolean expected, got %s)"):format(type(on)), 2)
+    end
+    closed_error(self, "setecho")
+    if not self:size() then
+      return nil, "ENOTTY: a pipe session has no terminal echo to set", "ENOTTY"
+    end
+    local now, err, code = self._core:tty_echo(on)
+    if now == nil then return nil, err, code end
+    return true
+  end
+
+  --- Whether the terminal echoes what is written to the session now (false for a pipe
+  --- session: nothing echoes it).
+  ---@return boolean
+  function Process:getecho()
+    closed_error(self, "getecho")
+    if not self:size() then return false end
+    return self._core:tty_echo() == true
+  end
+
   --- Hand the session to the person at the terminal (see luxec.auto.interact).
   ---@param opts luxec.InteractOptions|nil
   ---@return "escape"|"exit"|"eof"

@@ -58,6 +58,7 @@ M.Process = Process
 ---@field cwd string|nil
 ---@field arg0 string|nil  argv[0] as the program sees it
 ---@field tty boolean|{rows: integer, cols: integer}|nil  a new PTY (24x80 by default)
+---@field echo boolean|nil  false: the terminal starts without echo (a pipe never echoes)
 ---@field stdin "pipe"|"null"|nil  pipes only (default "pipe")
 ---@field stderr "merge"|"pipe"|nil  pipes only: merged in arrival order (default) or apart
 ---@field head integer|nil  bytes kept from the start of each stream (512 KiB)
@@ -69,6 +70,7 @@ M.Process = Process
 ---@field cgroup boolean|nil  a cgroup for the session where possible (default true)
 ---@field sandbox luxec.SandboxPolicy|nil  confine it (see luxec.sandbox)
 ---@field record string|nil  record the session into this file (asciicast v2)
+---@field log_to file*|fun(data: string, stream: integer)|nil  output as it arrives (logfile_read)
 
 --- A timeout option: nil (the default), false (no limit) or seconds >= 0. Returns the
 --- milliseconds, or nil for no limit; raises a message naming fname.
@@ -156,6 +158,7 @@ local function start(argv, spec)
     cwd = spec.cwd,
     arg0 = opts.arg0,
     tty = opts.tty and true or false,
+    no_echo = opts.echo == false, -- the terminal starts without echo (before the program runs)
     rows = spec.rows,
     cols = spec.cols,
     stdin = opts.stdin or "pipe",
@@ -184,6 +187,11 @@ local function start(argv, spec)
   self._streams = (copts.tty or copts.stderr == "merge") and 1 or 2
   if copts.tty then self._size = { spec.rows, spec.cols } end
   if rec then rec:attach(self) end
+  if opts.log_to then -- written as it arrives; it does not keep the host running
+    local to = opts.log_to
+    self:on("output", type(to) == "function" and to
+      or function(data) to:write(data) to:flush() end, { hold = false })
+  end
   for _, fn in ipairs(M.on_spawn) do
     fn(self, argv, opts)
   end

@@ -10,7 +10,8 @@ local SPAWN_OPTIONS = {
   tty = { "boolean", "table" }, stdin = "string", stderr = "string", head = "number",
   tail = "number", log = "string", log_stderr = "string", log_max = "number",
   grace_ms = "number",
-  cgroup = "boolean", sandbox = "table", record = "string",
+  cgroup = "boolean", sandbox = "table", record = "string", echo = "boolean",
+  log_to = { "userdata", "function" },
 }
 
 local function argerror(fname, n, msg)
@@ -111,6 +112,10 @@ function M.check_spawn_opts(opts)
   check_size("spawn", "tail", opts.tail)
   check_size("spawn", "grace_ms", opts.grace_ms)
   check_size("spawn", "log_max", opts.log_max)
+  if type(opts.log_to) == "userdata" and io.type(opts.log_to) ~= "file" then
+    error(("bad option 'log_to' to 'spawn' (an open file such as io.stdout, or a function, " ..
+      "expected, got %s)"):format(io.type(opts.log_to) or "userdata"), 0)
+  end
   if type(opts.tty) == "table" then
     for k, v in pairs(opts.tty) do
       if k ~= "rows" and k ~= "cols" then
