@@ -175,6 +175,11 @@ void proc_orphans_reap(void) {
   pid_t kids[1024], uvpids[64] = {0};
   int n = pfs_children(getpid(), kids, 1024);
   uv_walk(orphan_timer.loop, collect_uv_pid, uvpids);
+  for (int j = nadopted - 1; j >= 0 && nadopted > ADOPTED_MAX / 2; j--) {
+    int child = 0; /* reaped elsewhere (a tree kill waits for what it killed): forgotten */
+    for (int i = 0; i < n && !child; i++) child = kids[i] == adopted[j].pid;
+    if (!child) adopted_drop(j);
+  }
   for (int i = 0; i < n; i++) {
     if (is_session_process(kids[i], live)) continue;
     if (!ours(kids[i], live) && !foreign_orphan(kids[i], uvpids)) continue;
