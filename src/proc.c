@@ -379,9 +379,10 @@ static int proc_status(lua_State *L) {
   return 1;
 }
 
-/* p:ref(keep): whether the session keeps the loop (and so the host) alive. Sessions start
- * unreferenced: a script that ends ends its sessions, as Expect's and pexpect's do; the
- * Lua layer references it while something waits on it or listens to it. */
+/* p:ref(keep): whether the session keeps the loop (and so the host) alive, and its handle
+ * from the collector. Sessions start unreferenced: a script that ends ends its sessions, as
+ * Expect's and pexpect's do, and one it drops is collected; the Lua layer references it
+ * while something waits on it or listens to it. */
 static int proc_ref(lua_State *L) {
   proc *p = proc_check(L, 1);
   int keep = lua_toboolean(L, 2);
