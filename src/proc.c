@@ -233,7 +233,7 @@ void proc_started(proc *p, lua_State *L) {
   lua_rawsetp(L, -2, p);
   lua_pop(L, 1);
   uv_loop_t *loop = &luxec_gethost(L)->loop;
-  if (p->cg.dir_fd < 0) proc_orphans_session(p, loop); /* orphans come back to the host */
+  proc_orphans_session(p, loop);
   uv_poll_init(loop, &p->exit_poll, p->pidfd);
   p->exit_poll.data = NULL;
   p->exit_poll_open = 1;

@@ -19,7 +19,9 @@
 #include "procfs.h"
 
 static int subreaper = 0;
-static uv_signal_t orphan_sig;  /* SIGCHLD while the host is a child subreaper */
+static int watching = 0;        /* the two handles below are open */
+static uv_signal_t orphan_sig;  /* SIGCHLD, while there are sessions without a cgroup or with
+                                 * a sandbox's init, both of which leave children to reap */
 static uv_timer_t orphan_timer; /* and a slow sweep, for a SIGCHLD that went elsewhere */
 static int watchdog_fd = -1;    /* write end: session ids in, EOF when the host ends */
 
@@ -60,6 +62,7 @@ static int stat_of(pid_t pid, char *state, pid_t *sid, unsigned long long *start
 }
 
 static int has_prefix_env(pid_t pid) {
+  if (marker_len == 0) return 0;
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -76,6 +79,7 @@ static int has_prefix_env(pid_t pid) {
 }
 
 static int in_host_cgroup(pid_t pid) {
+  if (cgroup_part[0] == '\0') return 0;
   char path[64], buf[4096];
   snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -117,10 +121,12 @@ static int ours(pid_t kid, proc *live) {
   return yes;
 }
 
-static int is_session_process(pid_t kid, proc *live) {
+/* 1: a session's own child, reaped by the session; 2: a sandbox's init the session killed,
+ * the host's to reap; 0: neither. */
+static int session_child(pid_t kid, proc *live) {
   for (proc *p = live; p != NULL; p = p->next) {
-    /* a sandbox's init is reaped by the session once killed: until then its pid is kept */
-    if ((p->pid == kid && !p->reaped) || (p->init_pid == kid && !p->init_killed)) return 1;
+    if (p->pid == kid && !p->reaped) return 1;
+    if (p->init_pid == kid) return p->init_killed ? 2 : 1;
   }
   return kid == cg_watchdog_pid();
 }
@@ -170,7 +176,7 @@ static int foreign_orphan(pid_t kid, const pid_t *uvpids) {
 
 /* Reap the adopted orphans that ended; remember the live ones that are the sessions'. */
 void proc_orphans_reap(void) {
-  if (!subreaper) return;
+  if (!watching) return;
   proc *live = proc_live();
   pid_t kids[1024], uvpids[64] = {0};
   int n = pfs_children(getpid(), kids, 1024);
@@ -181,11 +187,14 @@ void proc_orphans_reap(void) {
     if (!child) adopted_drop(j);
   }
   for (int i = 0; i < n; i++) {
-    if (is_session_process(kids[i], live)) continue;
-    if (!ours(kids[i], live) && !foreign_orphan(kids[i], uvpids)) continue;
+    int own = session_child(kids[i], live);
+    if (own == 1) continue;
+    if (own == 0 && !ours(kids[i], live) && !(subreaper && foreign_orphan(kids[i], uvpids)))
+      continue;
     siginfo_t si;
     memset(&si, 0, sizeof si);
-    if (waitid(P_PID, (id_t)kids[i], &si, WEXITED | WNOHANG) == 0 && si.si_pid == kids[i]) {
+    if (waitid(P_PID, (id_t)kids[i], &si, WEXITED | WNOHANG | __WALL) == 0 &&
+        si.si_pid == kids[i]) {
       for (int j = nadopted - 1; j >= 0; j--)
         if (adopted[j].pid == kids[i]) adopted_drop(j);
     }
@@ -327,25 +336,35 @@ static void watchdog_tell(int32_t msg) {
   }
 }
 
-/* A session without a cgroup started: its session id (and its sandbox's init) is the
- * watchdog's to kill if the host ends before it does. */
+static void watch(uv_loop_t *loop) {
+  if (watching) return;
+  watching = 1;
+  uv_signal_init(loop, &orphan_sig);
+  orphan_sig.data = NULL;
+  uv_signal_start(&orphan_sig, orphan_cb, SIGCHLD);
+  uv_unref((uv_handle_t *)&orphan_sig);
+  uv_timer_init(loop, &orphan_timer);
+  orphan_timer.data = NULL;
+  uv_timer_start(&orphan_timer, orphan_timer_cb, 1000, 1000);
+  uv_unref((uv_handle_t *)&orphan_timer);
+}
+
+/* A session started. Without a cgroup, its session id (and its sandbox's init) is the
+ * watchdog's to kill if the host ends before it does, and its orphans come back to the
+ * host; a sandbox's init is the host's child to reap once the session is done with it. */
 void proc_orphans_session(proc *p, uv_loop_t *loop) {
-  if (!subreaper) {
+  if (marker_len == 0) {
     snprintf(marker_prefix, sizeof marker_prefix, "LUXEC_SESSION=%d.", (int)getpid());
     marker_len = strlen(marker_prefix);
     snprintf(cgroup_part, sizeof cgroup_part, "/luxec.%d/", (int)getpid());
+  }
+  if (p->cg.dir_fd < 0 && !subreaper) {
     watchdog_start();
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     subreaper = 1;
-    uv_signal_init(loop, &orphan_sig);
-    orphan_sig.data = NULL;
-    uv_signal_start(&orphan_sig, orphan_cb, SIGCHLD);
-    uv_unref((uv_handle_t *)&orphan_sig);
-    uv_timer_init(loop, &orphan_timer);
-    orphan_timer.data = NULL;
-    uv_timer_start(&orphan_timer, orphan_timer_cb, 1000, 1000);
-    uv_unref((uv_handle_t *)&orphan_timer);
   }
+  if (p->cg.dir_fd < 0 || p->init_pid > 0) watch(loop);
+  if (p->cg.dir_fd >= 0) return;
   watchdog_tell((int32_t)p->pid);
   if (p->init_pid > 0) watchdog_tell((int32_t)p->init_pid);
 }
@@ -356,7 +375,7 @@ void proc_orphans_forget(pid_t pid) {
 }
 
 void proc_orphans_close(void) {
-  if (subreaper && !uv_is_closing((uv_handle_t *)&orphan_sig)) {
+  if (watching && !uv_is_closing((uv_handle_t *)&orphan_sig)) {
     uv_close((uv_handle_t *)&orphan_sig, NULL);
     uv_close((uv_handle_t *)&orphan_timer, NULL);
   }
