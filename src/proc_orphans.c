@@ -153,9 +153,10 @@ void proc_orphans_init_done(proc *p) {
     adopt(p->init_pid);
 }
 
+#define UV_PIDS_MAX 1024
 static void collect_uv_pid(uv_handle_t *h, void *arg) {
   pid_t *pids = arg;
-  if (uv_handle_get_type(h) == UV_PROCESS && pids[0] < 63) {
+  if (uv_handle_get_type(h) == UV_PROCESS && pids[0] < UV_PIDS_MAX - 1) {
     pids[++pids[0]] = uv_process_get_pid((uv_process_t *)h);
   }
 }
@@ -178,7 +179,8 @@ static int foreign_orphan(pid_t kid, const pid_t *uvpids) {
 void proc_orphans_reap(void) {
   if (!watching) return;
   proc *live = proc_live();
-  pid_t kids[1024], uvpids[64] = {0};
+  static pid_t kids[1024], uvpids[UV_PIDS_MAX];
+  uvpids[0] = 0;
   int n = pfs_children(getpid(), kids, 1024);
   uv_walk(orphan_timer.loop, collect_uv_pid, uvpids);
   for (int j = nadopted - 1; j >= 0 && nadopted > ADOPTED_MAX / 2; j--) {
