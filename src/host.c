@@ -40,22 +40,42 @@ int luxec_traceback(lua_State *L) {
   return 1;
 }
 
-/* SIGINT while top-level Lua code runs: stop it at the next instruction (lua.c's laction),
- * and wake the loop in case that code is waiting in it. */
+/* The host's one handler of SIGINT, SIGTERM and SIGHUP (installed with sigaction). SIGINT
+ * while top-level Lua code runs stops that code at its next instruction (lua.c's laction)
+ * and wakes the loop in case the code waits in it; a second SIGINT before that, or any of
+ * them outside Lua code, ends the host with its sessions. */
 static lua_State *interrupt_L = NULL;
 static uv_async_t *interrupt_wake = NULL;
+static volatile sig_atomic_t interrupt_pending = 0;
 
 static void lstop(lua_State *L, lua_Debug *ar) {
   (void)ar;
   lua_sethook(L, NULL, 0, 0);
+  interrupt_pending = 0;
   luaL_error(L, "interrupted!");
 }
 
-static void laction(int sig) {
-  int flag = LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT;
-  signal(sig, SIG_DFL); /* a second SIGINT ends the process */
-  lua_sethook(interrupt_L, lstop, flag, 1);
-  if (interrupt_wake != NULL) uv_async_send(interrupt_wake);
+static void set_handler(int sig, void (*fn)(int)) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = fn;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(sig, &sa, NULL);
+}
+
+static void host_signal(int sig) {
+  if (sig == SIGINT && interrupt_L != NULL && !interrupt_pending) {
+    int flag = LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT;
+    interrupt_pending = 1;
+    lua_sethook(interrupt_L, lstop, flag, 1);
+    if (interrupt_wake != NULL) uv_async_send(interrupt_wake);
+    return;
+  }
+  luxec_procs_kill_all(); /* the watchdog finishes what this cannot reach */
+  luxec_term_restore();   /* a person attached to a session gets their terminal back */
+  set_handler(sig, SIG_DFL);
+  raise(sig); /* delivered once the handler returns: the host ends by this signal */
 }
 
 /* Call a function of the main chunk, the REPL or the command line with a traceback handler;
@@ -63,13 +83,19 @@ static void laction(int sig) {
 int luxec_docall(lua_State *L, int narg, int nres) {
   int base = lua_gettop(L) - narg;
   luxec_host *h = luxec_gethost(L);
-  interrupt_L = L;
+  lua_State *saved_L = interrupt_L;
+  uv_async_t *saved_wake = interrupt_wake;
   interrupt_wake = h != NULL ? &h->wake : NULL;
+  interrupt_L = L;
   lua_pushcfunction(L, luxec_traceback);
   lua_insert(L, base);
-  void (*previous)(int) = signal(SIGINT, laction);
   int status = lua_pcall(L, narg, nres, base);
-  signal(SIGINT, previous == SIG_ERR ? SIG_DFL : previous);
+  interrupt_L = saved_L;
+  interrupt_wake = saved_wake;
+  if (interrupt_pending && saved_L == NULL) { /* came after the code was done */
+    lua_sethook(L, NULL, 0, 0);
+    interrupt_pending = 0;
+  }
   lua_remove(L, base);
   return status;
 }
@@ -113,24 +139,17 @@ int luxec_callback_pcall(lua_State *L, int nargs, int nresults, int flags) {
   return -status;
 }
 
-/* A fatal signal or an exit() that skips the orderly close must not leave sessions behind. */
+/* An exit() that skips the orderly close must not leave sessions behind. */
 static void kill_sessions_at_exit(void) {
   luxec_procs_kill_all();
 }
 
-static void fatal_signal(int sig) {
-  luxec_procs_kill_all();
-  luxec_term_restore(); /* a person attached to a session gets their terminal back */
-  signal(sig, SIG_DFL);
-  raise(sig);
-}
-
-/* SIGTERM, SIGHUP and (outside Lua code, which SIGINT interrupts instead) SIGINT end the
- * host; the sessions go with it. */
+/* SIGTERM, SIGHUP and SIGINT: host_signal, also after something else took them over for a
+ * while (the prompt's SIGINT). */
 void luxec_host_signals(void) {
-  signal(SIGTERM, fatal_signal);
-  signal(SIGHUP, fatal_signal);
-  signal(SIGINT, fatal_signal);
+  set_handler(SIGTERM, host_signal);
+  set_handler(SIGHUP, host_signal);
+  set_handler(SIGINT, host_signal);
 }
 
 static void wake_cb(uv_async_t *handle) {
@@ -153,7 +172,7 @@ static void raise_nofile(void) {
 int luxec_host_init(luxec_host *h, int ignore_env) {
   memset(h, 0, sizeof *h);
   h->ignore_env = ignore_env;
-  signal(SIGPIPE, SIG_IGN); /* a write to a closed pipe is an EPIPE result, not a death */
+  set_handler(SIGPIPE, SIG_IGN); /* a write to a closed pipe is an EPIPE result */
   raise_nofile();
   luxec_host_signals();
   atexit(kill_sessions_at_exit);

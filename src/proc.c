@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -28,56 +27,7 @@
 #endif
 
 static proc *live = NULL; /* every proc not yet freed */
-static int subreaper = 0;
-static uv_signal_t orphan_sig; /* SIGCHLD while the host is a child subreaper */
-static uv_timer_t orphan_timer; /* and a slow sweep, for a SIGCHLD that went elsewhere */
-
-static void collect_uv_pid(uv_handle_t *h, void *arg) {
-  pid_t *pids = arg;
-  if (uv_handle_get_type(h) == UV_PROCESS && pids[0] < 63) {
-    pids[++pids[0]] = uv_process_get_pid((uv_process_t *)h);
-  }
-}
-
-/* As child subreaper the host inherits the orphans of its sessions; reap those that exit
- * (never a session's own child, which its pidfd reaps, nor one of libuv's). */
-static void reap_orphans(uv_loop_t *loop) {
-  pid_t kids[1024], uvpids[64] = {0};
-  int n = pfs_children(getpid(), kids, 1024);
-  uv_walk(loop, collect_uv_pid, uvpids);
-  for (int i = 0; i < n; i++) {
-    int skip = kids[i] == cg_watchdog_pid();
-    for (proc *p = live; p != NULL && !skip; p = p->next) {
-      /* a sandbox's init is reaped by the session once killed: until then its pid is kept */
-      skip = (p->pid == kids[i] && !p->reaped) || (p->init_pid == kids[i] && !p->init_killed);
-    }
-    for (int j = 1; j <= uvpids[0] && !skip; j++) skip = uvpids[j] == kids[i];
-    if (!skip) waitpid(kids[i], NULL, WNOHANG);
-  }
-}
-
-static void orphan_cb(uv_signal_t *h, int signum) {
-  (void)signum;
-  reap_orphans(uv_handle_get_loop((uv_handle_t *)h));
-}
-
-static void orphan_timer_cb(uv_timer_t *h) {
-  reap_orphans(uv_handle_get_loop((uv_handle_t *)h));
-}
-
-static void become_subreaper(uv_loop_t *loop) {
-  if (subreaper) return;
-  prctl(PR_SET_CHILD_SUBREAPER, 1);
-  subreaper = 1;
-  uv_signal_init(loop, &orphan_sig);
-  orphan_sig.data = NULL;
-  uv_signal_start(&orphan_sig, orphan_cb, SIGCHLD);
-  uv_unref((uv_handle_t *)&orphan_sig);
-  uv_timer_init(loop, &orphan_timer);
-  orphan_timer.data = NULL;
-  uv_timer_start(&orphan_timer, orphan_timer_cb, 1000, 1000);
-  uv_unref((uv_handle_t *)&orphan_timer);
-}
+static const char LIVE_KEY = 'l'; /* registry: a weak table from each proc to its handle */
 
 proc *proc_live(void) {
   return live;
@@ -98,8 +48,10 @@ static void live_remove(proc *p) {
 static void proc_free_if_done(proc *p) {
   if (!p->closed || p->pending_closes > 0) return;
   if (p->box != NULL) p->box->p = NULL; /* closed by the host: its Lua handle is closed too */
-  live_remove(p);
   proc_ns_kill(p); /* (already, unless it ended without a close) */
+  proc_orphans_init_done(p);
+  if (p->init_pid > 0) proc_orphans_forget(p->init_pid);
+  live_remove(p);
   launch_init_stack_free(p->init_stack); /* it runs no more code */
   for (int i = 0; i < p->nout; i++) outbuf_free(&p->out[i].buf);
   proc_io_free_queue(p);
@@ -157,12 +109,36 @@ void proc_close_handle(proc *p, uv_handle_t *h) {
   }
 }
 
-/* Tell the Lua side; the callback may close p, which stays allocated until the handles'
- * close callbacks have run on a later turn of the loop. */
+/* The handle of p on top of L's stack, found through a weak table (the handle is collected
+ * once the script drops it and nothing holds it), or nothing pushed: 0. */
+static int push_handle(proc *p, lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &LIVE_KEY) != LUA_TTABLE || p->box == NULL) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  lua_rawgetp(L, -1, p);
+  lua_remove(L, -2);
+  pbox *b = lua_touserdata(L, -1);
+  if (b == NULL || b != p->box || b->p != p) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  return 1;
+}
+
+/* Tell the Lua side through the function in the handle's user value (no registry reference:
+ * a handle whose function reaches it back is still collectable). The callback may close p,
+ * which stays allocated until the handles' close callbacks have run on a later turn. */
 void proc_emit(proc *p, const char *event, int a, lua_Integer b) {
-  if (p->closed || p->cb_ref == LUA_NOREF) return;
+  if (p->closed) return;
   lua_State *L = p->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, p->cb_ref);
+  if (!push_handle(p, L)) return;
+  int t = lua_getiuservalue(L, -1, 1);
+  lua_remove(L, -2);
+  if (t != LUA_TFUNCTION) {
+    lua_pop(L, 1);
+    return;
+  }
   lua_pushstring(L, event);
   lua_pushinteger(L, a);
   lua_pushinteger(L, b);
@@ -175,18 +151,28 @@ static int all_eof(const proc *p) {
   return 1;
 }
 
-/* A session that exited and reached EOF everywhere holds no resource that needs the Lua
- * object kept alive: let the garbage collector have it once the script drops it. */
-void proc_maybe_release(proc *p) {
-  if (p->exited && all_eof(p) && p->self_ref != LUA_NOREF) {
+/* The handle is anchored (kept from the collector) while something holds the session (a
+ * waiter or a listener: p:ref(true)) and the session can still tell it something. A
+ * session nothing holds is the script's to keep: dropped, it is collected, killed if it
+ * still runs. */
+static void anchor(proc *p) {
+  int want = p->referenced && !p->closed && !(p->exited && all_eof(p));
+  if (want && p->self_ref == LUA_NOREF) {
+    if (push_handle(p, p->L)) p->self_ref = luaL_ref(p->L, LUA_REGISTRYINDEX);
+  } else if (!want && p->self_ref != LUA_NOREF) {
     luaL_unref(p->L, LUA_REGISTRYINDEX, p->self_ref);
     p->self_ref = LUA_NOREF;
   }
 }
 
+void proc_maybe_release(proc *p) {
+  anchor(p);
+}
+
 static void record_exit(proc *p, const siginfo_t *si) {
   p->exited = 1;
   p->reaped = 1;
+  proc_orphans_forget(p->pid); /* (a session without a cgroup: the watchdog's no more) */
   if (si->si_code == CLD_EXITED) {
     p->code = si->si_status;
   } else {
@@ -230,14 +216,25 @@ static void exit_cb(uv_poll_t *h, int status, int events) {
   if (!p->closed) proc_maybe_release(p);
 }
 
-/* A launched child: into the live list, its event function and handle (on top of L's stack,
- * popped) anchored, its exit and output watched on the loop. */
+/* A launched child: into the live list, its handle (on top of L's stack, popped) findable
+ * for events, its exit and output watched on the loop. */
 void proc_started(proc *p, lua_State *L) {
   live_add(p);
-  p->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  p->cb_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &LIVE_KEY) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 0);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "v");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &LIVE_KEY);
+  }
+  lua_rotate(L, -2, 1);
+  lua_rawsetp(L, -2, p);
+  lua_pop(L, 1);
   uv_loop_t *loop = &luxec_gethost(L)->loop;
-  if (p->cg.id == 0) become_subreaper(loop); /* orphans come back to the host */
+  proc_orphans_session(p, loop);
   uv_poll_init(loop, &p->exit_poll, p->pidfd);
   p->exit_poll.data = NULL;
   p->exit_poll_open = 1;
@@ -279,19 +276,21 @@ static void proc_shutdown(proc *p, const char *why) {
   proc_end_release(p, empty); /* the pidfd now, the cgroup once empty */
   if (p->limited) cgl_release(&p->lim); /* the v1 directories, empty now that the tree is gone */
   if (p->self_ref != LUA_NOREF) luaL_unref(p->L, LUA_REGISTRYINDEX, p->self_ref);
-  if (p->cb_ref != LUA_NOREF) luaL_unref(p->L, LUA_REGISTRYINDEX, p->cb_ref);
-  p->self_ref = p->cb_ref = LUA_NOREF;
+  p->self_ref = LUA_NOREF;
   proc_free_if_done(p);
 }
 
-static int proc_close(lua_State *L) {
-  pbox *b = luaL_checkudata(L, 1, PROC_MT);
+static void close_box(pbox *b, const char *why) {
   if (b->p != NULL) {
     proc *p = b->p;
     b->p = NULL;
     p->box = NULL;
-    proc_shutdown(p, "close");
+    proc_shutdown(p, why);
   }
+}
+
+static int proc_close(lua_State *L) {
+  close_box(luaL_checkudata(L, 1, PROC_MT), "close");
   return 0;
 }
 
@@ -311,10 +310,7 @@ void luxec_procs_kill_all(void) {
 
 void luxec_procs_shutdown(void) {
   luxec_procs_kill_all(); /* every tree at once; each is then waited for and closed */
-  if (subreaper && !uv_is_closing((uv_handle_t *)&orphan_sig)) {
-    uv_close((uv_handle_t *)&orphan_sig, NULL);
-    uv_close((uv_handle_t *)&orphan_timer, NULL);
-  }
+  proc_orphans_close();
   while (live != NULL) {
     proc *p = live;
     while (p != NULL && p->closed) p = p->next;
@@ -368,9 +364,10 @@ static int proc_status(lua_State *L) {
   return 1;
 }
 
-/* p:ref(keep): whether the session keeps the loop (and so the host) alive. Sessions start
- * unreferenced: a script that ends ends its sessions, as Expect's and pexpect's do; the
- * Lua layer references it while something waits on it or listens to it. */
+/* p:ref(keep): whether the session keeps the loop (and so the host) alive, and its handle
+ * from the collector. Sessions start unreferenced: a script that ends ends its sessions, as
+ * Expect's and pexpect's do, and one it drops is collected; the Lua layer references it
+ * while something waits on it or listens to it. */
 static int proc_ref(lua_State *L) {
   proc *p = proc_check(L, 1);
   int keep = lua_toboolean(L, 2);
@@ -383,11 +380,15 @@ static int proc_ref(lua_State *L) {
     if (keep) uv_ref(hs[i]);
     else uv_unref(hs[i]);
   }
+  anchor(p);
   return 0;
 }
 
+/* Dropped by the script and held by nothing: a running session is killed (its whole tree),
+ * a finished one lets its descriptors go. */
 static int proc_gc(lua_State *L) {
-  return proc_close(L);
+  close_box(luaL_checkudata(L, 1, PROC_MT), "collected");
+  return 0;
 }
 
 static int proc_tostring(lua_State *L) {

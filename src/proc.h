@@ -41,8 +41,7 @@ typedef struct proc {
   struct proc *next, *prev; /* the live list the host's shutdown walks */
   struct pbox *box;      /* its Lua handle while that is alive (it outlives a host close) */
   lua_State *L;
-  int self_ref;          /* anchors the userdata while the session runs or reads */
-  int cb_ref;            /* the Lua function told about output, eof and exit */
+  int self_ref;          /* anchors the userdata while something holds it (ref) and it runs */
   pid_t pid;
   int pidfd;
   pid_t init_pid;        /* the init of the sandbox's pid namespace (the host's child), or -1 */
@@ -89,10 +88,23 @@ void proc_emit(proc *p, const char *event, int a, lua_Integer b);
 void proc_maybe_release(proc *p);
 void proc_close_handle(proc *p, uv_handle_t *h);
 int proc_reap(proc *p, int block); /* 1 once the child is reaped */
-void proc_started(proc *p, lua_State *L);
+void proc_started(proc *p, lua_State *L); /* the handle on top of L's stack, popped */
+proc *proc_live(void);
+
+/* proc_orphans.c */
+void proc_orphans_session(proc *p, uv_loop_t *loop); /* a session without a cgroup started */
+void proc_orphans_forget(pid_t pid);                  /* its first process was reaped */
+void proc_orphans_init_done(proc *p);                 /* its sandbox's init is the host's */
+void proc_orphans_reap(void);
+void proc_orphans_close(void);
 
 /* proc_spawn.c */
 int proc_core_spawn(lua_State *L);
+/* opts[k] as the index of its name in the NULL-terminated list; a missing or unknown value
+ * raises an error naming the option, the names and the value (nothing falls back) */
+int proc_opt_enum(lua_State *L, int t, const char *k, const char *const list[],
+                  const char *label);
+int proc_opt_bool(lua_State *L, int t, const char *k, const char *label); /* required */
 void luxec_open_proc(lua_State *L);
 void luxec_procs_shutdown(void);
 void luxec_procs_kill_all(void); /* async-signal-safe */

@@ -25,13 +25,6 @@ static const char **strings(lua_State *L, int t, const char *field, int *n) {
   return a;
 }
 
-static int field_bool(lua_State *L, int t, const char *k, int dflt) {
-  lua_getfield(L, t, k);
-  int v = lua_isnil(L, -1) ? dflt : lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  return v;
-}
-
 int proc_sandbox_prepare(lua_State *L, int opts, sandbox_prep *prep, proc_sandbox_info *info) {
   memset(info, 0, sizeof *info);
   lua_getfield(L, opts, "sandbox");
@@ -43,21 +36,17 @@ int proc_sandbox_prepare(lua_State *L, int opts, sandbox_prep *prep, proc_sandbo
   int t = lua_gettop(L);
   sandbox_spec spec;
   memset(&spec, 0, sizeof spec);
-  lua_getfield(L, t, "mode");
-  const char *mode = luaL_optstring(L, -1, "workspace-write");
-  spec.mode = strcmp(mode, "read-only") == 0        ? SBX_READ_ONLY
-              : strcmp(mode, "workspace-write") == 0 ? SBX_WORKSPACE
-                                                     : SBX_FULL;
-  snprintf(info->mode, sizeof info->mode, "%s", mode);
-  lua_pop(L, 1);
-  lua_getfield(L, t, "network");
-  const char *net = luaL_optstring(L, -1, "deny");
-  spec.network_deny = strcmp(net, "allow") != 0;
+  static const char *const modes[] = {"read-only", "workspace-write", "full-access", NULL};
+  static const int mode_of[] = {SBX_READ_ONLY, SBX_WORKSPACE, SBX_FULL};
+  static const char *const networks[] = {"deny", "allow", NULL};
+  int m = proc_opt_enum(L, t, "mode", modes, "sandbox.mode");
+  spec.mode = mode_of[m];
+  snprintf(info->mode, sizeof info->mode, "%s", modes[m]);
+  spec.network_deny = proc_opt_enum(L, t, "network", networks, "sandbox.network") == 0;
   snprintf(info->network, sizeof info->network, "%s", spec.network_deny ? "deny" : "allow");
-  lua_pop(L, 1);
-  spec.best_effort = field_bool(L, t, "best_effort", 0);
-  spec.evidence_net = field_bool(L, t, "evidence_net", 1);
-  spec.evidence_files = field_bool(L, t, "evidence_files", 1);
+  spec.best_effort = proc_opt_bool(L, t, "best_effort", "sandbox.best_effort");
+  spec.evidence_net = proc_opt_bool(L, t, "evidence_net", "sandbox.evidence_net");
+  spec.evidence_files = proc_opt_bool(L, t, "evidence_files", "sandbox.evidence_files");
   spec.roots = strings(L, t, "roots", &spec.nroots);
   spec.unix_sockets = strings(L, t, "unix_sockets", &spec.nunix);
   spec.ro_paths = strings(L, t, "ro_paths", &spec.nro);

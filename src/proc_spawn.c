@@ -17,29 +17,62 @@ static void pipe_name(int fd, char out[256]) {
   if (fstat(fd, &st) == 0) snprintf(out, 256, "pipe:[%lu]", (unsigned long)st.st_ino);
 }
 
-static const char *opt_string(lua_State *L, int t, const char *k, const char *dflt) {
+static const char *opt_string(lua_State *L, int t, const char *k) {
   lua_getfield(L, t, k);
-  const char *s = lua_isnil(L, -1) ? dflt : lua_tostring(L, -1);
+  const char *s = lua_isnil(L, -1) ? NULL : lua_tostring(L, -1);
   if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
     luaL_error(L, "bad option '%s' to 'spawn' (string expected, got %s)", k, luaL_typename(L, -1));
   lua_pop(L, 1);
   return s;
 }
 
-static lua_Integer opt_int(lua_State *L, int t, const char *k, lua_Integer dflt) {
+/* A value the Lua layer always passes: missing is an error, never a default of C's. */
+static void required(lua_State *L, int t, const char *k, int type, const char *label) {
+  int got = lua_getfield(L, t, k);
+  if (got != type)
+    luaL_error(L, "bad option '%s' to 'spawn' (%s expected, got %s)", label ? label : k,
+               lua_typename(L, type), luaL_typename(L, -1));
+}
+
+/* One of the names in list (index), or an error naming the option and the value. */
+int proc_opt_enum(lua_State *L, int t, const char *k, const char *const list[],
+                  const char *label) {
+  required(L, t, k, LUA_TSTRING, label);
+  const char *v = lua_tostring(L, -1);
+  for (int i = 0; list[i] != NULL; i++) {
+    if (strcmp(list[i], v) == 0) {
+      lua_pop(L, 1);
+      return i;
+    }
+  }
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (int i = 0; list[i] != NULL; i++) {
+    luaL_addstring(&b, i > 0 ? ", \"" : "\"");
+    luaL_addstring(&b, list[i]);
+    luaL_addchar(&b, '"');
+  }
+  luaL_pushresult(&b);
+  return luaL_error(L, "bad option '%s' to 'spawn' (one of %s expected, got \"%s\")",
+                    label ? label : k, lua_tostring(L, -1), v);
+}
+
+static lua_Integer opt_int(lua_State *L, int t, const char *k, int need) {
   lua_getfield(L, t, k);
-  lua_Integer v = dflt;
-  if (!lua_isnil(L, -1)) {
+  lua_Integer v = 0;
+  if (!lua_isnil(L, -1) || need) {
     int ok;
     v = lua_tointegerx(L, -1, &ok);
-    if (!ok) luaL_error(L, "bad option '%s' to 'spawn' (integer expected)", k);
+    if (!ok)
+      luaL_error(L, "bad option '%s' to 'spawn' (integer expected, got %s)", k,
+                 luaL_typename(L, -1));
   }
   lua_pop(L, 1);
   return v;
 }
 
-static int opt_bool(lua_State *L, int t, const char *k) {
-  lua_getfield(L, t, k);
+int proc_opt_bool(lua_State *L, int t, const char *k, const char *label) {
+  required(L, t, k, LUA_TBOOLEAN, label);
   int v = lua_toboolean(L, -1);
   lua_pop(L, 1);
   return v;
@@ -77,24 +110,28 @@ int proc_core_spawn(lua_State *L) {
   } else {
     lua_pushnil(L);
   }
-  lua_getfield(L, 2, "on_event");                     /* 6 */
-  luaL_checktype(L, 6, LUA_TFUNCTION);
+  required(L, 2, "on_event", LUA_TFUNCTION, NULL);         /* 6 */
+  static const char *const stdin_modes[] = {"null", "pipe", NULL};
+  static const char *const stderr_modes[] = {"merge", "pipe", NULL};
   launch_req req = {0};
-  req.cwd = opt_string(L, 2, "cwd", NULL);
-  const char *arg0 = opt_string(L, 2, "arg0", NULL);
-  req.tty = opt_bool(L, 2, "tty");
-  req.rows = (unsigned short)opt_int(L, 2, "rows", 24);
-  req.cols = (unsigned short)opt_int(L, 2, "cols", 80);
-  req.no_echo = opt_bool(L, 2, "no_echo");
-  req.stdin_pipe = strcmp(opt_string(L, 2, "stdin", "pipe"), "pipe") == 0;
-  req.stderr_apart = strcmp(opt_string(L, 2, "stderr", "merge"), "pipe") == 0;
-  lua_Integer head = opt_int(L, 2, "head", 512 * 1024), tail = opt_int(L, 2, "tail", 512 * 1024);
+  req.cwd = opt_string(L, 2, "cwd");
+  const char *arg0 = opt_string(L, 2, "arg0");
+  req.tty = proc_opt_bool(L, 2, "tty", NULL);
+  req.no_echo = proc_opt_bool(L, 2, "no_echo", NULL);
+  lua_Integer rows = opt_int(L, 2, "rows", 1), cols = opt_int(L, 2, "cols", 1);
+  if (rows < 1 || rows > 65535 || cols < 1 || cols > 65535)
+    return luaL_error(L, "bad option 'rows'/'cols' to 'spawn' (1..65535 expected)");
+  req.rows = (unsigned short)rows;
+  req.cols = (unsigned short)cols;
+  req.stdin_pipe = proc_opt_enum(L, 2, "stdin", stdin_modes, NULL) == 1;
+  req.stderr_apart = proc_opt_enum(L, 2, "stderr", stderr_modes, NULL) == 1;
+  lua_Integer head = opt_int(L, 2, "head", 1), tail = opt_int(L, 2, "tail", 1);
   if (head < 0 || tail < 0) return luaL_error(L, "bad option 'head'/'tail' to 'spawn' (negative)");
-  const char *logs[2] = {opt_string(L, 2, "log", NULL), opt_string(L, 2, "log_stderr", NULL)};
-  lua_Integer log_max = opt_int(L, 2, "log_max", 0);
+  const char *logs[2] = {opt_string(L, 2, "log"), opt_string(L, 2, "log_stderr")};
+  lua_Integer log_max = opt_int(L, 2, "log_max", 0); /* nil: no limit */
   if (log_max < 0) return luaL_error(L, "bad option 'log_max' to 'spawn' (negative)");
-  int want_cgroup = opt_bool(L, 2, "cgroup");
-  const char *marker = opt_string(L, 2, "marker", NULL);
+  int want_cgroup = proc_opt_bool(L, 2, "cgroup", NULL);
+  const char *marker = opt_string(L, 2, "marker");
   req.cgroup_procs_fd = -1;
 
   char path[4096];
@@ -129,7 +166,7 @@ int proc_core_spawn(lua_State *L) {
   }
   p->sbx_info = sbx_info;
   p->L = luxec_gethost(L)->L;
-  p->self_ref = p->cb_ref = LUA_NOREF;
+  p->self_ref = LUA_NOREF;
   p->pidfd = p->in_fd = p->proxy_fd = -1;
   p->init_pid = -1;
   p->cg.dir_fd = -1;
@@ -213,8 +250,9 @@ int proc_core_spawn(lua_State *L) {
   }
   box->p = p;
   p->box = box;
-  lua_pushvalue(L, 6); /* the event function */
-  lua_pushvalue(L, 7); /* the handle */
+  lua_pushvalue(L, 6); /* the event function, in the handle's user value */
+  lua_setiuservalue(L, 7, 1);
+  lua_pushvalue(L, 7);
   proc_started(p, L);
   lua_settop(L, 7);
   lua_pushinteger(L, p->pid);

@@ -1,0 +1,311 @@
+-- Who owns what of a session: a dropped session is collected (killed if it runs, its
+-- descriptors freed), the host reaps only the processes of its sessions, and every session
+-- tree ends with the host, however the host ends.
+local H = require("helper")
+local uv = require("luv")
+local luxec = require("luxec")
+local core = require("luxec.core")
+
+local function open_fds()
+  local n, req = 0, assert(uv.fs_scandir("/proc/self/fd"))
+  while uv.fs_scandir_next(req) do n = n + 1 end
+  return n
+end
+
+local function gc()
+  collectgarbage()
+  collectgarbage()
+end
+
+-- A session whose tree has a `setsid` descendant; returns it and the pids of its sh and
+-- of the detached sleep.
+local DETACHED = "setsid sh -c 'echo $$; exec sleep 1000' & echo $$; wait"
+local function detached_tree(opts)
+  local p = assert(luxec.spawn({ "sh", "-c", DETACHED }, opts))
+  local pids = {}
+  assert(p:expect({ lua = "(%d+)\n(%d+)\n" }, { timeout = 10 }))
+  for pid in p.match:gmatch("%d+") do pids[#pids + 1] = tonumber(pid) end
+  return p, pids
+end
+
+local function all_gone(pids)
+  return function()
+    for _, pid in ipairs(pids) do
+      if H.alive(pid) then return false end
+    end
+    return true
+  end
+end
+
+describe("a dropped session", function()
+  after_each(H.assert_clean)
+
+  for _, opts in ipairs({ {}, { cgroup = false }, { tty = true }, { stderr = "pipe" } }) do
+    local what = next(opts) and next(opts) .. " = " .. tostring(opts[next(opts)]) or "default"
+    it("is collected with its descriptors after it finished, without close (" .. what .. ")",
+      function()
+        -- Warm up: the watchdog's pipe, and as many pooled cgroups as the cycles can use
+        -- (a cgroup whose session ended is kept for the next one, with its descriptors).
+        local warm = {}
+        for i = 1, 60 do warm[i] = assert(luxec.spawn({ "true" }, opts)) end
+        for _, p in ipairs(warm) do p:close() end
+        warm = nil -- luacheck: ignore 311
+        gc()
+        local before = open_fds()
+        local seen = setmetatable({}, { __mode = "k" })
+        for _ = 1, 50 do
+          local p = assert(luxec.spawn({ "true" }, opts))
+          seen[p] = true
+          assert.equals(0, p:wait({ timeout = 10 }).code)
+        end
+        gc()
+        assert.is_nil(next(seen), "a Process table outlived the collection")
+        assert.equals(before, open_fds())
+      end)
+  end
+
+  it("does not exhaust a low limit on open files: 300 spawn+wait at ulimit -n 256", function()
+    local dir = H.tmpdir()
+    local script = dir .. "/cycles.lua"
+    H.write_file(script, [[
+      local luxec = require("luxec")
+      for i = 1, 300 do
+        for _, opts in ipairs({ {}, { cgroup = false } }) do
+          local p, err = luxec.spawn({ "true" }, opts)
+          if not p then error(("spawn #%d: %s"):format(i, err)) end
+          assert(p:wait({ timeout = 10 }).code == 0)
+        end
+      end
+      print("done")
+    ]])
+    local r = H.run({ cmd = "sh", "-c", 'ulimit -n 256 && exec "$0" "$1"', H.luxec, script },
+      { timeout = 60000 })
+    H.rmtree(dir)
+    assert.equals("done\n", r.stdout, r.stderr)
+    assert.equals(0, r.code)
+  end)
+
+  for _, cgroup in ipairs({ true, false }) do
+    it("is killed by the collector while it runs, whole tree (cgroup = " .. tostring(cgroup)
+      .. ")", function()
+      local p, pids = detached_tree({ cgroup = cgroup })
+      local seen = setmetatable({ [p] = true }, { __mode = "k" })
+      p = nil -- luacheck: ignore 311
+      gc()
+      assert.is_nil(next(seen))
+      H.wait_for(all_gone(pids), 5000, "the dropped session's processes to end")
+    end)
+  end
+
+  -- A session that ends once told to (a file appears), dropped by the script but held by
+  -- hold(p): collection must not end it.
+  local function held(hold)
+    local dir = H.tmpdir()
+    local seen = setmetatable({}, { __mode = "k" })
+    local result = {}
+    do
+      local p = assert(luxec.spawn({ "sh", "-c",
+        ("while [ ! -e %s/go ]; do sleep 0.01; done; exit 5"):format(dir) }, { cgroup = false }))
+      seen[p] = true
+      hold(p, result)
+    end
+    gc()
+    assert.is_not_nil(next(seen), "a held session was collected")
+    H.write_file(dir .. "/go", "")
+    H.wait_for(function() return result.code ~= nil end, 5000, "the holder to see the exit")
+    H.rmtree(dir)
+    assert.equals(5, result.code)
+  end
+
+  it("is not collected while an exit listener waits for it", function()
+    held(function(p, result)
+      p:on("exit", function(st) result.code = st.code end)
+    end)
+  end)
+
+  it("is not collected while a task waits on it", function()
+    held(function(p, result)
+      luxec.go(function() result.code = p:wait().code end)
+    end)
+  end)
+end)
+
+describe("reaping", function()
+  after_each(H.assert_clean)
+
+  -- A child of the host that is not a session's: wait until it has exited, then let the
+  -- loop turn so that the host hears of it (SIGCHLD) before pclose does.
+  local function settle_popen()
+    local before = {}
+    for _, pid in ipairs(H.children()) do before[pid] = true end
+    local f = assert(io.popen("true"))
+    local kid
+    for _, pid in ipairs(H.children()) do
+      if not before[pid] then kid = pid end
+    end
+    if kid then
+      H.wait_for(function() return not H.alive(kid) end, 5000, "the popen child to exit")
+    end
+    for _ = 1, 3 do uv.run("nowait") end
+    return f
+  end
+
+  it("leaves io.popen's and os.execute's children to them, sessions ending around them",
+    function()
+      for i = 1, 20 do
+        local p, pids = detached_tree({ cgroup = false })
+        if i % 2 == 0 then p:close() end
+        local f = settle_popen()
+        assert.same({ true, "exit", 0 }, { f:close() }, "popen, round " .. i)
+        assert.same({ nil, "exit", 3 }, { os.execute("exit 3") }, "os.execute, round " .. i)
+        if i % 2 == 1 then p:close() end
+        H.wait_for(all_gone(pids), 5000, "the session's tree")
+      end
+    end)
+
+  it("leaves uv.spawn's children to libuv: the exit callback gets the real status", function()
+    local p = detached_tree({ cgroup = false })
+    p:close()
+    local status
+    local h = assert(uv.spawn("sh", { args = { "-c", "exit 7" } }, function(code)
+      status = code
+    end))
+    H.wait_for(function() return status ~= nil end, 5000, "uv.spawn's exit callback")
+    h:close()
+    assert.equals(7, status)
+  end)
+end)
+
+describe("the host's end", function()
+  after_each(H.assert_clean)
+
+  local HOST = [[
+    local luxec = require("luxec")
+    local p = assert(luxec.spawn({ "sh", "-c", %q }, { cgroup = false }))
+    assert(p:expect({ lua = "(%%d+)\n(%%d+)\n" }, { timeout = 10 }))
+    io.stdout:write(p.match:gsub("\n", " "), "\n")
+    io.stdout:flush()
+    local how = arg[1]
+    if how == "error" then
+      error("the script fails")
+    elseif how == "os.exit" then
+      os.exit(3)
+    elseif how == "os.exit(close)" then
+      os.exit(3, true)
+    elseif how == "signal" then
+      luxec.sleep(60000)
+    end
+  ]]
+
+  -- Start a host (as prefix's user), read the pids of its session's tree, end it the given
+  -- way, and return those pids once the host is gone.
+  local function run_host(dir, prefix, how, signal)
+    local args = {}
+    for _, a in ipairs(prefix) do args[#args + 1] = a end
+    args[#args + 1] = H.luxec
+    args[#args + 1] = dir .. "/host.lua"
+    args[#args + 1] = signal and "signal" or how
+    local cmd = table.remove(args, 1)
+    local out = uv.new_pipe()
+    local exited, line = false, ""
+    local h, pid = assert(uv.spawn(cmd, {
+      args = args, stdio = { nil, out, nil }, cwd = dir,
+      env = { "PATH=" .. os.getenv("PATH"), "HOME=" .. dir },
+    }, function() exited = true end))
+    out:read_start(function(err, data)
+      assert(not err, err)
+      if data then line = line .. data end
+    end)
+    H.wait_for(function() return line:find("\n") or exited end, 10000, "the host's pids")
+    local pids = {}
+    for p in line:gmatch("%d+") do pids[#pids + 1] = tonumber(p) end
+    assert.equals(2, #pids, "host said: " .. line)
+    if signal then uv.kill(pid, signal) end
+    H.wait_for(function() return exited end, 10000, "the host to end (" .. how .. ")")
+    out:close()
+    h:close()
+    return pids
+  end
+
+  local users = { { name = "root", prefix = {} } }
+  if uv.getuid() == 0 and os.execute("command -v setpriv >/dev/null") then
+    users[2] = { name = "an unprivileged user",
+      prefix = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups" } }
+  end
+  local ways = { { "the end of the script" }, { "error" }, { "os.exit" }, { "os.exit(close)" },
+    { "SIGTERM", "sigterm" }, { "SIGINT", "sigint" }, { "SIGHUP", "sighup" },
+    { "SIGKILL", "sigkill" } }
+  for _, user in ipairs(users) do
+    for _, way in ipairs(ways) do
+      it(("kills every session tree without a cgroup: %s, as %s"):format(way[1], user.name),
+        function()
+          local dir = H.tmpdir()
+          assert(uv.fs_chmod(dir, tonumber("755", 8)))
+          H.write_file(dir .. "/host.lua", HOST:format(DETACHED))
+          local pids = run_host(dir, user.prefix, way[1], way[2])
+          H.rmtree(dir)
+          H.wait_for(all_gone(pids), 5000, "the tree of a host ended by " .. way[1])
+        end)
+    end
+  end
+end)
+
+describe("the core's options", function()
+  after_each(H.assert_clean)
+
+  local function copts(over)
+    local o = { tty = false, no_echo = false, rows = 24, cols = 80, stdin = "pipe",
+      stderr = "merge", head = 1024, tail = 1024, cgroup = false, on_event = function() end,
+      sandbox = { mode = "read-only", network = "deny", best_effort = true,
+        evidence_net = false, evidence_files = false, roots = {}, unix_sockets = {},
+        ro_paths = {}, masks = {} } }
+    for k, v in pairs(over) do
+      if type(v) == "table" and type(o[k]) == "table" then
+        for k2, v2 in pairs(v) do o[k][k2] = v2 end
+      else
+        o[k] = v
+      end
+    end
+    return o
+  end
+
+  local function refused(over, pattern)
+    local ok, h = pcall(core.spawn, { "true" }, copts(over))
+    if ok and h then h:close() end
+    assert.is_false(ok, "accepted: " .. pattern)
+    assert.truthy(tostring(h):find(pattern), tostring(h))
+  end
+
+  it("refuses an unknown value of every string enum, naming the option and the value",
+    function()
+      refused({ sandbox = { mode = "bogus" } }, "'sandbox.mode'.*\"bogus\"")
+      refused({ sandbox = { mode = "full" } }, "'sandbox.mode'.*\"full\"")
+      refused({ sandbox = { network = "allowed" } }, "'sandbox.network'.*\"allowed\"")
+      refused({ stdin = "closed" }, "'stdin'.*\"closed\"")
+      refused({ stderr = "apart" }, "'stderr'.*\"apart\"")
+    end)
+
+  it("refuses a missing value instead of a default of its own", function()
+    for _, k in ipairs({ "stdin", "stderr", "tty", "cgroup", "rows", "head", "on_event" }) do
+      local o = copts({})
+      o[k] = nil
+      local ok, err = pcall(core.spawn, { "true" }, o)
+      assert.is_false(ok, k)
+      assert.truthy(tostring(err):find("'" .. k .. "'", 1, true), err)
+    end
+    for _, k in ipairs({ "mode", "network", "best_effort" }) do
+      local o = copts({})
+      o.sandbox[k] = nil
+      local ok, err = pcall(core.spawn, { "true" }, o)
+      assert.is_false(ok, k)
+      assert.truthy(tostring(err):find("'sandbox." .. k .. "'", 1, true), err)
+    end
+  end)
+
+  it("takes the values it knows", function()
+    local o = copts({ stdin = "null" })
+    o.sandbox = nil
+    local h = assert(core.spawn({ "true" }, o))
+    h:close()
+  end)
+end)

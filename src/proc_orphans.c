@@ -1,0 +1,384 @@
+/* proc_orphans.c: what the host owns of its sessions beyond their first process, without a
+ * cgroup. As child subreaper it adopts the orphans of its sessions and reaps those, and only
+ * those: never a child it did not start (io.popen, os.execute, uv.spawn). And a watchdog kills
+ * every session tree when the host ends, however it ends (SIGKILL included). */
+#include "proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "procfs.h"
+
+static int subreaper = 0;
+static int watching = 0;        /* the two handles below are open */
+static uv_signal_t orphan_sig;  /* SIGCHLD, while there are sessions without a cgroup or with
+                                 * a sandbox's init, both of which leave children to reap */
+static uv_timer_t orphan_timer; /* and a slow sweep, for a SIGCHLD that went elsewhere */
+static int watchdog_fd = -1;    /* write end: session ids in, EOF when the host ends */
+
+/* Adopted orphans known to be the sessions', with their start time: a pid that someone else
+ * reaped and the kernel gave to a new child of the host is not taken for the old one. */
+#define ADOPTED_MAX 1024
+static struct { pid_t pid; unsigned long long start; } adopted[ADOPTED_MAX];
+static int nadopted = 0;
+
+/* The marker prefix every session of this host has in its environment without a cgroup
+ * ("LUXEC_SESSION=<host pid>."), and the cgroup directory name with one ("/luxec.<pid>/"). */
+static char marker_prefix[64], cgroup_part[64];
+static size_t marker_len;
+
+/* Facts of /proc/<pid>/stat: state, session id, start time. 0, or -1 when it is gone. */
+static int stat_of(pid_t pid, char *state, pid_t *sid, unsigned long long *start) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')');
+  int ppid, pgrp, session;
+  if (p == NULL || sscanf(p + 1, " %c %d %d %d", state, &ppid, &pgrp, &session) != 4) return -1;
+  *sid = session;
+  /* field 22; fields 3 and on follow the ')' */
+  unsigned long long v = 0;
+  int field = 2;
+  for (char *q = p + 1; *q && field < 22; q++) {
+    if (*q == ' ') field++;
+    if (field == 22) v = strtoull(q + 1, NULL, 10);
+  }
+  *start = v;
+  return 0;
+}
+
+static int has_prefix_env(pid_t pid) {
+  if (marker_len == 0) return 0;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  static char buf[1 << 16];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  for (ssize_t i = 0; i < n;) {
+    size_t elen = strnlen(buf + i, (size_t)(n - i));
+    if (elen > marker_len && memcmp(buf + i, marker_prefix, marker_len) == 0) return 1;
+    i += (ssize_t)elen + 1;
+  }
+  return 0;
+}
+
+static int in_host_cgroup(pid_t pid) {
+  if (cgroup_part[0] == '\0') return 0;
+  char path[64], buf[4096];
+  snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  return strstr(buf, cgroup_part) != NULL;
+}
+
+static int adopted_index(pid_t pid, unsigned long long start) {
+  for (int i = 0; i < nadopted; i++)
+    if (adopted[i].pid == pid && adopted[i].start == start) return i;
+  return -1;
+}
+
+static void adopted_drop(int i) {
+  adopted[i] = adopted[--nadopted];
+}
+
+/* Whether a child of the host is a session's orphan: one of its session ids, its marker
+ * (readable only while it lives: a live orphan is remembered), or its cgroup. */
+static int ours(pid_t kid, proc *live) {
+  char state;
+  pid_t sid;
+  unsigned long long start;
+  if (stat_of(kid, &state, &sid, &start) < 0) return 0;
+  if (adopted_index(kid, start) >= 0) return 1;
+  int yes = 0;
+  for (proc *p = live; p != NULL && !yes; p = p->next) yes = p->pid == sid;
+  if (!yes && state != 'Z') yes = has_prefix_env(kid);
+  if (!yes) yes = in_host_cgroup(kid);
+  if (yes && state != 'Z' && nadopted < ADOPTED_MAX) {
+    adopted[nadopted].pid = kid;
+    adopted[nadopted].start = start;
+    nadopted++;
+  }
+  return yes;
+}
+
+/* 1: a session's own child, reaped by the session; 2: a sandbox's init the session killed,
+ * the host's to reap; 0: neither. */
+static int session_child(pid_t kid, proc *live) {
+  for (proc *p = live; p != NULL; p = p->next) {
+    if (p->pid == kid && !p->reaped) return 1;
+    if (p->init_pid == kid) return p->init_killed ? 2 : 1;
+  }
+  return kid == cg_watchdog_pid();
+}
+
+static void adopt(pid_t pid) {
+  char state;
+  pid_t sid;
+  unsigned long long start;
+  if (nadopted < ADOPTED_MAX && stat_of(pid, &state, &sid, &start) == 0 &&
+      adopted_index(pid, start) < 0) {
+    adopted[nadopted].pid = pid;
+    adopted[nadopted].start = start;
+    nadopted++;
+  }
+}
+
+/* A session is freed with its sandbox's init killed: reap the init now, or remember it as an
+ * orphan of the session's when it has not ended yet. */
+void proc_orphans_init_done(proc *p) {
+  if (p->init_pid <= 0) return;
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  if (waitid(P_PID, (id_t)p->init_pid, &si, WEXITED | WNOHANG | __WALL) == 0 && si.si_pid == 0)
+    adopt(p->init_pid);
+}
+
+#define UV_PIDS_MAX 1024
+static void collect_uv_pid(uv_handle_t *h, void *arg) {
+  pid_t *pids = arg;
+  if (uv_handle_get_type(h) == UV_PROCESS && pids[0] < UV_PIDS_MAX - 1) {
+    pids[++pids[0]] = uv_process_get_pid((uv_process_t *)h);
+  }
+}
+
+/* Whether a child of the host that is not the sessions' may be reaped: only an orphan the
+ * host adopted as subreaper from some other tree (so it cannot be a child the host started
+ * itself: those share the host's session, as io.popen's and os.execute's do, or are
+ * libuv's). Its own parent would have reaped it; now nobody else will. */
+static int foreign_orphan(pid_t kid, const pid_t *uvpids) {
+  char state;
+  pid_t sid;
+  unsigned long long start;
+  if (stat_of(kid, &state, &sid, &start) < 0 || sid == getsid(0)) return 0;
+  for (int j = 1; j <= uvpids[0]; j++)
+    if (uvpids[j] == kid) return 0;
+  return 1;
+}
+
+/* Reap the adopted orphans that ended; remember the live ones that are the sessions'. */
+void proc_orphans_reap(void) {
+  if (!watching) return;
+  proc *live = proc_live();
+  static pid_t kids[1024], uvpids[UV_PIDS_MAX];
+  uvpids[0] = 0;
+  int n = pfs_children(getpid(), kids, 1024);
+  uv_walk(orphan_timer.loop, collect_uv_pid, uvpids);
+  for (int j = nadopted - 1; j >= 0 && nadopted > ADOPTED_MAX / 2; j--) {
+    int child = 0; /* reaped elsewhere (a tree kill waits for what it killed): forgotten */
+    for (int i = 0; i < n && !child; i++) child = kids[i] == adopted[j].pid;
+    if (!child) adopted_drop(j);
+  }
+  for (int i = 0; i < n; i++) {
+    int own = session_child(kids[i], live);
+    if (own == 1) continue;
+    if (own == 0 && !ours(kids[i], live) && !(subreaper && foreign_orphan(kids[i], uvpids)))
+      continue;
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_PID, (id_t)kids[i], &si, WEXITED | WNOHANG | __WALL) == 0 &&
+        si.si_pid == kids[i]) {
+      for (int j = nadopted - 1; j >= 0; j--)
+        if (adopted[j].pid == kids[i]) adopted_drop(j);
+    }
+  }
+}
+
+static void orphan_cb(uv_signal_t *h, int signum) {
+  (void)h;
+  (void)signum;
+  proc_orphans_reap();
+}
+
+static void orphan_timer_cb(uv_timer_t *h) {
+  (void)h;
+  proc_orphans_reap();
+}
+
+/* ---- the watchdog ---------------------------------------------------------------------- */
+
+#define WD_MAX 8192
+static pid_t wd_ids[WD_MAX]; /* in the watchdog: the session ids (and sandbox inits) alive */
+static int wd_n = 0;
+
+static int wd_known(pid_t sid) {
+  for (int i = 0; i < wd_n; i++)
+    if (wd_ids[i] == sid) return 1;
+  return 0;
+}
+
+/* One pass over /proc: SIGKILL every process of a session (its id, or the marker); how many
+ * were found alive. Only system calls and stack buffers: it runs in a forked copy. */
+static int wd_sweep(void) {
+  int found = 0;
+  for (int i = 0; i < wd_n; i++) { /* (a zombie takes a signal too: the scan counts) */
+    kill(-wd_ids[i], SIGKILL);
+    kill(wd_ids[i], SIGKILL);
+  }
+  int dir = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return found;
+  char buf[8192];
+  long nread;
+  pid_t self = getpid();
+  while ((nread = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+    for (long off = 0; off < nread;) {
+      struct {
+        unsigned long long ino;
+        long long off;
+        unsigned short reclen;
+        unsigned char type;
+        char name[];
+      } *d = (void *)(buf + off);
+      off += d->reclen;
+      pid_t pid = 0;
+      const char *c = d->name;
+      for (; *c >= '0' && *c <= '9'; c++) pid = pid * 10 + (*c - '0');
+      if (*c != '\0' || pid <= 1 || pid == self) continue;
+      char state;
+      pid_t sid;
+      unsigned long long start;
+      if (stat_of(pid, &state, &sid, &start) < 0 || state == 'Z' || state == 'X') continue;
+      if (wd_known(sid) || has_prefix_env(pid)) {
+        kill(pid, SIGKILL);
+        found++;
+      }
+    }
+  }
+  close(dir);
+  return found;
+}
+
+static void watchdog_main(int rd) {
+  if (rd != 3) {
+    dup2(rd, 3);
+    rd = 3;
+  }
+  syscall(SYS_close_range, 4U, ~0U, 0U);
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+    if (null > 3) close(null);
+  }
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; sig++)
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, NULL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  prctl(PR_SET_NAME, "luxec-sweeper");
+  int32_t msg;
+  ssize_t n;
+  while ((n = read(rd, &msg, sizeof msg)) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n != (ssize_t)sizeof msg) break;
+    if (msg > 0 && wd_n < WD_MAX && !wd_known(msg)) {
+      wd_ids[wd_n++] = msg;
+    } else if (msg < 0) {
+      for (int i = 0; i < wd_n; i++)
+        if (wd_ids[i] == -msg) wd_ids[i] = wd_ids[--wd_n];
+    }
+  }
+  /* The host is gone: kill until a pass finds nothing alive (a tree that forks meanwhile
+   * is caught by the next pass), for at most about five seconds. */
+  struct timespec tick = {0, 2 * 1000 * 1000};
+  for (int round = 0; round < 2500 && wd_sweep() > 0; round++) nanosleep(&tick, NULL);
+  _exit(0);
+}
+
+/* Start the watchdog as a grandchild, before the host becomes a subreaper, so that it is
+ * init's (or an outer subreaper's) and never the host's child. */
+static void watchdog_start(void) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) < 0) return;
+  pid_t mid = fork();
+  if (mid == 0) {
+    setsid();
+    if (fork() == 0) {
+      close(fds[1]);
+      watchdog_main(fds[0]);
+    }
+    _exit(0);
+  }
+  close(fds[0]);
+  if (mid < 0) {
+    close(fds[1]);
+    return;
+  }
+  while (waitpid(mid, NULL, 0) < 0 && errno == EINTR) {
+  }
+  watchdog_fd = fds[1];
+}
+
+static void watchdog_tell(int32_t msg) {
+  if (watchdog_fd < 0) return;
+  while (write(watchdog_fd, &msg, sizeof msg) < 0 && errno == EINTR) {
+  }
+}
+
+static void watch(uv_loop_t *loop) {
+  if (watching) return;
+  watching = 1;
+  uv_signal_init(loop, &orphan_sig);
+  orphan_sig.data = NULL;
+  uv_signal_start(&orphan_sig, orphan_cb, SIGCHLD);
+  uv_unref((uv_handle_t *)&orphan_sig);
+  uv_timer_init(loop, &orphan_timer);
+  orphan_timer.data = NULL;
+  uv_timer_start(&orphan_timer, orphan_timer_cb, 1000, 1000);
+  uv_unref((uv_handle_t *)&orphan_timer);
+}
+
+/* A session started. Without a cgroup, its session id (and its sandbox's init) is the
+ * watchdog's to kill if the host ends before it does, and its orphans come back to the
+ * host; a sandbox's init is the host's child to reap once the session is done with it. */
+void proc_orphans_session(proc *p, uv_loop_t *loop) {
+  if (marker_len == 0) {
+    snprintf(marker_prefix, sizeof marker_prefix, "LUXEC_SESSION=%d.", (int)getpid());
+    marker_len = strlen(marker_prefix);
+    snprintf(cgroup_part, sizeof cgroup_part, "/luxec.%d/", (int)getpid());
+  }
+  if (p->cg.dir_fd < 0 && !subreaper) {
+    watchdog_start();
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    subreaper = 1;
+  }
+  if (p->cg.dir_fd < 0 || p->init_pid > 0) watch(loop);
+  if (p->cg.dir_fd >= 0) return;
+  watchdog_tell((int32_t)p->pid);
+  if (p->init_pid > 0) watchdog_tell((int32_t)p->init_pid);
+}
+
+/* The session's first process was reaped: its id may be reused, the watchdog forgets it. */
+void proc_orphans_forget(pid_t pid) {
+  if (pid > 0) watchdog_tell(-(int32_t)pid);
+}
+
+void proc_orphans_close(void) {
+  if (watching && !uv_is_closing((uv_handle_t *)&orphan_sig)) {
+    uv_close((uv_handle_t *)&orphan_sig, NULL);
+    uv_close((uv_handle_t *)&orphan_timer, NULL);
+  }
+}
