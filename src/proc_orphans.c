@@ -169,10 +169,13 @@ static int foreign_orphan(pid_t kid, const pid_t *uvpids) {
   char state;
   pid_t sid;
   unsigned long long start;
-  if (stat_of(kid, &state, &sid, &start) < 0 || sid == getsid(0)) return 0;
+  if (stat_of(kid, &state, &sid, &start) < 0) return 0;
   for (int j = 1; j <= uvpids[0]; j++)
     if (uvpids[j] == kid) return 0;
-  return 1;
+  /* In the host's own session, only the init of another luxec's sandbox (pid 1 of a pid
+   * namespace below: the host never starts one itself but through a session, whose inits
+   * session_child knows) can be told apart as adopted. */
+  return sid != getsid(0) || pfs_status_last(kid, "NSpid") == 1;
 }
 
 /* Reap the adopted orphans that ended; remember the live ones that are the sessions'. */
@@ -360,13 +363,13 @@ void proc_orphans_session(proc *p, uv_loop_t *loop) {
     marker_len = strlen(marker_prefix);
     snprintf(cgroup_part, sizeof cgroup_part, "/luxec.%d/", (int)getpid());
   }
-  if (p->cg.dir_fd < 0 && !subreaper) {
+  if (p->cg.id == 0 && !subreaper) {
     watchdog_start();
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     subreaper = 1;
   }
-  if (p->cg.dir_fd < 0 || p->init_pid > 0) watch(loop);
-  if (p->cg.dir_fd >= 0) return;
+  if (p->cg.id == 0 || p->init_pid > 0) watch(loop);
+  if (p->cg.id != 0) return;
   watchdog_tell((int32_t)p->pid);
   if (p->init_pid > 0) watchdog_tell((int32_t)p->init_pid);
 }
