@@ -212,6 +212,27 @@ function H.cgroups()
   return ok, why
 end
 
+--- describe(title .. " (cgroup)") and describe(title .. " (no cgroup)"), each checking after
+--- every test that nothing is left behind; body(cgroup) defines the tests. Where cgroup v2 is
+--- not writable the cgroup one is a pending test that says why.
+function H.each_cgroup_mode(title, body)
+  local busted = require("busted")
+  local describe, it, pending = busted.describe, busted.it, busted.pending
+  for _, mode in ipairs({ "cgroup", "no cgroup" }) do
+    local cgroup = mode == "cgroup"
+    describe(title .. " (" .. mode .. ")", function()
+      if cgroup and not H.cgroups() then
+        it("runs where cgroup v2 is writable", function()
+          pending("cgroup v2 is not writable here: " .. select(2, H.cgroups()))
+        end)
+        return
+      end
+      busted.after_each(H.assert_clean)
+      body(cgroup)
+    end)
+  end
+end
+
 --- Run the built luxec (or another program) as a child with pipes; returns
 --- {code=, signal=, stdout=, stderr=, ms=}. opts: input (string, then stdin is closed),
 --- env (table of "K=V" strings; default: this process's environment), cwd, timeout (ms).
