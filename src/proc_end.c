@@ -65,14 +65,8 @@ static int cmp_pid(const void *a, const void *b) {
 
 /* state and process group from /proc/<pid>/stat; 0 when it is gone */
 static char stat_of(pid_t pid, pid_t *pgid) {
-  char path[64], buf[512];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
+  char buf[512];
+  if (pfs_read(pid, "stat", buf, sizeof buf) < 0) return 0;
   char *q = strrchr(buf, ')');
   char st;
   int ppid, pg;
@@ -83,14 +77,8 @@ static char stat_of(pid_t pid, pid_t *pgid) {
 
 /* when pid started (clock ticks after boot), which tells a reused pid apart; 0 when gone */
 static unsigned long long start_of(pid_t pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
+  char buf[1024];
+  if (pfs_read(pid, "stat", buf, sizeof buf) < 0) return 0;
   char *q = strrchr(buf, ')');
   unsigned long long start = 0;
   for (int field = 2; q != NULL && field <= 21; field++) q = strchr(q + 1, ' ');
