@@ -212,6 +212,24 @@ function H.cgroups()
   return ok, why
 end
 
+local engines = {}
+
+--- An agent engine for one test, with quick settings (deterministic, no login shell) unless
+--- cfg says otherwise; H.end_engines() shuts down every one made since.
+function H.engine(cfg)
+  cfg = cfg or {}
+  if cfg.deterministic == nil then cfg.deterministic = true end
+  if cfg.login == nil then cfg.login = false end
+  local e = require("luxec.engine").new(cfg)
+  engines[#engines + 1] = e
+  return e
+end
+
+function H.end_engines()
+  for _, e in ipairs(engines) do e:shutdown() end
+  engines = {}
+end
+
 --- describe(title .. " (cgroup)") and describe(title .. " (no cgroup)"), each checking after
 --- every test that nothing is left behind; body(cgroup) defines the tests. Where cgroup v2 is
 --- not writable the cgroup one is a pending test that says why.

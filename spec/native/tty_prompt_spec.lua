@@ -2,20 +2,14 @@
 -- `read </dev/tty`) count as waiting for input, like prompts that read stdin.
 local H = require("helper")
 local luxec = require("luxec")
-local exec = require("luxec.engine")
 
-local engines, procs = {}, {}
-
-local function engine()
-  local e = exec.new({ deterministic = true, login = false })
-  engines[#engines + 1] = e
-  return e
-end
+local procs = {}
+local engine = H.engine
 
 local function clean_up()
-  for _, e in ipairs(engines) do e:shutdown() end
+  H.end_engines()
   for _, p in ipairs(procs) do p:close() end
-  engines, procs = {}, {}
+  procs = {}
   H.assert_clean()
 end
 
