@@ -212,6 +212,18 @@ function H.cgroups()
   return ok, why
 end
 
+--- The error that fn(...) raises; the test fails when it raises none.
+function H.err_of(fn, ...)
+  local ok, err = pcall(fn, ...)
+  require("luassert").is_false(ok, "expected an error")
+  return err
+end
+
+--- Whether the command is on PATH.
+function H.have(cmd)
+  return os.execute("command -v " .. cmd .. " >/dev/null 2>&1") == true
+end
+
 local engines = {}
 
 --- An agent engine for one test, with quick settings (deterministic, no login shell) unless

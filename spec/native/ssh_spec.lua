@@ -8,11 +8,7 @@ local luxec = require("luxec")
 local openssh = require("lib.sshd")
 local uv = require("luv")
 
-local function err_of(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "expected an error")
-  return err
-end
+local err_of = H.err_of
 
 local function sh(cmd)
   local ok = os.execute("(" .. cmd .. ") >/dev/null 2>&1")
