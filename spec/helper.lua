@@ -212,6 +212,16 @@ function H.cgroups()
   return ok, why
 end
 
+--- A port free on the loopback now.
+function H.free_port()
+  local t = uv.new_tcp()
+  assert(t:bind("127.0.0.1", 0))
+  local port = t:getsockname().port
+  t:close()
+  uv.run("nowait")
+  return port
+end
+
 --- The error that fn(...) raises; the test fails when it raises none.
 function H.err_of(fn, ...)
   local ok, err = pcall(fn, ...)

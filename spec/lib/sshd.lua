@@ -1,7 +1,7 @@
 -- What the specs that run a real OpenSSH sshd share: where it is, whether it can run here,
--- a free loopback port, keys, and its configuration file. How each spec starts it (in the
--- foreground, as a daemon in a mount namespace, or per connection in inetd mode) is its own.
--- `local sshd = require("lib.sshd")`.
+-- keys, and its configuration file. How each spec starts it (in the foreground, as a daemon
+-- in a mount namespace, or per connection in inetd mode) is its own.
+-- `local openssh = require("lib.sshd")`.
 local luxec = require("luxec")
 local H = require("helper")
 local uv = require("luv")
@@ -13,16 +13,6 @@ function M.skip_reason()
   if uv.getuid() ~= 0 then return "sshd needs root" end
   if not uv.fs_access(M.path, "X") then return "no sshd (scripts/setup installs openssh-server)" end
   return nil
-end
-
---- A port free on the loopback now.
-function M.free_port()
-  local t = uv.new_tcp()
-  assert(t:bind("127.0.0.1", 0))
-  local port = t:getsockname().port
-  t:close()
-  uv.run("nowait")
-  return port
 end
 
 --- An ed25519 key pair at path and path .. ".pub", with the passphrase (default none).

@@ -78,13 +78,7 @@ local function udp_server()
 end
 
 -- A port nothing listens on.
-local function dead_port()
-  local t = uv.new_tcp()
-  t:bind("127.0.0.1", 0)
-  local port = t:getsockname().port
-  t:close()
-  return port
-end
+local dead_port = H.free_port
 
 -- A server that accepts and never answers.
 local function silent_server()

@@ -91,7 +91,7 @@ describe("luxec.ssh.login against OpenSSH", function()
     local f = assert(io.popen("chpasswd", "w"))
     f:write(("%s:%s\n"):format(user, password))
     assert(f:close())
-    port = openssh.free_port()
+    port = H.free_port()
     openssh.config(dir, dir .. "/host_key", { "Port " .. port, "ListenAddress 127.0.0.1",
       "PidFile " .. dir .. "/sshd.pid", "PasswordAuthentication yes", "PermitRootLogin no",
       "AllowUsers " .. user, "PrintMotd no", "PrintLastLog no", "LogLevel ERROR" })
@@ -221,7 +221,7 @@ describe("luxec.ssh.login against OpenSSH", function()
     assert.equals(("timeout: no shell session on %s@127.0.0.1:%d within 0.5 s; last output: " ..
       "(nothing)"):format(user, sport), msg)
     assert.is_true(ms >= 500 and ms < 2000, ms)
-    local closed = openssh.free_port()
+    local closed = H.free_port()
     s, msg, code = luxec.ssh.login(opts({ port = closed, password = password }))
     assert.same({ nil, "eof" }, { s, code })
     assert.equals(("eof: ssh to %s@127.0.0.1:%d ended before a shell session (exit code " ..

@@ -27,7 +27,7 @@ describe("luxec.remote over ssh", function()
     if why_not then return pending(why_not) end
     if not uv.fs_stat("/run/sshd") then uv.fs_mkdir("/run/sshd", 493) end
     dir = H.tmpdir()
-    port = openssh.free_port()
+    port = H.free_port()
     openssh.keygen(dir .. "/host_key")
     openssh.keygen(dir .. "/client_key")
     openssh.keygen(dir .. "/other_key")
