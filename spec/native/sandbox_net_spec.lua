@@ -545,18 +545,12 @@ describe("network by name as an unprivileged user", function()
       io.write(json.encode({output = r.output, allowed = n.allowed, refused = n.refused,
         userns = r.sandbox.layers.userns}), "\n")
     ]]):format(srv.port, srv.port, PATH)
-    local out, done = {}, false
-    local stdout = uv.new_pipe()
-    local proc = uv.spawn("setpriv", { args = { "--reuid=" .. NOBODY, "--regid=" .. NOBODY,
-      "--clear-groups", H.luxec, "-e", code }, stdio = { nil, stdout, 2 },
-      env = { "PATH=" .. PATH, "HOME=/tmp" } }, function() done = true end)
-    assert(proc)
-    stdout:read_start(function(_, d) if d then out[#out + 1] = d end end)
-    H.wait_for(function() return done end, 30000, "the unprivileged host")
-    stdout:close()
-    proc:close()
+    local r = H.run({ cmd = "setpriv", "--reuid=" .. NOBODY, "--regid=" .. NOBODY,
+      "--clear-groups", H.luxec, "-e", code }, { env = { "PATH=" .. PATH, "HOME=/tmp" },
+      timeout = 30000 })
     srv.close()
-    local res = json.decode(table.concat(out))
+    assert(not r.timed_out, "the unprivileged host did not end: " .. r.stderr)
+    local res = json.decode(r.stdout)
     assert.is_true(res.userns)
     assert.equals(("hello from registry.test:%d\nluxec sandbox: http evil.test:%d refused: "
       .. "not in network.allow\n"):format(srv.port, srv.port), res.output)
