@@ -212,6 +212,19 @@ function H.cgroups()
   return ok, why
 end
 
+--- Whether pid is gone or has SIGKILL pending: a kill returns without waiting for the kernel
+--- to finish the job, so "killed at once" is this, and "gone" follows without anything more.
+function H.killed(pid)
+  local f = io.open(("/proc/%d/status"):format(pid))
+  if not f then return true end
+  local status = f:read("a")
+  f:close()
+  local pnd, shd = status:match("\nSigPnd:%s*(%x+)"), status:match("\nShdPnd:%s*(%x+)")
+  local SIGKILL_BIT = 1 << 8
+  return not H.alive(pid) or (tonumber(pnd or "0", 16) | tonumber(shd or "0", 16))
+    & SIGKILL_BIT ~= 0
+end
+
 --- A port free on the loopback now.
 function H.free_port()
   local t = uv.new_tcp()

@@ -20,16 +20,7 @@ local function present(pid)
   return state ~= nil and state ~= "Z" and state ~= "X"
 end
 
--- Whether pid has been sent SIGKILL (pending, or already on its way out).
-local function killed(pid)
-  local f = io.open(("/proc/%d/status"):format(pid))
-  if not f then return true end
-  local s = f:read("a")
-  f:close()
-  local pnd = tonumber(s:match("\nSigPnd:%s*(%x+)") or "0", 16)
-    | tonumber(s:match("\nShdPnd:%s*(%x+)") or "0", 16)
-  return pnd & (1 << 8) ~= 0 or not H.alive(pid)
-end
+local killed = H.killed
 
 -- A tree that ignores TERM and has 1,500 processes: after SIGKILL the kernel takes a while
 -- (tens of ms, more under load) until the last of them is gone.

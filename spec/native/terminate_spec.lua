@@ -45,18 +45,7 @@ local function wait_escapees(p)
   return pids
 end
 
--- Whether pid is gone or has SIGKILL pending: close() kills without waiting for the kernel
--- to finish the job, so "killed at once" is this, and "gone" follows without anything more.
-local function killed(pid)
-  local f = io.open(("/proc/%d/status"):format(pid))
-  if not f then return true end
-  local status = f:read("a")
-  f:close()
-  local pnd, shd = status:match("\nSigPnd:%s*(%x+)"), status:match("\nShdPnd:%s*(%x+)")
-  local SIGKILL_BIT = 1 << 8
-  return not H.alive(pid) or (tonumber(pnd or "0", 16) | tonumber(shd or "0", 16))
-    & SIGKILL_BIT ~= 0
-end
+local killed = H.killed
 
 local function wait_text(p, pattern)
   H.wait_output(p, pattern, 5000)
