@@ -450,20 +450,23 @@ static int proc_kill_tree_l(lua_State *L) {
   return 1;
 }
 
-static void check_all(lua_State *L, lua_Integer n) {
+/* Argument 1, a list of sessions, checked whole before any is touched: its length. */
+static lua_Integer check_list(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 1);
   for (lua_Integer i = 1; i <= n; i++) {
     lua_rawgeti(L, 1, i);
     proc_check(L, -1);
     lua_pop(L, 1);
   }
+  return n;
 }
 
 /* core.kill_trees({p, ...} [, reason]) -> processes killed: every tree at once, no wait */
 static int core_kill_trees(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   const char *reason = luaL_optstring(L, 2, "terminate");
-  lua_Integer n = luaL_len(L, 1);
-  check_all(L, n);
+  lua_Integer n = check_list(L);
   int total = 0;
   scan_begin();
   for (lua_Integer i = 1; i <= n; i++) {
@@ -480,9 +483,8 @@ static int core_kill_trees(lua_State *L) {
 /* core.signal_trees({p, ...}, sig) -> processes signalled (each tree as p:signal_tree) */
 static int core_signal_trees(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
-  lua_Integer n = luaL_len(L, 1);
   int sig = proc_checksignal(L, 2);
-  check_all(L, n);
+  lua_Integer n = check_list(L);
   int total = 0;
   scan_begin();
   for (lua_Integer i = 1; i <= n; i++) {
@@ -497,9 +499,7 @@ static int core_signal_trees(lua_State *L) {
 
 /* core.watch_trees({p, ...}) -> {gone, ...}: p:watch_tree() of each, with one scan */
 static int core_watch_trees(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  lua_Integer n = luaL_len(L, 1);
-  check_all(L, n);
+  lua_Integer n = check_list(L);
   lua_createtable(L, (int)n, 0);
   scan_begin();
   for (lua_Integer i = 1; i <= n; i++) {
