@@ -212,6 +212,80 @@ function H.cgroups()
   return ok, why
 end
 
+--- Whether pid is gone or has SIGKILL pending: a kill returns without waiting for the kernel
+--- to finish the job, so "killed at once" is this, and "gone" follows without anything more.
+function H.killed(pid)
+  local f = io.open(("/proc/%d/status"):format(pid))
+  if not f then return true end
+  local status = f:read("a")
+  f:close()
+  local pnd, shd = status:match("\nSigPnd:%s*(%x+)"), status:match("\nShdPnd:%s*(%x+)")
+  local SIGKILL_BIT = 1 << 8
+  return not H.alive(pid) or (tonumber(pnd or "0", 16) | tonumber(shd or "0", 16))
+    & SIGKILL_BIT ~= 0
+end
+
+--- A port free on the loopback now.
+function H.free_port()
+  local t = uv.new_tcp()
+  assert(t:bind("127.0.0.1", 0))
+  local port = t:getsockname().port
+  t:close()
+  uv.run("nowait")
+  return port
+end
+
+--- The error that fn(...) raises; the test fails when it raises none.
+function H.err_of(fn, ...)
+  local ok, err = pcall(fn, ...)
+  require("luassert").is_false(ok, "expected an error")
+  return err
+end
+
+--- Whether the command is on PATH.
+function H.have(cmd)
+  return os.execute("command -v " .. cmd .. " >/dev/null 2>&1") == true
+end
+
+local engines = {}
+
+--- An agent engine for one test, with quick settings (deterministic, no login shell) unless
+--- cfg says otherwise; H.end_engines() shuts down every one made since.
+function H.engine(cfg)
+  cfg = cfg or {}
+  if cfg.deterministic == nil then cfg.deterministic = true end
+  if cfg.login == nil then cfg.login = false end
+  local e = require("luxec.engine").new(cfg)
+  engines[#engines + 1] = e
+  return e
+end
+
+function H.end_engines()
+  for _, e in ipairs(engines) do e:shutdown() end
+  engines = {}
+end
+
+--- describe(title .. " (cgroup)") and describe(title .. " (no cgroup)"), each checking after
+--- every test that nothing is left behind; body(cgroup) defines the tests. Where cgroup v2 is
+--- not writable the cgroup one is a pending test that says why.
+function H.each_cgroup_mode(title, body)
+  local busted = require("busted")
+  local describe, it, pending = busted.describe, busted.it, busted.pending
+  for _, mode in ipairs({ "cgroup", "no cgroup" }) do
+    local cgroup = mode == "cgroup"
+    describe(title .. " (" .. mode .. ")", function()
+      if cgroup and not H.cgroups() then
+        it("runs where cgroup v2 is writable", function()
+          pending("cgroup v2 is not writable here: " .. select(2, H.cgroups()))
+        end)
+        return
+      end
+      busted.after_each(H.assert_clean)
+      body(cgroup)
+    end)
+  end
+end
+
 --- Run the built luxec (or another program) as a child with pipes; returns
 --- {code=, signal=, stdout=, stderr=, ms=}. opts: input (string, then stdin is closed),
 --- env (table of "K=V" strings; default: this process's environment), cwd, timeout (ms).

@@ -6,14 +6,9 @@
 #include "cgroup_limits.h"
 #include "luxec.h"
 #include "outbuf.h"
+#include "wqueue.h"
 
 #define PROC_MT "luxec.proc"
-
-typedef struct wchunk {
-  struct wchunk *next;
-  size_t len, off;
-  char data[];
-} wchunk;
 
 struct proc;
 struct sbx_monitor;
@@ -55,7 +50,7 @@ typedef struct proc {
   int in_fd;             /* -1: /dev/null or closed */
   uv_poll_t in_poll;
   int in_poll_open, in_polling;
-  wchunk *wq_head, *wq_tail;
+  wqueue wq;             /* input not written yet, in order */
   size_t wq_bytes;
   int in_err;            /* sticky errno of a failed write (EPIPE, EIO) */
   int close_in_pending;  /* close stdin once the queue has drained */

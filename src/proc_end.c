@@ -65,14 +65,8 @@ static int cmp_pid(const void *a, const void *b) {
 
 /* state and process group from /proc/<pid>/stat; 0 when it is gone */
 static char stat_of(pid_t pid, pid_t *pgid) {
-  char path[64], buf[512];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
+  char buf[512];
+  if (pfs_read(pid, "stat", buf, sizeof buf) < 0) return 0;
   char *q = strrchr(buf, ')');
   char st;
   int ppid, pg;
@@ -83,14 +77,8 @@ static char stat_of(pid_t pid, pid_t *pgid) {
 
 /* when pid started (clock ticks after boot), which tells a reused pid apart; 0 when gone */
 static unsigned long long start_of(pid_t pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
+  char buf[1024];
+  if (pfs_read(pid, "stat", buf, sizeof buf) < 0) return 0;
   char *q = strrchr(buf, ')');
   unsigned long long start = 0;
   for (int field = 2; q != NULL && field <= 21; field++) q = strchr(q + 1, ' ');
@@ -462,20 +450,23 @@ static int proc_kill_tree_l(lua_State *L) {
   return 1;
 }
 
-static void check_all(lua_State *L, lua_Integer n) {
+/* Argument 1, a list of sessions, checked whole before any is touched: its length. */
+static lua_Integer check_list(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 1);
   for (lua_Integer i = 1; i <= n; i++) {
     lua_rawgeti(L, 1, i);
     proc_check(L, -1);
     lua_pop(L, 1);
   }
+  return n;
 }
 
 /* core.kill_trees({p, ...} [, reason]) -> processes killed: every tree at once, no wait */
 static int core_kill_trees(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   const char *reason = luaL_optstring(L, 2, "terminate");
-  lua_Integer n = luaL_len(L, 1);
-  check_all(L, n);
+  lua_Integer n = check_list(L);
   int total = 0;
   scan_begin();
   for (lua_Integer i = 1; i <= n; i++) {
@@ -492,9 +483,8 @@ static int core_kill_trees(lua_State *L) {
 /* core.signal_trees({p, ...}, sig) -> processes signalled (each tree as p:signal_tree) */
 static int core_signal_trees(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
-  lua_Integer n = luaL_len(L, 1);
   int sig = proc_checksignal(L, 2);
-  check_all(L, n);
+  lua_Integer n = check_list(L);
   int total = 0;
   scan_begin();
   for (lua_Integer i = 1; i <= n; i++) {
@@ -509,9 +499,7 @@ static int core_signal_trees(lua_State *L) {
 
 /* core.watch_trees({p, ...}) -> {gone, ...}: p:watch_tree() of each, with one scan */
 static int core_watch_trees(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  lua_Integer n = luaL_len(L, 1);
-  check_all(L, n);
+  lua_Integer n = check_list(L);
   lua_createtable(L, (int)n, 0);
   scan_begin();
   for (lua_Integer i = 1; i <= n; i++) {

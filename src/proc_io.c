@@ -4,8 +4,6 @@
 #include "proc.h"
 
 #include <errno.h>
-#include <stdlib.h>
-#include <string.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -17,7 +15,7 @@ static char read_buf[READ_CHUNK];
 static void stream_eof(proc *p, pstream *s) {
   s->eof = 1;
   if (p->tty && p->in_fd >= 0) { /* the PTY's input ends with it (the descriptor is shared) */
-    if (p->wq_head != NULL) p->in_err = EIO;
+    if (p->wq.head != NULL) p->in_err = EIO;
     proc_io_free_queue(p);
     p->in_fd = -1;
     p->in_polling = 0;
@@ -100,13 +98,7 @@ static int ensure_in_poll(proc *p) {
 }
 
 void proc_io_free_queue(proc *p) {
-  while (p->wq_head != NULL) {
-    wchunk *c = p->wq_head;
-    p->wq_head = c->next;
-    free(c);
-  }
-  p->wq_tail = NULL;
-  p->wq_bytes = 0;
+  wqueue_clear(&p->wq, &p->wq_bytes);
 }
 
 static void poll_writable(proc *p, int on) {
@@ -170,20 +162,13 @@ static void finish_close_stdin(proc *p) {
 
 /* Write what is queued while the descriptor takes it; stop polling once it is empty. */
 static void drain_queue(proc *p) {
-  while (p->wq_head != NULL && p->in_fd >= 0) {
-    wchunk *c = p->wq_head;
-    ssize_t n = write_some(p->in_fd, c->data + c->off, c->len - c->off);
-    if (n < 0) {
-      input_failed(p, (int)-n);
+  if (p->in_fd >= 0) {
+    int rc = wqueue_flush(&p->wq, &p->wq_bytes, p->in_fd, write_some);
+    if (rc < 0) {
+      input_failed(p, -rc);
       return;
     }
-    if (n == 0) return; /* full again: wait for the next writable event */
-    c->off += (size_t)n;
-    p->wq_bytes -= (size_t)n;
-    if (c->off < c->len) return;
-    p->wq_head = c->next;
-    if (p->wq_head == NULL) p->wq_tail = NULL;
-    free(c);
+    if (rc == 0) return; /* full again: wait for the next writable event */
   }
   poll_writable(p, 0);
   if (p->close_in_pending) finish_close_stdin(p);
@@ -215,7 +200,7 @@ static int proc_write(lua_State *L) {
   if (p->in_fd < 0 || p->in_err || p->stdin_closed || p->close_in_pending)
     return input_refused(L, p, "write");
   size_t done = 0;
-  if (p->wq_head == NULL) {
+  if (p->wq.head == NULL) {
     ssize_t n = write_some(p->in_fd, data, len);
     if (n < 0) {
       input_failed(p, (int)-n);
@@ -224,16 +209,8 @@ static int proc_write(lua_State *L) {
     done = (size_t)n;
   }
   if (done < len) {
-    wchunk *c = malloc(sizeof *c + len - done);
-    if (c == NULL) return luxec_push_error(L, ENOMEM);
-    c->next = NULL;
-    c->len = len - done;
-    c->off = 0;
-    memcpy(c->data, data + done, len - done);
-    if (p->wq_tail) p->wq_tail->next = c;
-    else p->wq_head = c;
-    p->wq_tail = c;
-    p->wq_bytes += c->len;
+    if (wqueue_push(&p->wq, &p->wq_bytes, data + done, len - done) < 0)
+      return luxec_push_error(L, ENOMEM);
     if (!p->in_polling && ensure_in_poll(p)) poll_writable(p, 1);
   }
   lua_pushinteger(L, (lua_Integer)len);
@@ -247,7 +224,7 @@ static int proc_close_stdin(lua_State *L) {
     lua_pushboolean(L, 1);
     return 1;
   }
-  if (p->wq_head == NULL) finish_close_stdin(p);
+  if (p->wq.head == NULL) finish_close_stdin(p);
   else p->close_in_pending = 1;
   if (p->in_err) return luxec_push_error(L, p->in_err);
   lua_pushboolean(L, 1);

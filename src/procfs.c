@@ -113,7 +113,7 @@ void pfs_cmdline(pid_t pid, char *out, size_t size) {
 }
 
 /* /proc/<pid>/<file> into buf (NUL-terminated, cut at size): 0 or -1. */
-static int read_proc(pid_t pid, const char *file, char *buf, size_t size) {
+int pfs_read(pid_t pid, const char *file, char *buf, size_t size) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -127,7 +127,7 @@ static int read_proc(pid_t pid, const char *file, char *buf, size_t size) {
 
 pid_t pfs_pgid(pid_t pid) {
   char buf[512];
-  if (read_proc(pid, "stat", buf, sizeof buf) < 0) return -1;
+  if (pfs_read(pid, "stat", buf, sizeof buf) < 0) return -1;
   char *p = strrchr(buf, ')'); /* the name may contain anything but is in parentheses */
   int ppid, pgid;
   char st;
@@ -139,7 +139,7 @@ pid_t pfs_pgid(pid_t pid) {
  * /dev/tty opened by a process is its controlling terminal, whatever pts that is. */
 static int controlled_by(pid_t pid, const char *target) {
   char buf[512];
-  if (read_proc(pid, "stat", buf, sizeof buf) < 0) return 0;
+  if (pfs_read(pid, "stat", buf, sizeof buf) < 0) return 0;
   char *p = strrchr(buf, ')');
   int ppid, pgid, sid;
   unsigned long nr;
@@ -203,7 +203,7 @@ static int selects_on(pid_t pid, unsigned long nfds, unsigned long addr, const c
 static int epolls_on(pid_t pid, int epfd, const char *target) {
   char buf[4096], file[64];
   snprintf(file, sizeof file, "fdinfo/%d", epfd);
-  if (read_proc(pid, file, buf, sizeof buf) < 0) return -1;
+  if (pfs_read(pid, file, buf, sizeof buf) < 0) return -1;
   for (char *line = strstr(buf, "tfd:"); line != NULL; line = strstr(line + 1, "tfd:")) {
     int tfd;
     unsigned int events;
@@ -214,14 +214,8 @@ static int epolls_on(pid_t pid, int epfd, const char *target) {
 }
 
 int pfs_waiting_on(pid_t pid, const char *target) {
-  char path[64], buf[256];
-  snprintf(path, sizeof path, "/proc/%d/syscall", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
+  char buf[256];
+  if (pfs_read(pid, "syscall", buf, sizeof buf) < 0) return 0;
   long nr;
   unsigned long arg0, arg1 = 0;
   if (sscanf(buf, "%ld %lx %lx", &nr, &arg0, &arg1) < 2) return 0; /* "running" */
@@ -253,7 +247,7 @@ int pfs_waiting_on(pid_t pid, const char *target) {
 
 long pfs_status_last(pid_t pid, const char *field) {
   char buf[2048];
-  if (read_proc(pid, "status", buf, sizeof buf) < 0) return -1;
+  if (pfs_read(pid, "status", buf, sizeof buf) < 0) return -1;
   size_t flen = strlen(field);
   for (char *line = buf; line != NULL && *line; line = strchr(line, '\n')) {
     if (*line == '\n') line++;

@@ -3,6 +3,7 @@
  * size and SIGWINCH. Mechanism only: the escape key, what to forward and when to stop are
  * the Lua side's. */
 #include "luxec.h"
+#include "wqueue.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,12 +17,6 @@
 #define TERM_MT "luxec.term"
 #define KEY_CHUNK 4096
 
-typedef struct wchunk {
-  struct wchunk *next;
-  size_t len, off;
-  char data[];
-} wchunk;
-
 typedef struct term {
   uv_poll_t poll;        /* on in_fd; data NULL: found with container_of */
   uv_poll_t wpoll;       /* on wfd while output waits for the terminal to take it */
@@ -31,7 +26,7 @@ typedef struct term {
   int in_fd, out_fd;
   int fl_saved;          /* in_fd's file status flags before the poll made it non-blocking */
   int wfd;               /* out_fd, or a dup of it when it is in_fd (one poll per number) */
-  wchunk *wq_head, *wq_tail; /* output not yet taken, in order */
+  wqueue wq;             /* output not yet taken, in order */
   size_t wq_bytes;
   int werr;              /* sticky errno of a failed write */
   int poll_open, winch_open, wpoll_open;
@@ -65,21 +60,11 @@ static term *check_term(lua_State *L, int idx) {
   return b->t;
 }
 
-static void free_queue(term *t) {
-  while (t->wq_head != NULL) {
-    wchunk *c = t->wq_head;
-    t->wq_head = c->next;
-    free(c);
-  }
-  t->wq_tail = NULL;
-  t->wq_bytes = 0;
-}
-
 static void free_if_done(term *t) {
   if (!t->closed || t->pending_closes > 0 || t->poll_open || t->winch_open || t->wpoll_open)
     return;
   if (t->wfd >= 0 && t->wfd != t->out_fd) close(t->wfd);
-  free_queue(t);
+  wqueue_clear(&t->wq, &t->wq_bytes);
   free(t);
 }
 
@@ -286,24 +271,13 @@ static void stop_writing(term *t) {
 static void wpoll_cb(uv_poll_t *h, int status, int events) {
   term *t = container_of(h, term, wpoll);
   (void)events;
-  while (t->wq_head != NULL && status == 0) {
-    wchunk *c = t->wq_head;
-    ssize_t n = write_now(t->wfd, c->data + c->off, c->len - c->off);
-    if (n < 0) {
-      status = (int)n;
-      break;
-    }
-    if (n == 0) return; /* full again */
-    c->off += (size_t)n;
-    t->wq_bytes -= (size_t)n;
-    if (c->off < c->len) return;
-    t->wq_head = c->next;
-    if (t->wq_head == NULL) t->wq_tail = NULL;
-    free(c);
+  if (status == 0) {
+    status = wqueue_flush(&t->wq, &t->wq_bytes, t->wfd, write_now);
+    if (status == 0) return; /* full again */
   }
   if (status < 0) { /* the terminal is gone: what is queued cannot be written */
     t->werr = -status;
-    free_queue(t);
+    wqueue_clear(&t->wq, &t->wq_bytes);
   }
   stop_writing(t);
 }
@@ -331,22 +305,14 @@ static int term_write(lua_State *L) {
   size_t len, off = 0;
   const char *data = luaL_checklstring(L, 2, &len);
   if (t->werr) return luxec_push_error(L, t->werr);
-  if (t->wq_head == NULL) {
+  if (t->wq.head == NULL) {
     ssize_t n = write_now(t->out_fd, data, len);
     if (n < 0) return luxec_push_error(L, (int)-n);
     off = (size_t)n;
   }
   if (off < len) {
-    wchunk *c = malloc(sizeof *c + len - off);
-    if (c == NULL) return luxec_push_error(L, ENOMEM);
-    c->next = NULL;
-    c->len = len - off;
-    c->off = 0;
-    memcpy(c->data, data + off, len - off);
-    if (t->wq_tail) t->wq_tail->next = c;
-    else t->wq_head = c;
-    t->wq_tail = c;
-    t->wq_bytes += c->len;
+    if (wqueue_push(&t->wq, &t->wq_bytes, data + off, len - off) < 0)
+      return luxec_push_error(L, ENOMEM);
     int rc = start_writing(t);
     if (rc < 0) return luxec_push_error(L, rc);
   }

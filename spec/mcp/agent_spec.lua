@@ -12,14 +12,12 @@ describe("luxec mcp: luxec's agent arguments", function()
   end)
 
   after_each(function()
-    if P then P:close() end
+    R.finish(P, dir)
     P = nil
-    H.rmtree(dir)
-    H.assert_clean()
   end)
 
   local function start(source)
-    P = R.start({ cwd = dir, args = { "--config", R.config(dir, source) } })
+    P = R.start_in(dir, source)
     P:handshake("2025-11-25")
     return P
   end

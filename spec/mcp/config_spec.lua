@@ -154,7 +154,7 @@ return {
 ]]
 
     local function start()
-      P = R.start({ cwd = dir, args = { "--config", R.config(dir, HOOKS) } })
+      P = R.start_in(dir, HOOKS)
       P:handshake()
     end
 

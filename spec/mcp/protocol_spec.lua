@@ -28,16 +28,12 @@ describe("luxec mcp protocol", function()
   end)
 
   after_each(function()
-    if P then P:close() end
+    R.finish(P, dir)
     P = nil
-    H.rmtree(dir)
-    H.assert_clean()
   end)
 
   local function start(config_source, extra)
-    local args = { "--config", R.config(dir, config_source or "return { login = false }") }
-    for _, a in ipairs(extra or {}) do args[#args + 1] = a end
-    P = R.start({ cwd = dir, args = args })
+    P = R.start_in(dir, config_source or "return { login = false }", extra)
     return P
   end
 

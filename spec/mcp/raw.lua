@@ -167,6 +167,20 @@ function R.config(dir, source, name)
   return path
 end
 
+--- Start `luxec mcp --config CONFIG EXTRA...` in dir, CONFIG written there from `source`.
+function R.start_in(dir, source, extra)
+  local args = { "--config", R.config(dir, source) }
+  for _, a in ipairs(extra or {}) do args[#args + 1] = a end
+  return R.start({ cwd = dir, args = args })
+end
+
+--- After a test: close the peer P (if any), remove dir, and check nothing is left behind.
+function R.finish(P, dir)
+  if P then P:close() end
+  H.rmtree(dir)
+  H.assert_clean()
+end
+
 --- Whether a pid is alive (zombies count as gone).
 R.alive = H.alive
 

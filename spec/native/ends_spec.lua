@@ -20,16 +20,7 @@ local function present(pid)
   return state ~= nil and state ~= "Z" and state ~= "X"
 end
 
--- Whether pid has been sent SIGKILL (pending, or already on its way out).
-local function killed(pid)
-  local f = io.open(("/proc/%d/status"):format(pid))
-  if not f then return true end
-  local s = f:read("a")
-  f:close()
-  local pnd = tonumber(s:match("\nSigPnd:%s*(%x+)") or "0", 16)
-    | tonumber(s:match("\nShdPnd:%s*(%x+)") or "0", 16)
-  return pnd & (1 << 8) ~= 0 or not H.alive(pid)
-end
+local killed = H.killed
 
 -- A tree that ignores TERM and has 1,500 processes: after SIGKILL the kernel takes a while
 -- (tens of ms, more under load) until the last of them is gone.
@@ -46,72 +37,59 @@ local function slow_to_die(cgroup)
   return p, sample
 end
 
-for _, mode in ipairs({ "cgroup", "no cgroup" }) do
-  local cgroup = mode == "cgroup"
-  describe("ending sessions never blocks the loop (" .. mode .. ")", function()
-    if cgroup and not H.cgroups() then
-      it("runs where cgroup v2 is writable", function()
-        pending("cgroup v2 is not writable here: " .. select(2, H.cgroups()))
-      end)
-      return
-    end
-    after_each(H.assert_clean)
+H.each_cgroup_mode("ending sessions never blocks the loop", function(cgroup)
+  it("close() kills the whole tree at once, and it is gone without another call", function()
+    local p, sample = slow_to_die(cgroup)
+    p:close()
+    for _, pid in ipairs(sample) do assert.is_true(killed(pid), pid .. " not killed") end
+    H.wait_for(function()
+      for _, pid in ipairs(sample) do if present(pid) then return false end end
+      return true
+    end, 10000, "the tree to be gone")
+  end)
 
-    it("close() kills the whole tree at once, and it is gone without another call", function()
-      local p, sample = slow_to_die(cgroup)
+  it("terminate_all of many trees takes about as long as the slowest one", function()
+    local procs = {}
+    for i = 1, 20 do
+      procs[i] = assert(luxec.spawn({ "sh", "-c", "trap '' TERM; echo up; sleep 60" },
+        { cgroup = cgroup }))
+    end
+    for _, p in ipairs(procs) do assert(p:expect("up")) end
+    local t0 = uv.hrtime()
+    local r = luxec.terminate_all(procs, { grace_ms = 200 })
+    local ms = (uv.hrtime() - t0) / 1e6
+    assert.is_false(r.graceful)
+    assert.is_true(ms < 200 + 1500, ("took %.0f ms"):format(ms))
+    for _, p in ipairs(procs) do
+      assert.is_false(H.alive(p.pid))
+      assert.is_true(p:finished())
       p:close()
-      for _, pid in ipairs(sample) do assert.is_true(killed(pid), pid .. " not killed") end
-      H.wait_for(function()
-        for _, pid in ipairs(sample) do if present(pid) then return false end end
-        return true
-      end, 10000, "the tree to be gone")
-    end)
-
-    it("terminate_all of many trees takes about as long as the slowest one", function()
-      local procs = {}
-      for i = 1, 20 do
-        procs[i] = assert(luxec.spawn({ "sh", "-c", "trap '' TERM; echo up; sleep 60" },
-          { cgroup = cgroup }))
-      end
-      for _, p in ipairs(procs) do assert(p:expect("up")) end
-      local t0 = uv.hrtime()
-      local r = luxec.terminate_all(procs, { grace_ms = 200 })
-      local ms = (uv.hrtime() - t0) / 1e6
-      assert.is_false(r.graceful)
-      assert.is_true(ms < 200 + 1500, ("took %.0f ms"):format(ms))
-      for _, p in ipairs(procs) do
-        assert.is_false(H.alive(p.pid))
-        assert.is_true(p:finished())
-        p:close()
-      end
-    end)
-  end)
-
-  describe("descriptors per session (" .. mode .. ")", function()
-    if cgroup and not H.cgroups() then return end
-    after_each(H.assert_clean)
-    -- pidfd + PTY master; pidfd + output (+ stdin pipe, + stderr pipe)
-    local kinds = {
-      { name = "PTY", opts = { tty = true }, fds = 2 },
-      { name = "pipes, stderr merged, stdin null", opts = { stdin = "null" }, fds = 2 },
-      { name = "pipes, stderr merged, stdin pipe", opts = {}, fds = 3 },
-      { name = "pipes, stderr apart, stdin pipe", opts = { stderr = "pipe" }, fds = 4 },
-    }
-    for _, kind in ipairs(kinds) do
-      it(("%s: exactly %d each with 50 running, none after close"):format(kind.name, kind.fds),
-        function()
-          local opts = { cgroup = cgroup }
-          for k, v in pairs(kind.opts) do opts[k] = v end
-          local warm = assert(luxec.spawn({ "sleep", "60" }, opts)) -- the host's own handles
-          warm:close()
-          local before = open_fds()
-          local procs = {}
-          for i = 1, 50 do procs[i] = assert(luxec.spawn({ "sleep", "60" }, opts)) end
-          uv.run("nowait")
-          assert.equals(50 * kind.fds, open_fds() - before)
-          for _, p in ipairs(procs) do p:close() end
-          assert.equals(before, open_fds())
-        end)
     end
   end)
-end
+end)
+
+H.each_cgroup_mode("descriptors per session", function(cgroup)
+  -- pidfd + PTY master; pidfd + output (+ stdin pipe, + stderr pipe)
+  local kinds = {
+    { name = "PTY", opts = { tty = true }, fds = 2 },
+    { name = "pipes, stderr merged, stdin null", opts = { stdin = "null" }, fds = 2 },
+    { name = "pipes, stderr merged, stdin pipe", opts = {}, fds = 3 },
+    { name = "pipes, stderr apart, stdin pipe", opts = { stderr = "pipe" }, fds = 4 },
+  }
+  for _, kind in ipairs(kinds) do
+    it(("%s: exactly %d each with 50 running, none after close"):format(kind.name, kind.fds),
+      function()
+        local opts = { cgroup = cgroup }
+        for k, v in pairs(kind.opts) do opts[k] = v end
+        local warm = assert(luxec.spawn({ "sleep", "60" }, opts)) -- the host's own handles
+        warm:close()
+        local before = open_fds()
+        local procs = {}
+        for i = 1, 50 do procs[i] = assert(luxec.spawn({ "sleep", "60" }, opts)) end
+        uv.run("nowait")
+        assert.equals(50 * kind.fds, open_fds() - before)
+        for _, p in ipairs(procs) do p:close() end
+        assert.equals(before, open_fds())
+      end)
+  end
+end)

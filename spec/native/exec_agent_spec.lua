@@ -5,19 +5,10 @@ local H = require("helper")
 local exec = require("luxec.engine")
 local clean = require("luxec.engine.clean")
 
-local engines = {}
-
-local function engine(cfg)
-  cfg = cfg or {}
-  cfg.deterministic, cfg.login = true, false
-  local e = exec.new(cfg)
-  engines[#engines + 1] = e
-  return e
-end
+local engine = H.engine
 
 local function clean_up()
-  for _, e in ipairs(engines) do e:shutdown() end
-  engines = {}
+  H.end_engines()
   H.assert_clean()
 end
 

@@ -6,21 +6,10 @@ local process = require("luxec.process")
 local truncate = require("luxec.engine.truncate")
 local uv = require("luv")
 
-local engines = {}
-
--- An engine for one test (shut down after it). Quick settings: no login shell.
-local function engine(cfg)
-  cfg = cfg or {}
-  if cfg.deterministic == nil then cfg.deterministic = true end
-  if cfg.login == nil then cfg.login = false end
-  local e = exec.new(cfg)
-  engines[#engines + 1] = e
-  return e
-end
+local engine = H.engine
 
 local function clean_up()
-  for _, e in ipairs(engines) do e:shutdown() end
-  engines = {}
+  H.end_engines()
   H.assert_clean()
 end
 

@@ -10,11 +10,7 @@ local function sh(script, opts)
   return assert(luxec.spawn({ "sh", "-c", script }, opts))
 end
 
-local function err_of(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "expected an error")
-  return err
-end
+local err_of = H.err_of
 
 describe("p:expect", function()
   after_each(H.assert_clean)

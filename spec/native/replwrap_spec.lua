@@ -3,15 +3,7 @@ local H = require("helper")
 local luxec = require("luxec")
 local uv = require("luv")
 
-local function err_of(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "expected an error")
-  return err
-end
-
-local function have(cmd)
-  return os.execute("command -v " .. cmd .. " >/dev/null 2>&1") == true
-end
+local err_of, have = H.err_of, H.have
 
 -- The entries of a directory (none: the REPL wrote no history file there).
 local function entries(dir)

@@ -2,11 +2,7 @@
 local H = require("helper")
 local luxec = require("luxec")
 
-local function err_of(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "expected an error")
-  return err
-end
+local err_of = H.err_of
 
 -- A dialog: a name read with echo, then a password read with echo off (turned off before
 -- the prompt is shown, as getpass does).

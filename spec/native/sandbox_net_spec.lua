@@ -17,18 +17,33 @@ local function have(tool)
   return r.output:match("^(/%S+)")
 end
 
--- An HTTP server on the host's loopback: every connection it accepts is counted, every
--- request head kept ({line =, host =}); it answers a path of s.routes with its body, any
--- other with "hello from <Host>".
-local function http_server()
-  local s = { conns = 0, hits = {}, clients = {}, routes = {} } -- routes[path] = {type, body}
+-- A TCP server on the host's loopback: s.port; every connection it accepts is counted
+-- (s.conns), kept (s.clients, closed by s.close()) and given to on_conn(c) if there is one.
+local function tcp_server(backlog, on_conn)
+  local s = { conns = 0, clients = {} }
   s.tcp = uv.new_tcp()
   assert(s.tcp:bind("127.0.0.1", 0))
-  s.tcp:listen(64, function()
+  s.tcp:listen(backlog, function()
     local c = uv.new_tcp()
     s.tcp:accept(c)
     s.conns = s.conns + 1
     s.clients[#s.clients + 1] = c
+    if on_conn then on_conn(c) end
+  end)
+  s.port = s.tcp:getsockname().port
+  function s.close()
+    for _, c in ipairs(s.clients) do if not c:is_closing() then c:close() end end
+    s.tcp:close()
+  end
+  return s
+end
+
+-- An HTTP server on the host's loopback: every connection it accepts is counted, every
+-- request head kept ({line =, host =}); it answers a path of s.routes with its body, any
+-- other with "hello from <Host>".
+local function http_server()
+  local s
+  s = tcp_server(64, function(c)
     local buf = ""
     c:read_start(function(_, data)
       if not data then return c:is_closing() or c:close() end
@@ -47,11 +62,7 @@ local function http_server()
       end)
     end)
   end)
-  s.port = s.tcp:getsockname().port
-  function s.close()
-    for _, c in ipairs(s.clients) do if not c:is_closing() then c:close() end end
-    s.tcp:close()
-  end
+  s.hits, s.routes = {}, {} -- routes[path] = {type, body}
   return s
 end
 
@@ -67,30 +78,11 @@ local function udp_server()
 end
 
 -- A port nothing listens on.
-local function dead_port()
-  local t = uv.new_tcp()
-  t:bind("127.0.0.1", 0)
-  local port = t:getsockname().port
-  t:close()
-  return port
-end
+local dead_port = H.free_port
 
 -- A server that accepts and never answers.
 local function silent_server()
-  local s = { clients = {} }
-  s.tcp = uv.new_tcp()
-  assert(s.tcp:bind("127.0.0.1", 0))
-  s.tcp:listen(8, function()
-    local c = uv.new_tcp()
-    s.tcp:accept(c)
-    s.clients[#s.clients + 1] = c
-  end)
-  s.port = s.tcp:getsockname().port
-  function s.close()
-    for _, c in ipairs(s.clients) do if not c:is_closing() then c:close() end end
-    s.tcp:close()
-  end
-  return s
+  return tcp_server(8)
 end
 
 -- An address whose connect gets no answer: a veth pair to a network namespace of the spec's
@@ -553,18 +545,12 @@ describe("network by name as an unprivileged user", function()
       io.write(json.encode({output = r.output, allowed = n.allowed, refused = n.refused,
         userns = r.sandbox.layers.userns}), "\n")
     ]]):format(srv.port, srv.port, PATH)
-    local out, done = {}, false
-    local stdout = uv.new_pipe()
-    local proc = uv.spawn("setpriv", { args = { "--reuid=" .. NOBODY, "--regid=" .. NOBODY,
-      "--clear-groups", H.luxec, "-e", code }, stdio = { nil, stdout, 2 },
-      env = { "PATH=" .. PATH, "HOME=/tmp" } }, function() done = true end)
-    assert(proc)
-    stdout:read_start(function(_, d) if d then out[#out + 1] = d end end)
-    H.wait_for(function() return done end, 30000, "the unprivileged host")
-    stdout:close()
-    proc:close()
+    local r = H.run({ cmd = "setpriv", "--reuid=" .. NOBODY, "--regid=" .. NOBODY,
+      "--clear-groups", H.luxec, "-e", code }, { env = { "PATH=" .. PATH, "HOME=/tmp" },
+      timeout = 30000 })
     srv.close()
-    local res = json.decode(table.concat(out))
+    assert(not r.timed_out, "the unprivileged host did not end: " .. r.stderr)
+    local res = json.decode(r.stdout)
     assert.is_true(res.userns)
     assert.equals(("hello from registry.test:%d\nluxec sandbox: http evil.test:%d refused: "
       .. "not in network.allow\n"):format(srv.port, srv.port), res.output)

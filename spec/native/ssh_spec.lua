@@ -5,34 +5,19 @@
 -- reach the machine.
 local H = require("helper")
 local luxec = require("luxec")
+local openssh = require("lib.sshd")
 local uv = require("luv")
 
-local SSHD = "/usr/sbin/sshd"
-
-local function err_of(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "expected an error")
-  return err
-end
+local err_of = H.err_of
 
 local function sh(cmd)
   local ok = os.execute("(" .. cmd .. ") >/dev/null 2>&1")
   assert(ok, "failed: " .. cmd)
 end
 
--- A port free on the loopback now.
-local function free_port()
-  local t = uv.new_tcp()
-  assert(t:bind("127.0.0.1", 0))
-  local port = t:getsockname().port
-  t:close()
-  uv.run("nowait")
-  return port
-end
-
 local function skip_reason()
-  if uv.getuid() ~= 0 then return "sshd and a test user need root" end
-  if not uv.fs_stat(SSHD) then return "no sshd (scripts/setup installs openssh-server)" end
+  local why_not = openssh.skip_reason()
+  if why_not then return why_not end
   if not uv.fs_stat("/usr/sbin/useradd") then return "no useradd" end
   if not uv.fs_stat("/usr/bin/unshare") then return "no unshare (util-linux)" end
   return nil
@@ -95,10 +80,10 @@ describe("luxec.ssh.login against OpenSSH", function()
     dir = H.tmpdir()
     sh("chmod 755 " .. dir) -- sshd reads authorized_keys as the user
     user = ("luxec-t%d"):format(uv.os_getpid() % 100000)
-    sh(("ssh-keygen -q -t ed25519 -N '' -f %s/host_key"):format(dir))
-    sh(("ssh-keygen -q -t ed25519 -N '' -f %s/other_host_key"):format(dir))
-    sh(("ssh-keygen -q -t ed25519 -N '' -f %s/user_key"):format(dir))
-    sh(("ssh-keygen -q -t ed25519 -N 'secret words' -f %s/locked_key"):format(dir))
+    openssh.keygen(dir .. "/host_key")
+    openssh.keygen(dir .. "/other_host_key")
+    openssh.keygen(dir .. "/user_key")
+    openssh.keygen(dir .. "/locked_key", "secret words")
     sh(("cat %s/user_key.pub %s/locked_key.pub > %s/authorized_keys"):format(dir, dir, dir))
     sh(("chmod 644 %s/authorized_keys"):format(dir))
     sh(("useradd -l -M -d %s/home -s /bin/bash %s"):format(dir, user)) -- -l: no lastlog entry
@@ -106,17 +91,13 @@ describe("luxec.ssh.login against OpenSSH", function()
     local f = assert(io.popen("chpasswd", "w"))
     f:write(("%s:%s\n"):format(user, password))
     assert(f:close())
-    port = free_port()
-    H.write_file(dir .. "/sshd_config", table.concat({
-      "Port " .. port, "ListenAddress 127.0.0.1", "HostKey " .. dir .. "/host_key",
-      "PidFile " .. dir .. "/sshd.pid", "AuthorizedKeysFile " .. dir .. "/authorized_keys",
-      "StrictModes no", "UsePAM no", "PasswordAuthentication yes",
-      "KbdInteractiveAuthentication no", "PermitRootLogin no", "AllowUsers " .. user,
-      "PrintMotd no", "PrintLastLog no", "LogLevel ERROR", "",
-    }, "\n"))
+    port = H.free_port()
+    openssh.config(dir, dir .. "/host_key", { "Port " .. port, "ListenAddress 127.0.0.1",
+      "PidFile " .. dir .. "/sshd.pid", "PasswordAuthentication yes", "PermitRootLogin no",
+      "AllowUsers " .. user, "PrintMotd no", "PrintLastLog no", "LogLevel ERROR" })
     local r = H.run({ cmd = "/usr/bin/unshare", "--mount", "--propagation", "private",
       "/bin/sh", "-c", "mount -t tmpfs tmpfs /run && mkdir /run/sshd && " ..
-      "mount -t tmpfs tmpfs /var/log && exec " .. SSHD .. " -f " .. dir .. "/sshd_config" })
+      "mount -t tmpfs tmpfs /var/log && exec " .. openssh.path .. " -f " .. dir .. "/sshd_config" })
     assert(r.code == 0, "sshd: " .. r.stderr)
     H.wait_for(function()
       local pid = tonumber(H.read_file(dir .. "/sshd.pid") or "")
@@ -240,7 +221,7 @@ describe("luxec.ssh.login against OpenSSH", function()
     assert.equals(("timeout: no shell session on %s@127.0.0.1:%d within 0.5 s; last output: " ..
       "(nothing)"):format(user, sport), msg)
     assert.is_true(ms >= 500 and ms < 2000, ms)
-    local closed = free_port()
+    local closed = H.free_port()
     s, msg, code = luxec.ssh.login(opts({ port = closed, password = password }))
     assert.same({ nil, "eof" }, { s, code })
     assert.equals(("eof: ssh to %s@127.0.0.1:%d ended before a shell session (exit code " ..

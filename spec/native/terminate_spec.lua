@@ -45,18 +45,7 @@ local function wait_escapees(p)
   return pids
 end
 
--- Whether pid is gone or has SIGKILL pending: close() kills without waiting for the kernel
--- to finish the job, so "killed at once" is this, and "gone" follows without anything more.
-local function killed(pid)
-  local f = io.open(("/proc/%d/status"):format(pid))
-  if not f then return true end
-  local status = f:read("a")
-  f:close()
-  local pnd, shd = status:match("\nSigPnd:%s*(%x+)"), status:match("\nShdPnd:%s*(%x+)")
-  local SIGKILL_BIT = 1 << 8
-  return not H.alive(pid) or (tonumber(pnd or "0", 16) | tonumber(shd or "0", 16))
-    & SIGKILL_BIT ~= 0
-end
+local killed = H.killed
 
 local function wait_text(p, pattern)
   H.wait_output(p, pattern, 5000)
@@ -73,95 +62,84 @@ local function survivors(pids)
   return alive
 end
 
-for _, mode in ipairs({ "cgroup", "no cgroup" }) do
-  local cgroup = mode == "cgroup"
-  describe("terminate (" .. mode .. ")", function()
-    if cgroup and not H.cgroups() then
-      it("runs where cgroup v2 is writable", function()
-        pending("cgroup v2 is not writable here: " .. select(2, H.cgroups()))
-      end)
-      return
-    end
-    after_each(H.assert_clean)
-
-    it("leaves no survivor: setsid, double fork, nohup and a TERM-ignoring child", function()
-      local p = assert(luxec.spawn({ "sh", "-c", ESCAPEES }, { cgroup = cgroup }))
-      local pids = wait_escapees(p)
-      assert.same({}, (function()
-        local dead = {}
-        for kind, pid in pairs(pids) do
-          if not H.alive(pid) then dead[#dead + 1] = kind end
-        end
-        return dead
-      end)())
-      local r = p:terminate({ grace_ms = 300 })
-      assert.same({}, survivors(pids))
-      assert.is_false(r.graceful) -- the TERM-ignoring one had to be killed
-      assert.is_true(r.killed >= 1)
-      local st = p:status()
-      assert.is_true(st.exited)
-      assert.equals("terminate", st.killed_by)
-      assert.is_true(p:finished())
-      p:close()
-    end)
-
-    it("is graceful when everything exits on the signal", function()
-      local p = assert(luxec.spawn({ "sleep", "300" }, { cgroup = cgroup }))
-      local t0 = H.now_ms()
-      local r = p:terminate({ grace_ms = 5000 })
-      assert.is_true(H.now_ms() - t0 < 2000, "waited the whole grace")
-      assert.is_true(r.graceful)
-      assert.equals(0, r.killed)
-      local st = p:status()
-      assert.same({ "TERM", "terminate" }, { st.signal_name, st.killed_by })
-      p:close()
-    end)
-
-    it("accepts another signal and a zero grace", function()
-      local p = assert(luxec.spawn({ "sh", "-c",
-        "trap 'exit 7' INT; echo armed; while :; do :; done" }, { cgroup = cgroup }))
-      wait_text(p, "armed")
-      p:terminate({ signal = "INT", grace_ms = 2000 })
-      assert.equals(7, p:status().code)
-      p:close()
-      p = assert(luxec.spawn({ "sleep", "300" }, { cgroup = cgroup }))
-      local r = p:terminate({ grace_ms = 0 })
-      assert.is_false(H.alive(p.pid))
-      assert.is_true(r.killed >= 0)
-      p:close()
-    end)
-
-    it("on a finished process does nothing and says so", function()
-      local p = assert(luxec.spawn({ "true" }, { cgroup = cgroup }))
-      p:wait({ timeout = 5 })
-      assert.equals("already gone", p:terminate().method)
-      p:close()
-    end)
-
-    it("close() kills the whole tree at once", function()
-      local p = assert(luxec.spawn({ "sh", "-c", ESCAPEES }, { cgroup = cgroup }))
-      local pids = wait_escapees(p)
+H.each_cgroup_mode("terminate", function(cgroup)
+  it("leaves no survivor: setsid, double fork, nohup and a TERM-ignoring child", function()
+    local p = assert(luxec.spawn({ "sh", "-c", ESCAPEES }, { cgroup = cgroup }))
+    local pids = wait_escapees(p)
+    assert.same({}, (function()
+      local dead = {}
       for kind, pid in pairs(pids) do
-        assert.is_true(H.alive(pid), kind .. " " .. pid .. " was dead before close")
+        if not H.alive(pid) then dead[#dead + 1] = kind end
       end
-      p:close()
-      for kind, pid in pairs(pids) do
-        assert.is_true(killed(pid), kind .. " " .. pid .. " was not killed by close()")
-      end
-      H.wait_for(function() return #survivors(pids) == 0 end, 5000, "the tree to be gone")
-    end)
-
-    it("a to-be-closed variable ends the session when the scope ends", function()
-      local pid
-      do
-        local p <close> = assert(luxec.spawn({ "sleep", "300" }, { cgroup = cgroup }))
-        pid = p.pid
-      end
-      assert.is_true(killed(pid))
-      H.wait_for(function() return not H.alive(pid) end, 5000, "the program to be gone")
-    end)
+      return dead
+    end)())
+    local r = p:terminate({ grace_ms = 300 })
+    assert.same({}, survivors(pids))
+    assert.is_false(r.graceful) -- the TERM-ignoring one had to be killed
+    assert.is_true(r.killed >= 1)
+    local st = p:status()
+    assert.is_true(st.exited)
+    assert.equals("terminate", st.killed_by)
+    assert.is_true(p:finished())
+    p:close()
   end)
-end
+
+  it("is graceful when everything exits on the signal", function()
+    local p = assert(luxec.spawn({ "sleep", "300" }, { cgroup = cgroup }))
+    local t0 = H.now_ms()
+    local r = p:terminate({ grace_ms = 5000 })
+    assert.is_true(H.now_ms() - t0 < 2000, "waited the whole grace")
+    assert.is_true(r.graceful)
+    assert.equals(0, r.killed)
+    local st = p:status()
+    assert.same({ "TERM", "terminate" }, { st.signal_name, st.killed_by })
+    p:close()
+  end)
+
+  it("accepts another signal and a zero grace", function()
+    local p = assert(luxec.spawn({ "sh", "-c",
+      "trap 'exit 7' INT; echo armed; while :; do :; done" }, { cgroup = cgroup }))
+    wait_text(p, "armed")
+    p:terminate({ signal = "INT", grace_ms = 2000 })
+    assert.equals(7, p:status().code)
+    p:close()
+    p = assert(luxec.spawn({ "sleep", "300" }, { cgroup = cgroup }))
+    local r = p:terminate({ grace_ms = 0 })
+    assert.is_false(H.alive(p.pid))
+    assert.is_true(r.killed >= 0)
+    p:close()
+  end)
+
+  it("on a finished process does nothing and says so", function()
+    local p = assert(luxec.spawn({ "true" }, { cgroup = cgroup }))
+    p:wait({ timeout = 5 })
+    assert.equals("already gone", p:terminate().method)
+    p:close()
+  end)
+
+  it("close() kills the whole tree at once", function()
+    local p = assert(luxec.spawn({ "sh", "-c", ESCAPEES }, { cgroup = cgroup }))
+    local pids = wait_escapees(p)
+    for kind, pid in pairs(pids) do
+      assert.is_true(H.alive(pid), kind .. " " .. pid .. " was dead before close")
+    end
+    p:close()
+    for kind, pid in pairs(pids) do
+      assert.is_true(killed(pid), kind .. " " .. pid .. " was not killed by close()")
+    end
+    H.wait_for(function() return #survivors(pids) == 0 end, 5000, "the tree to be gone")
+  end)
+
+  it("a to-be-closed variable ends the session when the scope ends", function()
+    local pid
+    do
+      local p <close> = assert(luxec.spawn({ "sleep", "300" }, { cgroup = cgroup }))
+      pid = p.pid
+    end
+    assert.is_true(killed(pid))
+    H.wait_for(function() return not H.alive(pid) end, 5000, "the program to be gone")
+  end)
+end)
 
 describe("the host going away", function()
   after_each(H.assert_clean)

@@ -2,20 +2,15 @@
 -- `read </dev/tty`) count as waiting for input, like prompts that read stdin.
 local H = require("helper")
 local luxec = require("luxec")
-local exec = require("luxec.engine")
+local openssh = require("lib.sshd")
 
-local engines, procs = {}, {}
-
-local function engine()
-  local e = exec.new({ deterministic = true, login = false })
-  engines[#engines + 1] = e
-  return e
-end
+local procs = {}
+local engine = H.engine
 
 local function clean_up()
-  for _, e in ipairs(engines) do e:shutdown() end
+  H.end_engines()
   for _, p in ipairs(procs) do p:close() end
-  engines, procs = {}, {}
+  procs = {}
   H.assert_clean()
 end
 
@@ -66,31 +61,24 @@ describe("a prompt read from /dev/tty", function()
 
   -- A real ssh client against a real sshd (run over the client's ProxyCommand in inetd mode,
   -- no port, no password database): a key with a passphrase, which ssh asks on /dev/tty.
-  local SSHD = "/usr/sbin/sshd"
   local function ssh_setup()
     local dir = H.tmpdir()
-    for _, k in ipairs({ { "hostkey", "" }, { "id", "pp5" } }) do
-      local g = luxec.run({ "ssh-keygen", "-q", "-t", "ed25519", "-N", k[2], "-f",
-        dir .. "/" .. k[1] })
-      assert.equals(0, g.code)
-    end
+    openssh.keygen(dir .. "/hostkey")
+    openssh.keygen(dir .. "/id", "pp5")
     H.write_file(dir .. "/authorized_keys", H.read_file(dir .. "/id.pub"))
-    H.write_file(dir .. "/sshd_config", table.concat({ "HostKey " .. dir .. "/hostkey",
-      "AuthorizedKeysFile " .. dir .. "/authorized_keys", "StrictModes no",
-      "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
-      "PermitRootLogin yes", "PidFile none", "" }, "\n"))
+    openssh.config(dir, dir .. "/hostkey", { "PasswordAuthentication no",
+      "PermitRootLogin yes", "PidFile none" })
     os.execute("mkdir -p /run/sshd") -- (sshd's privilege separation directory)
     local cmd = ("ssh -F /dev/null -o 'ProxyCommand=%s -i -f %s/sshd_config' "
       .. "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o IdentitiesOnly=yes "
-      .. "-i %s/id root@luxec-test"):format(SSHD, dir, dir)
+      .. "-i %s/id root@luxec-test"):format(openssh.path, dir, dir)
     return dir, cmd
   end
-  local ssh_ok = luxec.run({ "id", "-u" }).output == "0\n"
-    and require("luv").fs_access(SSHD, "X")
+  local ssh_why_not = openssh.skip_reason()
 
   it("a real ssh asking a key's passphrase: the call returns at that prompt, not before",
     function()
-      if not ssh_ok then return pending("needs root and " .. SSHD) end
+      if ssh_why_not then return pending(ssh_why_not) end
       local dir, cmd = ssh_setup()
       local e = engine()
       -- (ssh waits on its connection with the terminal as stdin before it asks: that wait

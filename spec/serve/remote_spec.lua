@@ -8,6 +8,20 @@ local function uv_kill(pid)
   return require("luv").kill(pid, "sigkill") == 0
 end
 
+-- `luxec serve --listen unix:SOCK`, once its socket is there.
+local function listen(sock)
+  local server = assert(luxec.spawn({ H.luxec, "serve", "--listen", "unix:" .. sock }))
+  H.wait_for(function() return require("luv").fs_stat(sock) ~= nil end, 5000, "the socket")
+  return server
+end
+
+-- Its end on SIGTERM, with exit status 0.
+local function stop(server)
+  server:signal("TERM")
+  assert.equals(0, server:wait({ timeout = 10 }).code)
+  server:close()
+end
+
 describe("luxec.remote over a command stream", function()
   local host
   before_each(function()
@@ -77,14 +91,10 @@ describe("luxec serve --listen unix:PATH", function()
   before_each(function()
     dir = H.tmpdir()
     sock = dir .. "/luxec.sock"
-    server = assert(luxec.spawn({ H.luxec, "serve", "--listen", "unix:" .. sock }))
-    H.wait_for(function() return require("luv").fs_stat(sock) ~= nil end, 5000,
-      "the socket")
+    server = listen(sock)
   end)
   after_each(function()
-    server:signal("TERM")
-    assert.equals(0, server:wait({ timeout = 10 }).code)
-    server:close()
+    stop(server)
     H.rmtree(dir)
     H.assert_clean()
   end)
@@ -163,13 +173,10 @@ describe("a client killed with SIGKILL", function()
   before_each(function()
     dir = H.tmpdir()
     sock = dir .. "/s.sock"
-    server = assert(luxec.spawn({ H.luxec, "serve", "--listen", "unix:" .. sock }))
-    H.wait_for(function() return require("luv").fs_stat(sock) ~= nil end, 5000, "the socket")
+    server = listen(sock)
   end)
   after_each(function()
-    server:signal("TERM")
-    assert.equals(0, server:wait({ timeout = 10 }).code)
-    server:close()
+    stop(server)
     H.rmtree(dir)
     H.assert_clean()
   end)
@@ -237,8 +244,7 @@ describe("luxec serve --listen on a socket already there", function()
 
   it("refuses a live server's socket and replaces a dead one's", function()
     local sock = dir .. "/s.sock"
-    local first = assert(luxec.spawn({ H.luxec, "serve", "--listen", "unix:" .. sock }))
-    H.wait_for(function() return require("luv").fs_stat(sock) ~= nil end, 5000, "the socket")
+    local first = listen(sock)
     local r = luxec.run({ H.luxec, "serve", "--listen", "unix:" .. sock }, { timeout = 10 })
     assert.same({ 1, "luxec serve: " .. sock .. ": a server already listens there\n" },
       { r.code, r.output })
@@ -255,15 +261,12 @@ describe("luxec serve --listen on a socket already there", function()
     local p = assert(host:spawn({ "echo", "ok" }))
     p:expect("ok\n")
     host:close()
-    second:signal("TERM")
-    assert.equals(0, second:wait({ timeout = 10 }).code)
-    second:close()
+    stop(second)
   end)
 
   it("ends on SIGTERM with clients still connected; their waits end", function()
     local sock = dir .. "/s.sock"
-    local server = assert(luxec.spawn({ H.luxec, "serve", "--listen", "unix:" .. sock }))
-    H.wait_for(function() return require("luv").fs_stat(sock) ~= nil end, 5000, "the socket")
+    local server = listen(sock)
     local host = assert(remote.connect({ socket = sock, name = "daemon" }))
     local p = assert(host:spawn({ "sleep", "1000" }))
     server:signal("TERM")

@@ -3,28 +3,14 @@
 local H = require("helper")
 local luxec = require("luxec")
 local remote = require("luxec.remote")
+local openssh = require("lib.sshd")
 local uv = require("luv")
-
-local SSHD = "/usr/sbin/sshd"
-
-local function free_port()
-  local t = uv.new_tcp()
-  assert(t:bind("127.0.0.1", 0))
-  local port = t:getsockname().port
-  t:close()
-  return port
-end
-
-local function keygen(path)
-  local r = luxec.run({ "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", path })
-  assert(r.code == 0, r.output)
-end
 
 describe("luxec.remote over ssh", function()
   local dir, port, sshd
 
   local function start_sshd()
-    sshd = assert(luxec.spawn({ SSHD, "-D", "-e", "-f", dir .. "/sshd_config" }))
+    sshd = assert(luxec.spawn({ openssh.path, "-D", "-e", "-f", dir .. "/sshd_config" }))
     sshd:expect("Server listening on 127.0.0.1", { timeout = 10 })
   end
 
@@ -37,21 +23,18 @@ describe("luxec.remote over ssh", function()
   end
 
   before_each(function()
-    if uv.os_get_passwd().uid ~= 0 or not uv.fs_stat(SSHD) then
-      return pending("needs root and openssh-server")
-    end
+    local why_not = openssh.skip_reason()
+    if why_not then return pending(why_not) end
     if not uv.fs_stat("/run/sshd") then uv.fs_mkdir("/run/sshd", 493) end
     dir = H.tmpdir()
-    port = free_port()
-    keygen(dir .. "/host_key")
-    keygen(dir .. "/client_key")
-    keygen(dir .. "/other_key")
+    port = H.free_port()
+    openssh.keygen(dir .. "/host_key")
+    openssh.keygen(dir .. "/client_key")
+    openssh.keygen(dir .. "/other_key")
     H.write_file(dir .. "/authorized_keys", H.read_file(dir .. "/client_key.pub"))
-    H.write_file(dir .. "/sshd_config", table.concat({
-      "Port " .. port, "ListenAddress 127.0.0.1", "HostKey " .. dir .. "/host_key",
-      "AuthorizedKeysFile " .. dir .. "/authorized_keys", "PermitRootLogin prohibit-password",
-      "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
-      "StrictModes no", "PidFile " .. dir .. "/sshd.pid", "" }, "\n"))
+    openssh.config(dir, dir .. "/host_key", { "Port " .. port, "ListenAddress 127.0.0.1",
+      "PermitRootLogin prohibit-password", "PasswordAuthentication no",
+      "PidFile " .. dir .. "/sshd.pid" })
     start_sshd()
   end)
 

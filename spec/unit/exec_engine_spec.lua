@@ -20,6 +20,13 @@ local function engine(cfg)
   return e
 end
 
+-- write_stdin(args) waiting in a task, under a ctx that e:cancel can name; returns both.
+local function waiting_write(e, args)
+  local ctx = {}
+  local t = sched.go(function() return e:write_stdin(args, ctx) end)
+  return t, ctx
+end
+
 local function running(e, cmd, extra)
   local args = { cmd = cmd, yield_time_ms = 250 }
   for k, v in pairs(extra or {}) do args[k] = v end
@@ -270,10 +277,7 @@ describe("the exec engine's call policy (fake process, fake clock)", function()
       local e = engine()
       local id, p = running(e, "sh", { tty = true })
       p:hold(true)
-      local ctx = {}
-      local t = sched.go(function()
-        return e:write_stdin({ session_id = id, chars = "ls\n", yield_time_ms = 30000 }, ctx)
-      end)
+      local t, ctx = waiting_write(e, { session_id = id, chars = "ls\n", yield_time_ms = 30000 })
       p:emit("file\n")
       assert.is_false(t.done)
       assert.is_true(e:cancel(ctx))
@@ -320,10 +324,7 @@ describe("the exec engine's call policy (fake process, fake clock)", function()
       local e = engine()
       local id, p = running(e, "run")
       p:hold(true)
-      local ctx = {}
-      local t = sched.go(function()
-        return e:write_stdin({ session_id = id, yield_time_ms = 30000 }, ctx)
-      end)
+      local t, ctx = waiting_write(e, { session_id = id, yield_time_ms = 30000 })
       assert.is_true(e:cancel(ctx, "kill"))
       assert.is_true(t.done and p.terminated)
       assert.same({ true, "terminated" }, { e:describe(id).ended, e:describe(id).reason })
@@ -338,10 +339,7 @@ describe("the exec engine's call policy (fake process, fake clock)", function()
       local e = engine()
       local id, p = running(e, "run")
       p:hold(true)
-      local ctx = {}
-      local t = sched.go(function()
-        return e:write_stdin({ session_id = id, yield_time_ms = 30000 }, ctx)
-      end)
+      local t, ctx = waiting_write(e, { session_id = id, yield_time_ms = 30000 })
       e:cancel(ctx, "kill")
       assert.is_true(t.done)
       assert.same({ nil, ("Session %d had already exited"):format(id), true }, { e:terminate(id) })

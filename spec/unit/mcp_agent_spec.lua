@@ -1,59 +1,9 @@
 -- The MCP server's agent-facing surface on the fake process and fake clock: tool schemas
 -- made from the server's configuration, luxec's arguments (until, input, keep) reaching the
 -- engine, and `input` judged by the on_input hook like write_stdin's chars. No process starts.
-package.path = "fuzz/lua/?.lua;" .. package.path
-local fake = require("lib.fake_process")
-local mcp = require("luxec.mcp")
-local config = require("luxec.mcp.config")
-local json = require("luxec.json")
-
-local servers = {}
-
--- A server on `t` (a config table); returns it and the list of messages it sent.
-local function server(t)
-  local c = { login = false, cwd = "/tmp", output = { log = false },
-    exec = { deterministic = true }, server = { log = "off" } }
-  for k, v in pairs(t or {}) do
-    if type(v) == "table" and type(c[k]) == "table" then
-      for kk, vv in pairs(v) do c[k][kk] = vv end
-    else
-      c[k] = v
-    end
-  end
-  local cfg = assert(config.check(c))
-  local srv = mcp.new(cfg, { spawn = fake.spawn, clock = function() return fake.now_ms end })
-  local sent = {}
-  srv.out = {
-    write = function(_, text)
-      assert.equals(#text, text:find("\n", 1, true), "one message per line")
-      sent[#sent + 1] = assert(json.decode(text:sub(1, -2)))
-    end,
-    drained = function() return true end,
-    close = function() end,
-  }
-  servers[#servers + 1] = srv
-  return srv, sent
-end
-
-local function send(srv, msg)
-  msg.jsonrpc = "2.0"
-  srv:handle_line(json.encode(msg))
-end
-
-local function answer(sent, id)
-  for _, m in ipairs(sent) do
-    if m.id == id and m.method == nil then return m end
-  end
-end
-
--- Call a tool (it answers at once: the fake clock does not wait); returns the result.
-local function tool(srv, sent, name, args, id)
-  id = id or #sent + 1000
-  send(srv, { id = id, method = "tools/call", params = { name = name, arguments = args } })
-  local m = assert(answer(sent, id), "no answer to " .. name)
-  assert.is_nil(m.error, m.error and m.error.message)
-  return m.result
-end
+local M = require("lib.mcp_fake")
+local fake = M.fake
+local server, send, answer, tool = M.server, M.send, M.answer, M.tool
 
 local function schema_of(srv, sent, name)
   send(srv, { id = 77, method = "tools/list" })
@@ -72,8 +22,7 @@ describe("the MCP server's tools for an agent (fake process, fake clock)", funct
   end)
 
   after_each(function()
-    for _, srv in ipairs(servers) do srv.engine:shutdown() end
-    servers = {}
+    M.shutdown()
   end)
 
   it("states the configured login default, and offers no login when it is forbidden", function()

@@ -33,6 +33,17 @@ local function get(params, name)
   return v
 end
 
+local function missing(name)
+  M.fail(M.INVALID_PARAMS, "invalid params: '%s' is required", name)
+end
+
+-- A field that must be present.
+local function need(params, name)
+  local v = get(params, name)
+  if v == nil then missing(name) end
+  return v
+end
+
 --- The params of a request as a table (absent: an empty one); raises for anything else.
 function M.params(msg)
   local p = msg.params
@@ -46,7 +57,7 @@ end
 function M.string(params, name, required)
   local v = get(params, name)
   if v == nil then
-    if required then M.fail(M.INVALID_PARAMS, "invalid params: '%s' is required", name) end
+    if required then missing(name) end
     return nil
   end
   if type(v) ~= "string" or v == "" then bad(name, "a non-empty string", v) end
@@ -79,8 +90,7 @@ end
 
 --- A non-empty array of strings (argv).
 function M.argv(params, name)
-  local v = get(params, name)
-  if v == nil then M.fail(M.INVALID_PARAMS, "invalid params: '%s' is required", name) end
+  local v = need(params, name)
   if type(v) ~= "table" then bad(name, "an array of strings", v) end
   if #v == 0 then M.fail(M.INVALID_PARAMS, "invalid params: '%s' must not be empty", name) end
   for i = 1, #v do
@@ -101,8 +111,7 @@ end
 
 --- base64 bytes.
 function M.bytes(params, name)
-  local v = get(params, name)
-  if v == nil then M.fail(M.INVALID_PARAMS, "invalid params: '%s' is required", name) end
+  local v = need(params, name)
   if type(v) ~= "string" then bad(name, "a base64 string", v) end
   local data, err = base64.decode(v)
   if not data then M.fail(M.INVALID_PARAMS, "invalid params: '%s' is %s", name, err) end
