@@ -38,14 +38,8 @@ static size_t marker_len;
 
 /* Facts of /proc/<pid>/stat: state, session id, start time. 0, or -1 when it is gone. */
 static int stat_of(pid_t pid, char *state, pid_t *sid, unsigned long long *start) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
+  char buf[1024];
+  if (pfs_read(pid, "stat", buf, sizeof buf) < 0) return -1;
   char *p = strrchr(buf, ')');
   int ppid, pgrp, session;
   if (p == NULL || sscanf(p + 1, " %c %d %d %d", state, &ppid, &pgrp, &session) != 4) return -1;
@@ -62,32 +56,12 @@ static int stat_of(pid_t pid, char *state, pid_t *sid, unsigned long long *start
 }
 
 static int has_prefix_env(pid_t pid) {
-  if (marker_len == 0) return 0;
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  static char buf[1 << 16];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  for (ssize_t i = 0; i < n;) {
-    size_t elen = strnlen(buf + i, (size_t)(n - i));
-    if (elen > marker_len && memcmp(buf + i, marker_prefix, marker_len) == 0) return 1;
-    i += (ssize_t)elen + 1;
-  }
-  return 0;
+  return marker_len > 0 && pfs_has_env_prefix(pid, marker_prefix);
 }
 
 static int in_host_cgroup(pid_t pid) {
-  if (cgroup_part[0] == '\0') return 0;
-  char path[64], buf[4096];
-  snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
+  char buf[4096];
+  if (cgroup_part[0] == '\0' || pfs_read(pid, "cgroup", buf, sizeof buf) < 0) return 0;
   return strstr(buf, cgroup_part) != NULL;
 }
 

@@ -264,7 +264,8 @@ pid_t pfs_tgid(pid_t tid) {
   return (pid_t)pfs_status_last(tid, "Tgid");
 }
 
-int pfs_has_env(pid_t pid, const char *entry) {
+/* 1 when an entry of pid's environment is s (exact), or starts with s and is longer. */
+static int env_match(pid_t pid, const char *s, int exact) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -273,12 +274,20 @@ int pfs_has_env(pid_t pid, const char *entry) {
   ssize_t n = read(fd, buf, sizeof buf - 1);
   close(fd);
   if (n <= 0) return 0;
-  size_t len = strlen(entry);
+  size_t len = strlen(s);
   for (ssize_t i = 0; i < n;) {
     const char *e = buf + i;
     size_t elen = strnlen(e, (size_t)(n - i));
-    if (elen == len && memcmp(e, entry, len) == 0) return 1;
+    if ((exact ? elen == len : elen > len) && memcmp(e, s, len) == 0) return 1;
     i += (ssize_t)elen + 1;
   }
   return 0;
+}
+
+int pfs_has_env(pid_t pid, const char *entry) {
+  return env_match(pid, entry, 1);
+}
+
+int pfs_has_env_prefix(pid_t pid, const char *prefix) {
+  return env_match(pid, prefix, 0);
 }

@@ -26,5 +26,6 @@ long pfs_status_last(pid_t pid, const char *field);
 int pfs_waiting_on(pid_t pid, const char *target);
 /* 1 when the environment pid started with contains the exact entry "K=V". */
 int pfs_has_env(pid_t pid, const char *entry);
+int pfs_has_env_prefix(pid_t pid, const char *prefix); /* an entry longer than prefix */
 
 #endif
