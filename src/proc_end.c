@@ -281,7 +281,8 @@ static void item_cb(uv_poll_t *h, int status, int events) {
   if (arm_pidfds(te) == 0 && te->p->reaped && !te->empty) emit_empty(te);
 }
 
-/* Watch every process of the tree but the program (its exit is its own event); the count. */
+/* Watch every process of the tree but the program (its exit is its own event); how many are
+ * alive (watched, or alive without a watch). */
 static int arm_pidfds(struct tree_end *te) {
   static pid_t pids[MAX_TREE];
   proc *p = te->p;
@@ -290,11 +291,17 @@ static int arm_pidfds(struct tree_end *te) {
   for (int i = 0; i < n; i++) {
     if (te->killing) kill(pids[i], SIGKILL);
     int fd = (int)syscall(SYS_pidfd_open, pids[i], 0);
-    if (fd < 0) continue; /* gone already */
+    if (fd < 0) {
+      /* ESRCH: gone already. Any other failure (no descriptor left, no pidfd_open under an
+       * emulator): alive, but no event will tell; the waits are bounded and look again. */
+      if (errno != ESRCH) armed++;
+      continue;
+    }
     titem *it = calloc(1, sizeof *it);
     if (it == NULL || uv_poll_init(loop, &it->poll, fd) != 0) {
       free(it);
       close(fd);
+      armed++;
       continue;
     }
     it->te = te;

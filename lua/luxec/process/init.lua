@@ -618,7 +618,22 @@ local function terminate_many(fname, procs, opts)
     local hs = {}
     for i, p in ipairs(rest) do hs[i] = p._core end
     result.killed = M.core.kill_trees(hs, "terminate")
-    left = select(2, wait_trees(rest, M.defaults.kill_wait_ms))
+    -- Without a cgroup a process on its way to the host (its parent just killed) can be in
+    -- neither list the kill looked at; a later look finds it: kill again, with waits that
+    -- grow, until the trees are empty or kill_wait_ms has passed.
+    local deadline, step = uv.now() + M.defaults.kill_wait_ms, 50
+    while true do
+      uv.update_time()
+      local ms = math.max(0, math.min(step, deadline - uv.now()))
+      pending, left = wait_trees(rest, ms)
+      if left == 0 or uv.now() >= deadline then break end
+      local again = {}
+      for _, p in ipairs(rest) do
+        if pending[p] and p._core then again[#again + 1] = p._core end
+      end
+      result.killed = result.killed + M.core.kill_trees(again, "terminate")
+      step = step * 2
+    end
     if left > 0 then result.unconfirmed = left end -- in uninterruptible sleep, say
   end
   result.method = live[1]._core:status().cgroup and "cgroup" or "process group and sweep"
