@@ -133,12 +133,14 @@ for i, p in ipairs(live) do
   if echo_ok(p, "ping-" .. i) then echoed = echoed + 1 end
 end
 
--- D: end half of them cleanly (EOF: cat exits 0), then the same number start again, and not
--- one more: a failed spawn that leaked a descriptor would leave less room.
-local ended, exited0 = 0, 0
+-- D: end half of them cleanly (EOF: cat exits 0), then as many of the same kinds start again
+-- (a terminal session holds fewer descriptors than one with pipes): a failed spawn that
+-- leaked a descriptor would leave less room.
+local ended, exited0, kinds = 0, 0, {}
 for i = #live, 1, -1 do
   if i % 2 == 0 then
     local p = table.remove(live, i)
+    kinds[#kinds + 1] = p:status().tty
     p:close_stdin()
     local st = p:wait({ timeout = 10 })
     if check(st and st.code == 0, "session %d ended %s after EOF", p.pid,
@@ -151,7 +153,7 @@ for i = #live, 1, -1 do
 end
 local again = 0
 while #live < 64 do
-  local p = try_spawn({ "cat" }, { tty = again % 2 == 1 })
+  local p = try_spawn({ "cat" }, { tty = kinds[again + 1] == true })
   if not p then break end
   live[#live + 1] = p
   again = again + 1
