@@ -270,7 +270,8 @@ describe("luxec interactive prompt", function()
       { "x", "> " },
       { "s", "t = require('luv').new_timer()\n" }, { "x", "> " },
       { "s", "t:start(100, 0, function() print('tim' .. 'er fired') end)\n" },
-      { "x", "timer fired" }, { "s", "t:close()\n" }, { "x", "> " }, { "s", "\\x04" },
+      { "x", "timer fired" }, { "s", "t:close() print('clo' .. 'sed')\n" }, { "x", "closed" },
+      { "x", "> " }, { "s", "\\x04" },
     })
     assert.equals(0, r.code, r.stdout)
   end)
