@@ -33,7 +33,7 @@ for _ = 1, 200 do
   while done == nil do uv.run("once") end
   t:close()
   if done == true then up = true break end
-  luxec.sleep(20)
+  luxec.sleep(0.02)
 end
 assert(up, "the http server did not start")
 

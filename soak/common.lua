@@ -237,7 +237,7 @@ function C.wait_to_be_killed()
   local luxec = require("luxec")
   local parent = uv.os_getppid()
   for _ = 1, 3600 * 4 do
-    luxec.sleep(250)
+    luxec.sleep(0.25)
     if uv.os_getppid() ~= parent then os.exit(1) end
   end
   os.exit(1)
@@ -260,7 +260,7 @@ function C.wait_until(cond, timeout, step_ms)
   local deadline = C.now() + timeout
   while not cond() do
     if C.now() >= deadline then return false end
-    luxec.sleep(step_ms or 20)
+    luxec.sleep((step_ms or 20) / 1000)
   end
   return true
 end

@@ -167,7 +167,7 @@ local function commands()
 end
 
 local function sample()
-  luxec.sleep(300) -- let the last sessions' ends settle (exit, EOF, grace, cgroup back)
+  luxec.sleep(0.3) -- let the last sessions' ends settle (exit, EOF, grace, cgroup back)
   return { fds = C.fd_count(server), rss = C.status_kib(server, "VmRSS"), heap = heap_kib(),
     files = files_in(logs), at = done, children = commands() }
 end

@@ -19,7 +19,7 @@ local SCRIPT = 'echo "ready $1"; read -r line; echo "got $line"; exit 0'
 local function settle()
   collectgarbage()
   collectgarbage()
-  luxec.sleep(50)
+  luxec.sleep(0.05)
 end
 
 -- Warm up: the first cgroup starts the watchdog, and closed session cgroups are pooled (up

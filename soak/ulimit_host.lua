@@ -164,7 +164,7 @@ check(again == ended, "%d sessions ended, %d started again before EMFILE", ended
 -- E: room (two ended) for one more with a setsid escapee, the watchdog alive; the driver
 -- kills us.
 for _ = 1, 2 do table.remove(live):close() end
-luxec.sleep(10) -- a closed session's descriptors are released by the loop's close callbacks
+luxec.sleep(0.01) -- a closed session's descriptors are released by the loop's close callbacks
 local esc = try_spawn({ "sh", "-c", "setsid sleep " .. MARK .. " </dev/null >/dev/null 2>&1 & "
   .. "exec cat" })
 if check(esc ~= nil, "no room for the escapee session after closing one") then

@@ -46,10 +46,11 @@ function Task:wait() end
 ---@return luxec.Task
 function luxec.go(fn, ...) end
 
---- Wait `ms` milliseconds: yields inside a task, drives the loop from top-level code, and
---- raises inside a plain loop callback. `sleep(0)` returns after one turn of the loop.
----@param ms number  non-negative, finite
-function luxec.sleep(ms) end
+--- Wait `seconds` (fractions allowed, like every unsuffixed time value of the API; options
+--- named `*_ms` are milliseconds): yields inside a task, drives the loop from top-level code,
+--- and raises inside a plain loop callback. `sleep(0)` returns after one turn of the loop.
+---@param seconds number  non-negative, finite
+function luxec.sleep(seconds) end
 
 --- Whether the caller runs inside a task started by luxec.go (where waits yield).
 ---@return boolean

@@ -8,7 +8,16 @@ local M = {}
 M.version = core.version
 
 M.go = sched.go
-M.sleep = sched.sleep
+--- Wait `seconds` (a number, fractions allowed): every unsuffixed time in the API is in
+--- seconds, as `timeout` is; options named `*_ms` are milliseconds.
+---@param seconds number
+function M.sleep(seconds)
+  if type(seconds) ~= "number" or seconds ~= seconds or seconds < 0 or seconds == math.huge then
+    error(("bad argument #1 to 'sleep' (non-negative finite number of seconds expected, got %s)")
+      :format(type(seconds) == "number" and tostring(seconds) or type(seconds)), 2)
+  end
+  sched.sleep(seconds * 1000)
+end
 M.in_task = sched.in_task
 
 local process = require("luxec.process")

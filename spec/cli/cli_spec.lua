@@ -187,8 +187,8 @@ describe("luxec command line", function()
   it("reports an error in a task that nobody waits on and exits non-zero", function()
     local r = H.run({ "-e", [[
       local luxec = require('luxec')
-      luxec.go(function() luxec.sleep(5); error('task broke') end)
-      luxec.go(function() luxec.sleep(30); print('other task done') end)
+      luxec.go(function() luxec.sleep(0.005); error('task broke') end)
+      luxec.go(function() luxec.sleep(0.03); print('other task done') end)
     ]] })
     assert.equals(1, r.code)
     assert.equals("other task done\n", r.stdout)
@@ -302,7 +302,7 @@ describe("luxec interactive prompt", function()
 
   it("Ctrl-C interrupts a top-level sleep waiting in the loop", function()
     local r = H.pty({ H.luxec }, {
-      { "x", "> " }, { "s", "print('sleep' .. 'ing'); require('luxec').sleep(60000)\n" },
+      { "x", "> " }, { "s", "print('sleep' .. 'ing'); require('luxec').sleep(60)\n" },
       { "x", "sleeping" }, { "s", "\\x03" }, { "x", "interrupted!" }, { "x", "> " },
       { "s", "\\x04" },
     })

@@ -114,7 +114,7 @@ describe("luxec prompt", function()
     local p = start(dir)
     eval(p, ("go = '%s/go'"):format(dir))
     eval(p, "function w() print('from-task') io.write('no newline') end")
-    eval(p, "luxec.go(function() repeat luxec.sleep(10) until io.open(go) w() end)")
+    eval(p, "luxec.go(function() repeat luxec.sleep(0.01) until io.open(go) w() end)")
     p:send("abc")
     assert.equals("> abc", cursor_line(p, "> abc"))
     H.write_file(dir .. "/go", "")
@@ -264,7 +264,7 @@ describe("luxec prompt", function()
     local p = start(dir)
     p:send("\19") -- Ctrl-S: the terminal stops taking output, as a slow one would
     p:send("io.write(string.rep(string.char(120), 2^20), 'E' .. 'ND')\r") -- 1 MiB of "x"
-    luxec.sleep(200)
+    luxec.sleep(0.2)
     p:send("\17") -- Ctrl-Q
     assert(p:expect("END"))
     local _, xs = p.before:gsub("x", "")

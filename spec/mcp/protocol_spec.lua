@@ -327,7 +327,7 @@ describe("luxec mcp protocol", function()
       assert.is_number(id)
       local call = P:request("tools/call", { name = "write_stdin", arguments = {
         session_id = id, chars = "sleep 2; echo after-the-cancel\n", yield_time_ms = 10000 } })
-      luxec.sleep(150) -- it wrote the chars and waits
+      luxec.sleep(0.15) -- it wrote the chars and waits
       P:notify("notifications/cancelled", { requestId = call, reason = "spec" })
       local t0 = H.now_ms()
       assert.same({}, P:call("ping").result)

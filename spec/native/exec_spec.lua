@@ -408,7 +408,7 @@ describe("exec engine improvements", function()
       local poll = luxec.go(function()
         return e:write_stdin({ session_id = id, yield_time_ms = 20000 }) -- a long poll
       end)
-      luxec.sleep(100)
+      luxec.sleep(0.1)
       assert.is_true(e:interrupt(id))
       local ok, res = poll:wait()
       assert.is_true(ok)

@@ -193,7 +193,7 @@ describe("the host's end", function()
     elseif how == "os.exit(close)" then
       os.exit(3, true)
     elseif how == "signal" then
-      luxec.sleep(60000)
+      luxec.sleep(60)
     end
   ]]
 

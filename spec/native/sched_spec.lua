@@ -37,7 +37,7 @@ describe("luxec.sleep", function()
       t:close()
     end)
     local t0 = H.now_ms()
-    luxec.sleep(60)
+    luxec.sleep(0.06)
     local elapsed = H.now_ms() - t0
     assert.is_true(fired, "a timer due during the sleep must fire")
     assert.is_true(elapsed >= 59, "slept " .. elapsed .. " ms")
@@ -46,11 +46,11 @@ describe("luxec.sleep", function()
   it("in two tasks runs concurrently: the total is the longer sleep, not the sum", function()
     local t0 = H.now_ms()
     local a = luxec.go(function()
-      luxec.sleep(300)
+      luxec.sleep(0.3)
       return "a"
     end)
     local b = luxec.go(function()
-      luxec.sleep(400)
+      luxec.sleep(0.4)
       return "b"
     end)
     assert.same({ true, "a" }, { a:wait() })
@@ -64,12 +64,12 @@ describe("luxec.sleep", function()
     local order = {}
     local a = luxec.go(function()
       order[#order + 1] = "a start"
-      luxec.sleep(30)
+      luxec.sleep(0.03)
       order[#order + 1] = "a end"
     end)
     local b = luxec.go(function()
       order[#order + 1] = "b start"
-      luxec.sleep(5)
+      luxec.sleep(0.005)
       order[#order + 1] = "b end"
     end)
     a:wait()
@@ -101,7 +101,7 @@ describe("luxec.sleep", function()
     local err
     local t = uv.new_timer()
     t:start(0, 0, function()
-      local ok, e = pcall(luxec.sleep, 10)
+      local ok, e = pcall(luxec.sleep, 0.01)
       err = ok and "no error" or e
       t:close()
     end)
@@ -119,7 +119,7 @@ describe("luxec.go", function()
     local seen
     local task = luxec.go(function(x, y)
       seen = x + y
-      luxec.sleep(1)
+      luxec.sleep(0.001)
       return x * y, "done"
     end, 3, 4)
     assert.equals(7, seen)
@@ -131,7 +131,7 @@ describe("luxec.go", function()
 
   it("hands a task's error to the task waiting on it", function()
     local task = luxec.go(function()
-      luxec.sleep(1)
+      luxec.sleep(0.001)
       error("task broke", 0)
     end)
     local ok, err = task:wait()
@@ -142,7 +142,7 @@ describe("luxec.go", function()
 
   it("lets a task wait on another task", function()
     local inner = luxec.go(function()
-      luxec.sleep(10)
+      luxec.sleep(0.01)
       return 42
     end)
     local outer = luxec.go(function()

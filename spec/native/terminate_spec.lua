@@ -191,7 +191,7 @@ describe("the host going away", function()
       pending("needs cgroup v2 (the watchdog kills the cgroups of a killed host): " .. why)
       return
     end
-    local handle, stdout, out, get_exited = host_with_escapees("luxec.sleep(60000)")
+    local handle, stdout, out, get_exited = host_with_escapees("luxec.sleep(60)")
     local pids = escapee_pids(table.concat(out))
     assert(pids, "the host printed no pid for some escapee: " .. table.concat(out))
     handle:kill("sigkill")
@@ -208,7 +208,7 @@ describe("the host going away", function()
       pending("needs cgroup v2: " .. why)
       return
     end
-    local handle, stdout, out, get_exited = host_with_escapees("luxec.sleep(60000)")
+    local handle, stdout, out, get_exited = host_with_escapees("luxec.sleep(60)")
     local pids = escapee_pids(table.concat(out))
     assert(pids, "the host printed no pid for some escapee: " .. table.concat(out))
     handle:kill("sigterm")

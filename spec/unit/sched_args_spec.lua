@@ -6,7 +6,8 @@ describe("luxec.sleep arguments", function()
     for _, bad in ipairs({ -1, "10", 0 / 0, math.huge, {} }) do
       local ok, err = pcall(luxec.sleep, bad)
       assert.is_false(ok)
-      assert.matches("bad argument #1 to 'sleep' %(non%-negative finite number expected", err)
+      assert.matches(
+        "bad argument #1 to 'sleep' %(non%-negative finite number of seconds expected", err)
     end
   end)
 end)

@@ -235,7 +235,7 @@ keep running while the prompt waits; _ is the last result.
   r = luxec.run({"ls", "-l"})  run to the end: r.output, r.code
   s = luxec.ssh.login({host = "h", user = "u", password = "pw"})  s:run("cmd")
   py = luxec.replwrap.python()  py:run("1 + 1")  (also .bash, .sqlite3, .node)
-  luxec.go(function() ... end)  a task; luxec.sleep(ms)
+  luxec.go(function() ... end)  a task; luxec.sleep(seconds)
 Timeouts are in seconds (p.timeout, or {timeout = 5}); options ending in _ms are in ms.
   :ps          the sessions, their state and output
   :attach N    take over session N's terminal (%s detaches; the session keeps running)
