@@ -120,6 +120,72 @@ describe("luxec mcp config", function()
       assert.equal(2, r.code)
       assert.matches("usage: luxec mcp", r.stderr, 1, true)
     end)
+    it("reports every problem of a file at once, each naming its key; a good file passes",
+      function()
+        local bad = R.config(dir, table.concat({
+          "return {",
+          "  sandboxx = {},",
+          "  exec = { max_sessions = 0, rows = \"x\", bogus = 1 },",
+          "  env = { set = { FOO = 1 }, exclude = { \"A\", 5 } },",
+          "  output = { truncation = \"tokens\" },",
+          "  server = { cancel = \"abort\" },",
+          "  sandbox = { mode = \"workspace-write\", roots = { \"relative\" }, tmp = \"yes\",",
+          "    network = { allow = { \"ok.example.com\", \"bad host!\", \"x.com:99999\" },",
+          "      connect_timeout_ms = 0 } },",
+          "}",
+        }, "\n"), "bad.lua")
+        local p = "luxec mcp: config " .. bad .. ": "
+        local want = {
+          p .. "env.exclude[2]: expected a string, got 5",
+          p .. "env.set.FOO: expected a string, got 1",
+          p .. "exec.bogus: unknown key",
+          p .. "exec.max_sessions: expected an integer >= 1, got 0",
+          p .. 'exec.rows: expected an integer >= 1, got "x"',
+          p .. 'output.truncation: expected one of "luxec", "codex-tokens", "codex-bytes", got '
+            .. '"tokens"',
+          p .. "sandboxx: unknown key (did you mean 'sandbox'?)",
+          p .. 'server.cancel: expected one of "keep", "kill", got "abort"',
+          p .. 'sandbox: network.allow[2]: bad name "bad host!" in "bad host!"',
+          p .. 'sandbox: network.allow[3]: bad port "99999" in "x.com:99999" (1 to 65535)',
+          p .. "sandbox: 'network.connect_timeout_ms' must be a positive integer, got 0",
+          p .. 'sandbox: roots[1] is relative: "relative" (writable roots must be absolute)',
+          p .. "sandbox: 'tmp' must be a boolean, got string",
+        }
+        local expected = table.concat(want, "\n") .. "\n"
+        local r = H.run({ "mcp", "--check-config", bad })
+        assert.equal(1, r.code)
+        assert.equal(expected, r.stderr)
+        assert.equal("", r.stdout)
+        -- the server itself: the same list, then it exits without serving
+        r = H.run({ "mcp", "--config", bad }, { input = "" })
+        assert.equal(1, r.code)
+        assert.equal(expected, r.stderr)
+        assert.equal("", r.stdout)
+        -- from Lua: the same problems as a list
+        local cfg, err, problems = config.load(bad)
+        assert.is_nil(cfg)
+        assert.equal(#want, #problems)
+        assert.equal(#want, select(2, err:gsub("\n", "")) + 1)
+        -- a key given well is not blamed for its neighbour's mistake (no cross check on a bad
+        -- value), and the same file with the mistakes fixed passes
+        err = select(2, config.check({ exec = { min_yield_ms = "x", max_yield_ms = 400 } }))
+        assert.equal('config: exec.min_yield_ms: expected an integer >= 0, got "x"', err)
+        local good = R.config(dir, table.concat({
+          "return {",
+          "  exec = { max_sessions = 40, rows = 30 },",
+          "  env = { set = { FOO = \"1\" }, exclude = { \"A\", \"B\" } },",
+          "  output = { truncation = \"codex-tokens\" },",
+          "  server = { cancel = \"kill\" },",
+          "  sandbox = { mode = \"workspace-write\", roots = { \"/tmp\" }, tmp = true,",
+          "    network = { allow = { \"ok.example.com\", \"x.com:443\" },",
+          "      connect_timeout_ms = 5000 } },",
+          "}",
+        }, "\n"), "good.lua")
+        r = H.run({ "mcp", "--check-config", good })
+        assert.equal(0, r.code, r.stderr)
+        assert.equal("", r.stderr)
+        assert.matches("max_sessions = 40", r.stdout, 1, true)
+      end)
   end)
 
   describe("hooks", function()

@@ -119,7 +119,7 @@ function commands.mcp.run(values)
     cfg, err = config.check({})
   end
   if not cfg then
-    io.stderr:write("luxec mcp: ", err, "\n")
+    io.stderr:write("luxec mcp: ", (err:gsub("\n", "\nluxec mcp: ")), "\n") -- every problem
     return 1
   end
   if check then

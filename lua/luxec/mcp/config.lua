@@ -10,6 +10,7 @@
 local uv = require("luv")
 local sandbox = require("luxec.sandbox")
 local policy = require("luxec.engine.policy")
+local cs = require("luxec.mcp.config_sandbox")
 
 local M = {}
 
@@ -185,8 +186,26 @@ local function suggest(key, fields)
   return best and (" (did you mean '%s'?)"):format(best) or ""
 end
 
+-- A check collects every problem it finds: `note` adds one, `fail` adds one and gives up on
+-- the value at hand (the others are still checked). The list is M.check's, for one call.
+local problems
+local GIVE_UP = setmetatable({}, { __tostring = function() return "(config value given up)" end })
+
+local function note(key, fmt, ...)
+  problems[#problems + 1] = { key = key, msg = fmt:format(...) }
+end
+
 local function fail(key, fmt, ...)
-  error({ key = key, msg = fmt:format(...) }, 0)
+  note(key, fmt, ...)
+  error(GIVE_UP, 0)
+end
+
+-- fn(...) -> true, its result; or false when it gave up (what it found is noted).
+local function attempt(fn, ...)
+  local ok, r = pcall(fn, ...)
+  if ok then return true, r end
+  if r ~= GIVE_UP then error(r, 0) end
+  return false
 end
 
 -- Checks -----------------------------------------------------------------------------------
@@ -202,22 +221,22 @@ end
 
 local function check_string_list(key, v)
   if type(v) ~= "table" then fail(key, "expected a list of strings, got %s", describe_value(v)) end
-  local n = #v
-  for k, item in pairs(v) do
+  local n, before = #v, #problems
+  for _, k in ipairs(cs.sorted_keys(v)) do
     if math.type(k) ~= "integer" or k < 1 or k > n then
-      fail(key, "expected a list of strings, got a table with key %s", describe_value(k))
-    end
-    if type(item) ~= "string" then
-      fail(("%s[%d]"):format(key, k), "expected a string, got %s", describe_value(item))
+      note(key, "expected a list of strings, got a table with key %s", describe_value(k))
+    elseif type(v[k]) ~= "string" then
+      note(("%s[%d]"):format(key, k), "expected a string, got %s", describe_value(v[k]))
     end
   end
   local copy = {}
   for i = 1, n do
     if v[i] == nil then -- {"a", os.getenv("UNSET"), "c"}: ipairs would stop at the hole
-      fail(("%s[%d]"):format(key, i), "expected a string, got nil (a list cannot have holes)")
+      note(("%s[%d]"):format(key, i), "expected a string, got nil (a list cannot have holes)")
     end
     copy[i] = v[i]
   end
+  if #problems > before then error(GIVE_UP, 0) end
   return copy
 end
 
@@ -225,17 +244,18 @@ local function check_string_map(key, v)
   if type(v) ~= "table" then
     fail(key, "expected a table of NAME = \"value\", got %s", describe_value(v))
   end
-  local copy = {}
-  for k, item in pairs(v) do
+  local copy, before = {}, #problems
+  for _, k in ipairs(cs.sorted_keys(v)) do
+    local item = v[k]
     if type(k) ~= "string" or not k:find("^[^=%z]+$") then
-      fail(key, "a variable name must be a non-empty string without '=', got %s",
+      note(key, "a variable name must be a non-empty string without '=', got %s",
         describe_value(k))
-    end
-    if type(item) ~= "string" then
-      fail(("%s.%s"):format(key, k), "expected a string, got %s", describe_value(item))
+    elseif type(item) ~= "string" then
+      note(("%s.%s"):format(key, k), "expected a string, got %s", describe_value(item))
     end
     copy[k] = item
   end
+  if #problems > before then error(GIVE_UP, 0) end
   return copy
 end
 
@@ -293,51 +313,65 @@ local function check_value(key, kind, v, base)
   error("config schema: unknown kind " .. tostring(kind))
 end
 
-local function check_section(name, fields, given, into, base)
+-- Each key of a section on its own; `bad` collects the keys that had a problem.
+local function check_section(name, fields, given, into, base, bad)
   if type(given) ~= "table" then
+    bad[name] = true
     fail(name, "expected a table, got %s", describe_value(given))
   end
-  for k, v in pairs(given) do
+  for _, k in ipairs(cs.sorted_keys(given)) do
     local key = name .. "." .. tostring(k)
     local kind = type(k) == "string" and fields[k]
-    if not kind then fail(key, "unknown key%s", suggest(tostring(k), fields)) end
-    into[k] = check_value(key, kind, v, base)
+    if not kind then
+      note(key, "unknown key%s", suggest(tostring(k), fields))
+    else
+      local ok, v = attempt(check_value, key, kind, given[k], base)
+      if ok then into[k] = v else bad[key] = true end
+    end
   end
 end
 
-local function cross_checks(cfg)
+-- Checks between keys, each made only when the keys it compares were good on their own.
+local function cross_checks(cfg, bad)
+  local function good(...)
+    for _, key in ipairs({ ... }) do
+      if bad[key] or bad[key:match("^[^.]+")] then return false end
+    end
+    return true
+  end
   local e = cfg.exec
-  if e.min_yield_ms > e.max_yield_ms then
-    fail("exec.min_yield_ms", "%d is above exec.max_yield_ms (%d)", e.min_yield_ms, e.max_yield_ms)
+  if good("exec.min_yield_ms", "exec.max_yield_ms") and e.min_yield_ms > e.max_yield_ms then
+    note("exec.min_yield_ms", "%d is above exec.max_yield_ms (%d)", e.min_yield_ms, e.max_yield_ms)
   end
-  if e.poll_min_ms > e.poll_max_ms then
-    fail("exec.poll_min_ms", "%d is above exec.poll_max_ms (%d)", e.poll_min_ms, e.poll_max_ms)
+  if good("exec.poll_min_ms", "exec.poll_max_ms") and e.poll_min_ms > e.poll_max_ms then
+    note("exec.poll_min_ms", "%d is above exec.poll_max_ms (%d)", e.poll_min_ms, e.poll_max_ms)
   end
-  if e.protect_recent >= e.max_sessions then
-    fail("exec.protect_recent", "%d leaves nothing to prune below exec.max_sessions (%d)",
+  if good("exec.protect_recent", "exec.max_sessions") and e.protect_recent >= e.max_sessions then
+    note("exec.protect_recent", "%d leaves nothing to prune below exec.max_sessions (%d)",
       e.protect_recent, e.max_sessions)
   end
   local s = cfg.server
-  if s.max_message_bytes < 1024 then
-    fail("server.max_message_bytes", "expected at least 1024, got %d", s.max_message_bytes)
+  if good("server.max_message_bytes") and s.max_message_bytes < 1024 then
+    note("server.max_message_bytes", "expected at least 1024, got %d", s.max_message_bytes)
   end
-  if s.read_output_max_bytes > 16 * MiB then
-    fail("server.read_output_max_bytes", "expected at most %d (16 MiB), got %d", 16 * MiB,
+  if good("server.read_output_max_bytes") and s.read_output_max_bytes > 16 * MiB then
+    note("server.read_output_max_bytes", "expected at most %d (16 MiB), got %d", 16 * MiB,
       s.read_output_max_bytes)
   end
-  local ok, err = pcall(sandbox.resolve, cfg.sandbox, cfg.cwd)
-  if not ok then
-    fail("sandbox", "%s", (tostring(err):gsub("^bad sandbox policy: ", "")))
+  if good("sandbox", "cwd") then
+    for _, msg in ipairs(cs.problems(cfg.sandbox, cfg.cwd)) do note("sandbox", "%s", msg) end
   end
 end
 
 --- Check a config table over the defaults. Returns the effective configuration, or nil and
---- an error naming the key. `source` names where the table came from (the file), `base` is
---- what a relative `cwd` is relative to (the file's directory; the current one by default).
+--- every problem found, one line each naming its key (`config FILE: exec.rows: expected an
+--- integer >= 1, got -1`), and the same as a list of {key =, msg =}. `source` names where the
+--- table came from (the file), `base` is what a relative `cwd` is relative to (the file's
+--- directory; the current one by default).
 ---@param t table
 ---@param source string|nil
 ---@param base string|nil
----@return table|nil cfg, string|nil err
+---@return table|nil cfg, string|nil err, {key: string, msg: string}[]|nil problems
 function M.check(t, source, base)
   local prefix = source and ("config %s: "):format(source) or "config: "
   if type(t) ~= "table" then
@@ -345,26 +379,36 @@ function M.check(t, source, base)
   end
   local cfg = M.defaults()
   base = base or uv.cwd()
+  local found, bad = {}, {}
+  local outer = problems
+  problems = found
   local ok, err = pcall(function()
     -- cwd first: the sandbox policy is checked against it
-    if t.cwd ~= nil then cfg.cwd = check_value("cwd", "dir", t.cwd, base) end
-    for k, v in pairs(t) do
+    if t.cwd ~= nil then
+      local good, dir = attempt(check_value, "cwd", "dir", t.cwd, base)
+      if good then cfg.cwd = dir else bad.cwd = true end
+    end
+    for _, k in ipairs(cs.sorted_keys(t)) do
       local kind = type(k) == "string" and SCHEMA[k]
       if not kind then
-        fail(tostring(k), "unknown key%s", suggest(tostring(k), SCHEMA))
+        note(tostring(k), "unknown key%s", suggest(tostring(k), SCHEMA))
       elseif type(kind) == "table" and not kind[1] then
-        check_section(k, kind, v, cfg[k], base)
+        attempt(check_section, k, kind, t[k], cfg[k], base, bad)
       elseif k ~= "cwd" then
-        cfg[k] = check_value(k, kind, v, base)
+        local good, v = attempt(check_value, k, kind, t[k], base)
+        if good then cfg[k] = v else bad[k] = true end
       end
     end
-    cross_checks(cfg)
+    cross_checks(cfg, bad)
   end)
+  problems = outer
   if not ok then
-    if type(err) == "table" then
-      return nil, ("%s%s: %s"):format(prefix, err.key, err.msg)
-    end
     return nil, prefix .. tostring(err)
+  end
+  if #found > 0 then
+    local lines = {}
+    for i, p in ipairs(found) do lines[i] = ("%s%s: %s"):format(prefix, p.key, p.msg) end
+    return nil, table.concat(lines, "\n"), found
   end
   cfg.source = source
   return cfg
