@@ -51,7 +51,9 @@ void luxec_core_shutdown(lua_State *L) {
   cg_shutdown();
 }
 
-int luaopen_luxec_core(lua_State *L) {
+/* The module table (the host preloads it as luxec.core; module.c's luaopen_luxec_core returns
+ * it from a plain Lua interpreter). */
+int luxec_open_core(lua_State *L) {
   luaL_newlib(L, core_functions);
   luxec_open_proc(L);
   luxec_open_outbuf(L);

@@ -169,13 +169,19 @@ static void raise_nofile(void) {
   luxec_nofile_raised = setrlimit(RLIMIT_NOFILE, &more) == 0;
 }
 
-int luxec_host_init(luxec_host *h, int ignore_env) {
-  memset(h, 0, sizeof *h);
-  h->ignore_env = ignore_env;
-  set_handler(SIGPIPE, SIG_IGN); /* a write to a closed pipe is an EPIPE result */
+/* What a host sets up once per process: SIGPIPE ignored (a write to a closed pipe is an EPIPE
+ * result), the open-file limit raised, SIGTERM and SIGHUP (and SIGINT when `sigint`) ending
+ * the sessions with the host, and an exit() that skips the orderly close ending them too. */
+void luxec_host_process_setup(int sigint) {
+  set_handler(SIGPIPE, SIG_IGN);
   raise_nofile();
-  luxec_host_signals();
+  set_handler(SIGTERM, host_signal);
+  set_handler(SIGHUP, host_signal);
+  if (sigint) set_handler(SIGINT, host_signal);
   atexit(kill_sessions_at_exit);
+}
+
+int luxec_host_loop_init(luxec_host *h) {
   int rc = uv_loop_init(&h->loop);
   if (rc < 0) {
     fprintf(stderr, "luxec: cannot create the event loop: %s\n", uv_strerror(rc));
@@ -183,15 +189,39 @@ int luxec_host_init(luxec_host *h, int ignore_env) {
   }
   uv_async_init(&h->loop, &h->wake, wake_cb);
   uv_unref((uv_handle_t *)&h->wake);
+  return 0;
+}
+
+/* L (the main thread) is the host's: luxec_gethost finds h, luv runs on h's loop (set before
+ * luaopen_luv) and reports callback errors instead of exiting, the native modules are
+ * preloaded. */
+void luxec_host_attach(luxec_host *h, lua_State *L) {
+  h->L = L;
+  lua_pushlightuserdata(L, h);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &HOST_KEY);
+  luv_set_loop(L, &h->loop);
+  luv_set_callback(L, luxec_callback_pcall);
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE); /* preload */
+  lua_pushcfunction(L, luxec_open_core);
+  lua_setfield(L, -2, "luxec.core");
+  lua_pushcfunction(L, luaopen_luxec_screen);
+  lua_setfield(L, -2, "luxec.screen_native");
+  lua_pushcfunction(L, luaopen_luxec_term);
+  lua_setfield(L, -2, "luxec.term");
+  lua_pop(L, 1);
+}
+
+int luxec_host_init(luxec_host *h, int ignore_env) {
+  memset(h, 0, sizeof *h);
+  h->ignore_env = ignore_env;
+  luxec_host_process_setup(1);
+  if (luxec_host_loop_init(h) != 0) return -1;
 
   lua_State *L = luaL_newstate();
   if (L == NULL) {
     fprintf(stderr, "luxec: cannot create the Lua state: not enough memory\n");
     return -1;
   }
-  h->L = L;
-  lua_pushlightuserdata(L, h);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &HOST_KEY);
   if (ignore_env) { /* the package library reads this before LUA_PATH (lua.c's -E) */
     lua_pushboolean(L, 1);
     lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
@@ -199,21 +229,10 @@ int luxec_host_init(luxec_host *h, int ignore_env) {
   luaL_openlibs(L);
   luxec_find_lua_dir(h->lua_dir, sizeof h->lua_dir, ignore_env);
   luxec_set_paths(L, h->lua_dir);
-
-  /* luv on the host's loop; its callbacks report errors instead of exiting. */
-  luv_set_loop(L, &h->loop);
-  luv_set_callback(L, luxec_callback_pcall);
+  luxec_host_attach(h, L);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);  /* loaded */
   luaopen_luv(L);                                            /* loaded luv */
   lua_setfield(L, -2, "luv");                                /* loaded */
-  lua_pop(L, 1);
-  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE); /* preload */
-  lua_pushcfunction(L, luaopen_luxec_core);
-  lua_setfield(L, -2, "luxec.core");
-  lua_pushcfunction(L, luaopen_luxec_screen);
-  lua_setfield(L, -2, "luxec.screen_native");
-  lua_pushcfunction(L, luaopen_luxec_term);
-  lua_setfield(L, -2, "luxec.term");
   lua_pop(L, 1);
   return 0;
 }

@@ -28,6 +28,9 @@ typedef struct luxec_host {
 extern struct rlimit luxec_nofile_original; /* what children get back before exec */
 extern int luxec_nofile_raised;
 int luxec_host_init(luxec_host *h, int ignore_env);
+void luxec_host_process_setup(int sigint); /* signals, SIGPIPE, open-file limit, atexit */
+int luxec_host_loop_init(luxec_host *h);    /* the loop and its wake-up handle */
+void luxec_host_attach(luxec_host *h, lua_State *L); /* registry, luv's loop, preloads */
 void luxec_host_signals(void);
 void luxec_host_close(luxec_host *h);
 luxec_host *luxec_gethost(lua_State *L);
@@ -43,7 +46,7 @@ void luxec_find_lua_dir(char *out, size_t size, int ignore_env);
 void luxec_set_paths(lua_State *L, const char *lua_dir);
 
 /* core.c */
-int luaopen_luxec_core(lua_State *L);
+int luxec_open_core(lua_State *L);     /* the luxec.core table */
 void luxec_open_outbuf(lua_State *L); /* outbuf_lua.c */
 void luxec_core_shutdown(lua_State *L); /* ends every session the core started */
 void luxec_procs_kill_all(void);        /* the same without Lua, for exit paths */
