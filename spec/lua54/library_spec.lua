@@ -27,7 +27,9 @@ local function lua(dir, source, opts)
   H.write_file(path, source)
   opts = opts or {}
   opts.env = env()
-  return H.run({ cmd = LUA, path }, opts)
+  local r = H.run({ cmd = LUA, path }, opts)
+  if r.signal and r.signal ~= 0 then r.code = 128 + r.signal end -- (a crash is no success)
+  return r
 end
 
 -- Start `source` with lua5.4, its stdout read line by line; returns the process handle, a
