@@ -33,13 +33,14 @@ local function lua(dir, source, opts)
 end
 
 -- Start `source` with lua5.4, its stdout read line by line; returns the process handle, a
--- function that waits for the next line, and the exit result table (code/signal once ended).
+-- function that waits for the next line, the exit result table (code/signal once ended), a
+-- function that waits for the end, and one that writes to its stdin.
 local function start(dir, source)
   local path = dir .. "/script.lua"
   H.write_file(path, source)
-  local out, err = uv.new_pipe(), uv.new_pipe()
+  local inp, out, err = uv.new_pipe(), uv.new_pipe(), uv.new_pipe()
   local buf, lines, result = "", {}, {}
-  local proc = assert(uv.spawn(LUA, { args = { path }, stdio = { nil, out, err }, env = env() },
+  local proc = assert(uv.spawn(LUA, { args = { path }, stdio = { inp, out, err }, env = env() },
     function(code, signal)
       result.code, result.signal = code, signal
     end))
@@ -62,11 +63,13 @@ local function start(dir, source)
   end
   local function close()
     H.wait_for(function() return result.code ~= nil end, 20000, "lua5.4 to end")
+    inp:close()
     out:close()
     err:close()
     proc:close()
   end
-  return proc, line, result, close
+  local function send(text) inp:write(text) end
+  return proc, line, result, close, send
 end
 
 describe("luxec from plain lua5.4", function()
@@ -216,9 +219,9 @@ describe("luxec from plain lua5.4", function()
     assert.equal("alive\ngone\ttrue\n", r.stdout)
   end)
 
-  for _, how in ipairs({ "sigkill", "sigterm", "end of script" }) do
+  for _, how in ipairs({ "sigkill", "sigterm", "end of script", "os.exit" }) do
     it("ends the sessions with the interpreter (" .. how .. ")", function()
-      local proc, line, result, close = start(dir, ([[
+      local proc, line, result, close, send = start(dir, ([[
         local luxec = require("luxec")
         local p = luxec.spawn({ "sh", "-c", "setsid sleep 300 & echo $!; exec sleep 300" },
           { tty = true })
@@ -226,14 +229,23 @@ describe("luxec from plain lua5.4", function()
         pid = assert(tonumber(pid))
         print(p.pid, pid)
         io.stdout:flush()
-        if %q ~= "end of script" then luxec.sleep(300) end
+        local how = %q
+        if how == "end of script" then
+          io.read("l")
+        elseif how == "os.exit" then
+          io.read("l")
+          os.exit(3)
+        else
+          luxec.sleep(300)
+        end
       ]]):format(how))
       local first, second = line("the session's pids"):match("^(%d+)\t(%d+)$")
       first, second = tonumber(first), tonumber(second)
       assert.is_true(H.alive(first) and H.alive(second))
-      if how ~= "end of script" then proc:kill(how) end
+      if how:find("^sig") then proc:kill(how) else send("end\n") end
       close()
       if how == "end of script" then assert.equal(0, result.code) end
+      if how == "os.exit" then assert.equal(3, result.code) end
       if how == "sigterm" then assert.equal(15, result.signal) end
       H.wait_for(function() return not H.alive(first) and not H.alive(second) end, 20000,
         "the session's processes to end")
