@@ -5,10 +5,12 @@
  * SIGHUP, exit), and an end of every session when the Lua state closes. The watchdog, the
  * orphan reaper and the cgroups start with the first session, as in the binary.
  *
- * SIGINT stays the interpreter's (lua.c turns it into an "interrupted!" error); a second one
- * kills the interpreter, and the watchdog then ends what its sessions left running. */
+ * SIGINT stays the interpreter's (lua.c turns it into an "interrupted!" error), with a wake-up
+ * of the loop so that a blocked wait sees it; a second one kills the interpreter, and the
+ * watchdog then ends what its sessions left running. */
 #include "luxec.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +90,36 @@ static void guard_luv(lua_State *L) {
   lua_settop(L, top);
 }
 
+/* SIGINT: the interpreter's own handler (lua.c's turns it into an "interrupted!" error at the
+ * next Lua instruction), and a wake-up of the loop, so that a wait blocked in it returns and
+ * that instruction comes. Where SIGINT had its default action, the sessions end with the
+ * process, as with SIGTERM. */
+static struct sigaction interpreter_sigint;
+
+static void module_sigint(int sig) {
+  if (module_host != NULL && module_host->L != NULL) uv_async_send(&module_host->wake);
+  if (interpreter_sigint.sa_handler == SIG_IGN) return;
+  if (interpreter_sigint.sa_handler == SIG_DFL) {
+    luxec_procs_kill_all();
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
+  if (interpreter_sigint.sa_flags & SA_SIGINFO) return; /* (no such handler in lua.c) */
+  interpreter_sigint.sa_handler(sig);
+}
+
+static void chain_sigint(void) {
+  struct sigaction sa;
+  if (sigaction(SIGINT, NULL, &interpreter_sigint) != 0) return;
+  if (interpreter_sigint.sa_handler == module_sigint) return;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = module_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, NULL);
+}
+
 /* luv was loaded before luxec and made its own loop: luxec's host takes its place, which is
  * possible only while nothing is on it. Its __gc is dropped (the host closes the loop luv
  * now runs on). */
@@ -130,6 +162,7 @@ static int start_host(lua_State *L, lua_State *main_L) {
     return luaL_error(L, "luxec.core: cannot create the event loop");
   }
   luxec_host_process_setup(0);
+  chain_sigint();
   luxec_host_attach(h, main_L);
   module_host = h;
   /* the sessions end with the state: a userdata whose __gc closes the host, kept for ever */

@@ -62,11 +62,17 @@ local function start(dir, source)
     return lines[taken]
   end
   local function close()
-    H.wait_for(function() return result.code ~= nil end, 20000, "lua5.4 to end")
+    local ok, e = pcall(H.wait_for, function() return result.code ~= nil end, 20000,
+      "lua5.4 to end")
+    if not ok then -- (nothing left running: the interpreter goes, the watchdog ends the rest)
+      proc:kill("sigkill")
+      H.wait_for(function() return result.code ~= nil end, 20000, "lua5.4 to be killed")
+    end
     inp:close()
     out:close()
     err:close()
     proc:close()
+    if not ok then error(e, 0) end
   end
   local function send(text) inp:write(text) end
   return proc, line, result, close, send
@@ -251,6 +257,23 @@ describe("luxec from plain lua5.4", function()
         "the session's processes to end")
     end)
   end
+
+  it("stops a wait blocked in the loop on SIGINT with lua5.4's \"interrupted!\"", function()
+    local proc, line, result, close = start(dir, [[
+      local luxec = require("luxec")
+      local p = luxec.spawn({ "sleep", "300" })
+      print(p.pid)
+      io.stdout:flush()
+      p:wait()
+      print("not reached")
+    ]])
+    local pid = tonumber(line("the session's pid"))
+    assert.is_true(H.alive(pid))
+    proc:kill("sigint")
+    close()
+    assert.equal(1, result.code)
+    H.wait_for(function() return not H.alive(pid) end, 20000, "the session to end")
+  end)
 
   it("takes luv's loop when luv was loaded first, and says so when luv already has handles",
     function()
