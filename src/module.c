@@ -31,15 +31,18 @@ static void close_walk_cb(uv_handle_t *handle, void *arg) {
   if (handle->data != NULL && !uv_is_closing(handle)) uv_close(handle, NULL);
 }
 
+static volatile sig_atomic_t wake_open = 0; /* whether a signal handler may wake the loop */
+
 /* The Lua state closes (lua.c does at the end of the script): every session ends, every
- * handle closes, then the loop. luv's handles, made after this object, were finalized first
- * (finalizers run newest first). */
+ * handle closes, then the loop. Called by the first of luv's handles to be finalized (see
+ * luv_gc_guard), else by the host's own finalizer. */
 static int host_gc(lua_State *L) {
   (void)L;
   luxec_host *h = module_host;
   if (h == NULL || h->L == NULL) return 0;
   luxec_core_shutdown(h->L);
   uv_walk(&h->loop, close_walk_cb, NULL);
+  wake_open = 0;
   if (!uv_is_closing((uv_handle_t *)&h->wake)) uv_close((uv_handle_t *)&h->wake, NULL);
   luxec_host_run(h, UV_RUN_DEFAULT);
   while (uv_loop_close(&h->loop) == UV_EBUSY) uv_run(&h->loop, UV_RUN_NOWAIT);
@@ -51,7 +54,8 @@ static int host_gc(lua_State *L) {
  * run after it), and the loop's next run then writes to freed memory. Until its close is
  * done luv holds a reference to the handle's userdata in the registry (luv_handle_t.ref), so
  * a collection never finalizes such a handle: one finalized while the registry still holds
- * it means the state is closing. The host then closes first, running the loop until every close is done. */
+ * it means the state is closing. The host then closes first, running the loop until every
+ * close is done. */
 static int luv_gc_guard(lua_State *L) {
   void **udata = lua_touserdata(L, 1);
   uv_handle_t *handle = udata != NULL ? *udata : NULL;
@@ -97,7 +101,7 @@ static void guard_luv(lua_State *L) {
 static struct sigaction interpreter_sigint;
 
 static void module_sigint(int sig) {
-  if (module_host != NULL && module_host->L != NULL) uv_async_send(&module_host->wake);
+  if (wake_open) uv_async_send(&module_host->wake);
   if (interpreter_sigint.sa_handler == SIG_IGN) return;
   if (interpreter_sigint.sa_handler == SIG_DFL) {
     luxec_procs_kill_all();
@@ -154,9 +158,9 @@ static int start_host(lua_State *L, lua_State *main_L) {
       return luaL_error(L, "luxec.core: luv runs on a loop this program made, and luxec needs "
                         "its own: run the program with the luxec binary instead");
   }
+  if (luv_own != NULL) take_luv_loop(L, luv_own);
   luxec_host *h = calloc(1, sizeof *h);
   if (h == NULL) return luaL_error(L, "luxec.core: not enough memory");
-  if (luv_own != NULL) take_luv_loop(L, luv_own);
   if (luxec_host_loop_init(h) != 0) {
     free(h);
     return luaL_error(L, "luxec.core: cannot create the event loop");
@@ -165,6 +169,7 @@ static int start_host(lua_State *L, lua_State *main_L) {
   chain_sigint();
   luxec_host_attach(h, main_L);
   module_host = h;
+  wake_open = 1;
   /* the sessions end with the state: a userdata whose __gc closes the host, kept for ever */
   lua_newuserdatauv(L, 0, 0);
   lua_newtable(L);
