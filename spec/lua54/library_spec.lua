@@ -35,12 +35,18 @@ end
 -- Start `source` with lua5.4, its stdout read line by line; returns the process handle, a
 -- function that waits for the next line, the exit result table (code/signal once ended), a
 -- function that waits for the end, and one that writes to its stdin.
-local function start(dir, source)
+local function start(dir, source, as_nobody)
   local path = dir .. "/script.lua"
   H.write_file(path, source)
+  local cmd, args = LUA, { path }
+  if as_nobody then
+    uv.fs_chmod(dir, 493)
+    uv.fs_chmod(path, 420)
+    cmd, args = "setpriv", { "--reuid=65534", "--regid=65534", "--clear-groups", LUA, path }
+  end
   local inp, out, err = uv.new_pipe(), uv.new_pipe(), uv.new_pipe()
   local buf, lines, result = "", {}, {}
-  local proc = assert(uv.spawn(LUA, { args = { path }, stdio = { inp, out, err }, env = env() },
+  local proc = assert(uv.spawn(cmd, { args = args, stdio = { inp, out, err }, env = env() },
     function(code, signal)
       result.code, result.signal = code, signal
     end))
@@ -257,6 +263,33 @@ describe("luxec from plain lua5.4", function()
         "the session's processes to end")
     end)
   end
+
+  it("ends the sessions of an unprivileged interpreter killed outright", function()
+    if uv.getuid() ~= 0 or not H.have("setpriv") then
+      pending("needs root and setpriv to run lua5.4 as another user (as a normal user, the "
+        .. "other cases here run unprivileged already)")
+      return
+    end
+    local proc, line, _, close = start(dir, [[
+      local luxec = require("luxec")
+      local p = luxec.spawn({ "sh", "-c", "setsid sleep 300 & echo $!; exec sleep 300" },
+        { tty = true })
+      local _, _, pid = p:expect({ lua = "(%d+)\r?\n" }, { timeout = 20 })
+      print(p.pid, pid)
+      io.stdout:flush()
+      luxec.sleep(300)
+    ]], true)
+    local first, second = line("the session's pids"):match("^(%d+)\t(%d+)$")
+    first, second = tonumber(first), tonumber(second)
+    assert.is_true(H.alive(first) and H.alive(second))
+    local f = assert(io.open(("/proc/%d/status"):format(first)))
+    assert.matches("\nUid:%s+65534%s", f:read("a"))
+    f:close()
+    proc:kill("sigkill")
+    close()
+    H.wait_for(function() return not H.alive(first) and not H.alive(second) end, 20000,
+      "the session's processes to end")
+  end)
 
   it("stops a wait blocked in the loop on SIGINT with lua5.4's \"interrupted!\"", function()
     local proc, line, result, close = start(dir, [[
