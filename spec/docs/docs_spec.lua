@@ -1,0 +1,155 @@
+-- Every fenced code block of README.md and docs/*.md runs (spec/docs/blocks.lua has the
+-- conventions): a lua block as a script of the built luxec, a sh block with bash, each in a
+-- temporary directory of its own (its cwd and HOME, luxec first on PATH, node_modules of the
+-- MCP client beside it for npx) and bounded in time; a following output block is its exact
+-- stdout. Config blocks are parsed, a `luxec mcp` config checked with --check-config. The
+-- blocks not run are counted and printed with their reasons.
+local H = require("helper")
+local luxec = require("luxec")
+local uv = require("luv")
+local cjson = require("cjson")
+local blocks = require("docs.blocks")
+
+local TIMEOUT = 120 -- seconds a block may take (npx starts node twice)
+local PATH = H.build .. "/bin:" .. os.getenv("PATH")
+local NODE_MODULES = H.root .. "/spec/mcp/client/node_modules"
+
+local function doc_files()
+  local files = { "README.md" }
+  local names = {}
+  local scan = uv.fs_scandir(H.root .. "/docs")
+  while scan do
+    local name, kind = uv.fs_scandir_next(scan)
+    if not name then break end
+    if kind == "file" and name:match("%.md$") then names[#names + 1] = name end
+  end
+  table.sort(names)
+  for _, n in ipairs(names) do files[#files + 1] = "docs/" .. n end
+  return files
+end
+
+local all, parse_errors = {}, {}
+for _, f in ipairs(doc_files()) do
+  local list, err = blocks.parse(assert(H.read_file(H.root .. "/" .. f)), f)
+  if list then
+    for _, b in ipairs(list) do all[#all + 1] = b end
+  else
+    parse_errors[#parse_errors + 1] = err
+  end
+end
+
+local counts = { run = 0, output = 0, parsed = 0, config = 0, text = 0, skipped = {},
+  no_run = {} }
+
+local function missing(b)
+  for cmd in (b.attrs.needs or ""):gmatch("[^,]+") do
+    if not H.have(cmd) then return cmd end
+  end
+end
+
+local function run_in(dir, argv)
+  local r = luxec.run(argv, { cwd = dir, timeout = TIMEOUT, stderr = "pipe",
+    env = { PATH = PATH, HOME = dir, TMPDIR = os.getenv("TMPDIR"), USER = os.getenv("USER"),
+      LANG = "C.UTF-8", TERM = "dumb" } })
+  return r
+end
+
+local function where(b) return ("%s:%d"):format(b.file, b.line) end
+
+local function report(r)
+  return ("exit %s%s, timed out: %s\nstdout:\n%s\nstderr:\n%s"):format(tostring(r.code),
+    r.signal_name and (" (" .. r.signal_name .. ")") or "", tostring(r.timed_out),
+    r.output or "", r.stderr or "")
+end
+
+local function toml_to_json(dir, code)
+  H.write_file(dir .. "/block.toml", code)
+  local r = run_in(dir, { "python3", "-c", "import json, sys, tomllib\n"
+    .. "print(json.dumps(tomllib.load(open(sys.argv[1], 'rb'))))", dir .. "/block.toml" })
+  assert(r.code == 0, "the TOML does not parse: " .. report(r))
+  return cjson.decode(r.output)
+end
+
+describe("the documentation's code blocks", function()
+  local dir
+  before_each(function()
+    dir = H.tmpdir()
+    assert(uv.fs_symlink(NODE_MODULES, dir .. "/node_modules"))
+  end)
+  after_each(function()
+    H.rmtree(dir)
+    H.assert_clean()
+  end)
+
+  teardown(function()
+    local lines = { ("docs: %d blocks run (%d with their output checked), %d config blocks "
+      .. "parsed (%d checked by luxec mcp --check-config), %d text blocks, %d not run, %d "
+      .. "skipped here"):format(counts.run, counts.output, counts.parsed, counts.config,
+      counts.text, #counts.no_run, #counts.skipped) }
+    for _, s in ipairs(counts.no_run) do lines[#lines + 1] = "  not run: " .. s end
+    for _, s in ipairs(counts.skipped) do lines[#lines + 1] = "  skipped: " .. s end
+    io.stderr:write(table.concat(lines, "\n"), "\n")
+  end)
+
+  it("are all well formed, each with a language", function()
+    assert.same({}, parse_errors)
+    assert.is_true(#all > 0)
+  end)
+
+  for _, b in ipairs(all) do
+    local title = ("%s %s%s"):format(where(b), b.lang,
+      b.attrs["no-run"] and " (not run)" or "")
+    if b.attrs["no-run"] then
+      counts.no_run[#counts.no_run + 1] = where(b) .. ": " .. b.reason
+    elseif b.lang == "text" then
+      counts.text = counts.text + 1
+    elseif blocks.PARSE[b.lang] then
+      it(title .. " parses", function()
+        local value
+        if b.lang == "json" then
+          value = cjson.decode(b.code)
+        else
+          if not H.have("python3") or os.execute("python3 -c 'import tomllib' 2>/dev/null")
+              ~= true then
+            counts.skipped[#counts.skipped + 1] = where(b) .. ": no python3 with tomllib"
+            return pending("no python3 with tomllib to parse TOML")
+          end
+          value = toml_to_json(dir, b.code)
+        end
+        assert.equals("table", type(value))
+        counts.parsed = counts.parsed + 1
+      end)
+    elseif b.lang == "lua" and b.attrs["mcp-config"] then
+      it(title .. " is a config luxec mcp accepts", function()
+        H.write_file(dir .. "/config.lua", b.code)
+        local r = run_in(dir, { H.luxec, "mcp", "--check-config", dir .. "/config.lua" })
+        assert(r.code == 0, report(r))
+        counts.parsed, counts.config = counts.parsed + 1, counts.config + 1
+      end)
+    else
+      it(title .. " runs" .. (b.output and " and prints what it shows" or ""), function()
+        local need = missing(b)
+        if need then
+          counts.skipped[#counts.skipped + 1] = where(b) .. ": no " .. need
+          print(where(b) .. ": skipped, no " .. need)
+          return pending("no " .. need .. " on this machine")
+        end
+        local argv
+        if b.lang == "lua" then
+          H.write_file(dir .. "/block.lua", b.code)
+          argv = { H.luxec, dir .. "/block.lua" }
+        else
+          H.write_file(dir .. "/block.sh", b.code)
+          argv = { "bash", "-eo", "pipefail", dir .. "/block.sh" }
+        end
+        local r = run_in(dir, argv)
+        assert(r.code == 0 and not r.timed_out, where(b) .. ": " .. report(r))
+        counts.run = counts.run + 1
+        if b.output then
+          assert.equals(b.output, r.output)
+          counts.output = counts.output + 1
+        end
+      end)
+    end
+  end
+end)
