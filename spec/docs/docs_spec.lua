@@ -49,8 +49,8 @@ end
 
 local function run_in(dir, argv)
   local r = luxec.run(argv, { cwd = dir, timeout = TIMEOUT, stderr = "pipe",
-    env = { PATH = PATH, HOME = dir, TMPDIR = os.getenv("TMPDIR"), USER = os.getenv("USER"),
-      LANG = "C.UTF-8", TERM = "dumb" } })
+    env = { PATH = PATH, HOME = dir, USER = os.getenv("USER"), LANG = "C.UTF-8",
+      TERM = "dumb", npm_config_offline = "true", npm_config_update_notifier = "false" } })
   return r
 end
 
