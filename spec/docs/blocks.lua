@@ -6,6 +6,8 @@
 ---                             "not run by the doc tests: REASON"
 ---   ```LANG needs=a,b         run only where the commands a and b are on PATH
 ---   ```json / ```toml         parsed
+---   ```prompt                 a session at luxec's prompt: each line "> CODE" is typed, the
+---                             lines after it are what the terminal shows (the banner apart)
 ---   ```lua mcp-config         a `luxec mcp` configuration: checked with --check-config
 ---   ```text                   not code (a layout, a transcript): counted, not run
 local M = {}
@@ -74,7 +76,7 @@ function M.parse(text, file)
         return nil, ("%s:%d: a no-run block must say why on its first line: "
           .. "'-- not run by the doc tests: REASON' (or '# ...')"):format(file, b.line)
       end
-    elseif not (M.RUN[b.lang] or M.PARSE[b.lang] or b.lang == "text") then
+    elseif not (M.RUN[b.lang] or M.PARSE[b.lang] or b.lang == "text" or b.lang == "prompt") then
       return nil, ("%s:%d: a %s block is neither run nor parsed: mark it no-run with the "
         .. "reason, or make it ```text"):format(file, b.line, b.lang)
     end

@@ -38,8 +38,49 @@ for _, f in ipairs(doc_files()) do
   end
 end
 
-local counts = { run = 0, output = 0, parsed = 0, config = 0, text = 0, skipped = {},
-  no_run = {} }
+local counts = { run = 0, output = 0, parsed = 0, config = 0, text = 0, prompt = 0,
+  skipped = {}, no_run = {} }
+
+-- The text of a terminal's screen below its first line (luxec's banner), each line without
+-- its trailing spaces, without the prompt waiting at the end.
+local function screen_text(p)
+  local lines = {}
+  for i, line in ipairs(p:screen().lines) do
+    if i > 1 then lines[#lines + 1] = (line:gsub("%s+$", "")) end
+  end
+  while #lines > 0 and (lines[#lines] == "" or lines[#lines] == ">") do lines[#lines] = nil end
+  return table.concat(lines, "\n") .. "\n"
+end
+
+-- Type each "> " line of a transcript at luxec's prompt on a terminal, waiting for the next
+-- prompt each time; what the screen then shows.
+local function prompt_session(dir, transcript)
+  local p = assert(luxec.spawn({ H.luxec }, { tty = { rows = 60, cols = 100 }, cwd = dir,
+    env = { PATH = PATH, HOME = dir, LANG = "C.UTF-8", TERM = "dumb", LUXEC_HISTORY = "" } }))
+  -- the screen shows the n-th prompt (or continuation prompt), waiting at the end
+  local typed = 0
+  local function at_prompt(s)
+    local last, prompts = nil, 0
+    for _, line in ipairs(s.lines) do
+      if line:match("^>") then prompts = prompts + 1 end
+      if line:match("%S") then last = line end
+    end
+    return prompts == typed + 1 and last and last:match("^>>?%s*$") ~= nil
+  end
+  local ok, err = p:expect_screen(at_prompt, { timeout = 30 })
+  for line in transcript:gmatch("[^\n]+") do
+    local code = line:match("^>>? (.*)$")
+    if code and ok then
+      p:sendline(code)
+      typed = typed + 1
+      ok, err = p:expect_screen(at_prompt, { timeout = 30 })
+    end
+  end
+  local shown = screen_text(p)
+  p:close()
+  assert(ok, ("the prompt did not come back: %s\nscreen:\n%s"):format(tostring(err), shown))
+  return shown
+end
 
 local function missing(b)
   for cmd in (b.attrs.needs or ""):gmatch("[^,]+") do
@@ -82,10 +123,11 @@ describe("the documentation's code blocks", function()
   end)
 
   teardown(function()
-    local lines = { ("docs: %d blocks run (%d with their output checked), %d config blocks "
-      .. "parsed (%d checked by luxec mcp --check-config), %d text blocks, %d not run, %d "
-      .. "skipped here"):format(counts.run, counts.output, counts.parsed, counts.config,
-      counts.text, #counts.no_run, #counts.skipped) }
+    local lines = { ("docs: %d blocks run (%d with their output checked), %d prompt sessions "
+      .. "checked, %d config blocks parsed (%d checked by luxec mcp --check-config), %d text "
+      .. "blocks, %d not run, %d skipped here"):format(counts.run, counts.output,
+      counts.prompt, counts.parsed, counts.config, counts.text, #counts.no_run,
+      #counts.skipped) }
     for _, s in ipairs(counts.no_run) do lines[#lines + 1] = "  not run: " .. s end
     for _, s in ipairs(counts.skipped) do lines[#lines + 1] = "  skipped: " .. s end
     io.stderr:write(table.concat(lines, "\n"), "\n")
@@ -118,6 +160,17 @@ describe("the documentation's code blocks", function()
         end
         assert.equals("table", type(value))
         counts.parsed = counts.parsed + 1
+      end)
+    elseif b.lang == "prompt" then
+      it(title .. " shows what the prompt shows", function()
+        local need = missing(b)
+        if need then
+          counts.skipped[#counts.skipped + 1] = where(b) .. ": no " .. need
+          return pending("no " .. need .. " on this machine")
+        end
+        local shown = prompt_session(dir, b.code)
+        assert.equals(b.code, shown)
+        counts.prompt = counts.prompt + 1
       end)
     elseif b.lang == "lua" and b.attrs["mcp-config"] then
       it(title .. " is a config luxec mcp accepts", function()
