@@ -133,6 +133,20 @@ describe("the documentation's code blocks", function()
     io.stderr:write(table.concat(lines, "\n"), "\n")
   end)
 
+  it("link to files that exist (every relative link of README.md and docs/)", function()
+    local broken = {}
+    for _, f in ipairs(doc_files()) do
+      local base = f:match("^(.*/)") or ""
+      for target in H.read_file(H.root .. "/" .. f):gmatch("%]%(([^)#%s]+)[^)]*%)") do
+        if not target:match("^%a[%w+.-]*:") and
+            not uv.fs_stat(H.root .. "/" .. base .. target) then
+          broken[#broken + 1] = f .. ": " .. target
+        end
+      end
+    end
+    assert.same({}, broken)
+  end)
+
   it("are all well formed, each with a language", function()
     assert.same({}, parse_errors)
     assert.is_true(#all > 0)
