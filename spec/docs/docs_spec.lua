@@ -56,7 +56,9 @@ end
 -- prompt each time; what the screen then shows.
 local function prompt_session(dir, transcript)
   local p = assert(luxec.spawn({ H.luxec }, { tty = { rows = 60, cols = 100 }, cwd = dir,
-    env = { PATH = PATH, HOME = dir, LANG = "C.UTF-8", TERM = "dumb", LUXEC_HISTORY = "" } }))
+    env = { PATH = PATH, HOME = dir, LANG = "C.UTF-8", TERM = "dumb", LUXEC_HISTORY = "",
+      LUXEC_LUA_DIR = os.getenv("LUXEC_LUA_DIR"), ASAN_OPTIONS = os.getenv("ASAN_OPTIONS"),
+      UBSAN_OPTIONS = os.getenv("UBSAN_OPTIONS") } }))
   -- the screen shows the n-th prompt (or continuation prompt), waiting at the end
   local typed = 0
   local function at_prompt(s)
@@ -88,11 +90,15 @@ local function missing(b)
   end
 end
 
+-- What a block's environment keeps of the suite's: where luxec's Lua code is, and the
+-- sanitizers' options of a --sanitize run.
+local PASSED = { "LUXEC_LUA_DIR", "ASAN_OPTIONS", "UBSAN_OPTIONS" }
+
 local function run_in(dir, argv)
-  local r = luxec.run(argv, { cwd = dir, timeout = TIMEOUT, stderr = "pipe",
-    env = { PATH = PATH, HOME = dir, USER = os.getenv("USER"), LANG = "C.UTF-8",
-      TERM = "dumb", npm_config_offline = "true", npm_config_update_notifier = "false" } })
-  return r
+  local env = { PATH = PATH, HOME = dir, USER = os.getenv("USER"), LANG = "C.UTF-8",
+    TERM = "dumb", npm_config_offline = "true", npm_config_update_notifier = "false" }
+  for _, k in ipairs(PASSED) do env[k] = os.getenv(k) end
+  return luxec.run(argv, { cwd = dir, timeout = TIMEOUT, stderr = "pipe", env = env })
 end
 
 local function where(b) return ("%s:%d"):format(b.file, b.line) end

@@ -32,6 +32,9 @@ local function run(dir, argv, env)
   local e = { PATH = PATH, HOME = dir, LANG = "C.UTF-8", USER = os.getenv("USER"),
     DISABLE_AUTOUPDATER = "1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1",
     npm_config_update_notifier = "false" }
+  for _, k in ipairs({ "LUXEC_LUA_DIR", "ASAN_OPTIONS", "UBSAN_OPTIONS" }) do
+    e[k] = os.getenv(k)
+  end
   for k, v in pairs(env or {}) do e[k] = v end
   return luxec.run(argv, { cwd = dir, env = e, timeout = 120, stderr = "pipe" })
 end
