@@ -402,7 +402,7 @@ end
 ---@field wall_time number  seconds the call waited (after spawn, or after the settle)
 ---@field exit_code integer|nil  when the process exited (128+N for signal N; 124 timed out)
 ---@field session_id integer|nil  when it still runs
----@field state "exited"|"running"|"waiting_for_input"|"waiting_for_password"|"timed_out"
+---@field state "exited"|"running"|"matched"|"waiting_for_input"|"waiting_for_password"|"timed_out"
 ---@field original_token_count integer  ceil(bytes/4) of the output before the cut
 ---@field output string  what the model reads (cleaned, cut)
 ---@field truncated boolean
@@ -412,10 +412,14 @@ end
 ---@field log_range {path: string, from: integer, to: integer}|nil  where the cut bytes are
 ---@field sandbox luxec.DenialGuess|{denied: boolean, guess: false, evidence: table}|nil
 ---@field warnings string[]
+---@field grep table|nil  with `grep`: {pattern, from, to, complete, next_offset, matches}
+---@field terminated integer[]|nil  with `terminate`: the sessions ended after the call
 
 --- Codex's exec_command: run `cmd` in a shell; wait until it exits or the yield passes.
 --- args: cmd (required), workdir, shell, login, tty (false), yield_time_ms (10000, clamped
---- 250..30000), max_output_tokens (10000); luxec's: timeout_ms, clean. `ctx`: this call's
+--- 250..30000), max_output_tokens (10000); luxec's: timeout_ms, clean, until, input (answers:
+--- a string or a list, each written at the next input wait), keep, grep, context, terminate
+--- (sessions to end after the call). `ctx`: this call's
 --- sandbox, limits, progress and cancellation (luxec.engine.call).
 ---@param args table
 ---@param ctx luxec.ExecCall|nil
