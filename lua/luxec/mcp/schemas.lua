@@ -142,7 +142,8 @@ local function exec_tool(f)
       description = ("Maximum number of tokens to return (about 4 bytes each; default %d, "
         .. "at most %d). Excess output is cut."):format(f.tokens, f.tokens_max) },
     ["until"] = str(UNTIL),
-    input = { type = array({ "string", "array" }), items = { type = "string" },
+    input = { anyOf = array({ { type = "string" }, { type = "array",
+      items = { type = "string" } } }),
       description = "Text to write to the program when it first waits for input (a prompt, a "
         .. "password, a REPL): the command and its answer in one call. An array of strings "
         .. "answers several prompts in order, each written when the program next waits for "
