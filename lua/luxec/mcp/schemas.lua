@@ -144,11 +144,14 @@ local function exec_tool(f)
     ["until"] = str(UNTIL),
     input = { anyOf = array({ { type = "string" }, { type = "array",
       items = { type = "string" } } }),
-      description = "Text to write to the program when it first waits for input (a prompt, a "
-        .. "password, a REPL): the command and its answer in one call. An array of strings "
-        .. "answers several prompts in order, each written when the program next waits for "
-        .. "input (e.g. REPL lines, then \"exit()\\n\"); the call returns when the last "
-        .. "answer is taken and the program exits or waits again. Needs tty=true." },
+      description = f.early and ("Text to write to the program when it first waits for "
+        .. "input (a prompt, a password, a REPL): the command and its answer in one call. An "
+        .. "array of strings answers several prompts in order, each written when the program "
+        .. "next waits for input (e.g. REPL lines, then \"exit()\\n\"); the call returns "
+        .. "when the last answer is taken and the program exits or waits again. Needs "
+        .. "tty=true.") or ("Text written to the program as it starts (an array of strings: "
+        .. "all of them, in order), so the command and its answers go in one call. Needs "
+        .. "tty=true.") },
     grep = str(GREP),
     context = CONTEXT,
     terminate = { type = "array", items = { type = "integer" },
