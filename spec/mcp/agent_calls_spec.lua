@@ -38,6 +38,17 @@ describe("luxec mcp: one call instead of several", function()
       .. "before the program waited for input again", text, 1, true)
   end)
 
+  it("writes every answer at start when early return is off", function()
+    P:close()
+    P = R.start_in(dir, "return { login = false, sandbox = { mode = \"full-access\" }, "
+      .. "exec = { early_return = false } }")
+    P:handshake("2025-11-25")
+    local r = P:tool("exec_command", { cmd = "read -r a; read -r b; echo \"got $a $b\"",
+      tty = true, input = { "one\n", "two\n" }, yield_time_ms = 20000 })
+    assert.same({ "exited", 0 }, { r.structuredContent.state, r.structuredContent.exit_code })
+    assert.matches("got one two", r.structuredContent.output, 1, true)
+  end)
+
   it("rejects an `input` that is neither a string nor a list of strings", function()
     local r = P:tool("exec_command", { cmd = "cat", tty = true, input = { "a", 3 } })
     assert.is_true(r.isError)
