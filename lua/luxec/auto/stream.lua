@@ -40,7 +40,6 @@ function Stream.screen(self)
   error(("screen: %s is a stream, not a terminal session of luxec's"):format(self.target), 2)
 end
 Stream.expect_screen = Stream.screen
-Stream.interact = Stream.screen
 
 --- The status of a stream: {kind, name, eof, finished, running, exited, tty, write_queued}.
 function Stream:status()
@@ -234,6 +233,9 @@ function M.open(target, opts)
     local to = opts.log_to
     self:on("output", type(to) == "function" and to
       or function(data) to:write(data) to:flush() end, { hold = false })
+  end
+  for _, fn in ipairs(process.on_spawn) do -- (the prompt's :ps lists it)
+    fn(self, { spec.name }, opts)
   end
   return self
 end
