@@ -17,7 +17,7 @@ local M = {}
 M.defaults = {
   ssh = "ssh", -- the client program
   timeout = 30, -- seconds for the login, and the default of s:run
-  poll_ms = 10, -- how often the terminal's mode is looked at while logging in
+  poll_ms = 2, -- how often the terminal's mode is looked at while logging in (no event tells it)
 }
 
 local HOST_KEY_QUESTION = { re = [[\(yes/no(/\[fingerprint\])?\)\? ?$]] }
