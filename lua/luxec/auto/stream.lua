@@ -54,16 +54,12 @@ end
 
 --- ^C and the like are written as the control character (a stream has no process group).
 function Stream:sendcontrol(key)
-  if type(key) ~= "string" or #key < 1 then
-    error(("bad argument #1 to 'sendcontrol' (a key such as \"c\" expected, got %s)")
+  local ch = require("luxec.auto.expect").control(key)
+  if not ch then
+    error(("bad argument #1 to 'sendcontrol' (a key such as \"c\" or \"^]\" expected, got %s)")
       :format(tostring(key)), 2)
   end
-  local k = (#key == 2 and key:sub(2) or key):lower()
-  local b = k:byte()
-  if #k ~= 1 or not (b >= 0x40 and b <= 0x7f) then
-    error(("bad argument #1 to 'sendcontrol' (not a control key: %q)"):format(key), 2)
-  end
-  return self:write(string.char(b == 0x3f and 0x7f or (b & 0x1f)))
+  return self:write(ch)
 end
 
 --- A terminal's echo (a serial line, a PTY's slave side); false for a socket or a FIFO.
