@@ -222,3 +222,44 @@ describe("pexpect's test_filedescriptor.py (through a FIFO)", function()
     s:close()
   end)
 end)
+
+-- tests/test_socket_pexpect.py: SocketSpawn over one end of a socketpair whose other end
+-- sent TESTDATA.txt and closed. The end is a descriptor the host inherits: a luxec script
+-- started by a parent that made the pair runs each case on it.
+describe("pexpect's test_socket_pexpect.py (an inherited socket)", function()
+  local TESTDATA = "This is test data.\n    One\n    2\n    THREE\n" ..
+    "This is the end of test data: END\n"
+  local CASES = {
+    test_socket = [[
+s:expect("This is the end of test data:", { timeout = 10 })
+s:expect(luxec.EOF, { timeout = 10 })
+print(s.before == " END\n")]],
+    test_maxread = [[
+s:expect("2", { timeout = 10 })
+s:expect("This is the end of test data:", { timeout = 10 })
+s:expect(luxec.EOF, { timeout = 10 })
+print(s.before == " END\n")]],
+    test_socket_isalive = [[
+local alive = s:status().running
+s:close()
+print(alive and s:closed())]],
+    test_socket_isatty = [[
+print(s:status().tty == false and s.kind == "unix")]],
+  }
+  for _, name in ipairs({ "test_socket", "test_maxread", "test_socket_isalive",
+    "test_socket_isatty" }) do
+    it(name, function()
+      dir = H.tmpdir()
+      H.write_file(dir .. "/case.lua", "local luxec = require('luxec')\n" ..
+        "local s = assert(luxec.open_stream(tonumber(arg[1])))\n" .. CASES[name] .. "\n")
+      local r = H.run({ cmd = "python3", "-c", [[
+import socket, subprocess, sys
+a, b = socket.socketpair()
+b.sendall(sys.argv[3].encode()); b.close()
+sys.exit(subprocess.call([sys.argv[1], sys.argv[2], str(a.fileno())], pass_fds=[a.fileno()]))
+]], H.luxec, dir .. "/case.lua", TESTDATA }, { timeout = 20000 })
+      assert.same({ "", "true\n", 0 }, { r.stderr, r.stdout, r.code })
+      H.rmtree(dir)
+    end)
+  end
+end)
