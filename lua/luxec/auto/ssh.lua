@@ -188,8 +188,8 @@ local function authenticate(p, opts, deadline, timeout)
       return nil, ("host key: the host key of %s has changed (possible man-in-the-middle, or " ..
         "the host was reinstalled); ssh refused to connect. Remove the old key with " ..
         "ssh-keygen -R if the change is expected"):format(where(opts)), "host_key"
-    elseif i == 6 then
-      local how = p:status()
+    elseif i == 6 then -- (the output ends before the exit is reaped: wait for the code)
+      local how = p:wait({ timeout = math.max(0.1, left / 1000) }) or p:status()
       return nil, ("eof: ssh to %s ended before a shell session (exit code %s): %s")
         :format(where(opts), tostring(how.code), last_output(p)), "eof"
     end
