@@ -266,4 +266,26 @@ s:close_stdin()
     srv:close()
     H.rmtree(dir)
   end)
+
+  it("gives up a TCP connect after timeout (a server whose accept queue is full)", function()
+    -- Linux drops the SYN of a connect to a listener whose queue is full: it never completes
+    local srv, port = peer([[
+import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(0)
+port = s.getsockname()[1]
+held = []
+for _ in range(3):
+    c = socket.socket(); c.setblocking(False)
+    try: c.connect(("127.0.0.1", port))
+    except BlockingIOError: pass
+    held.append(c)
+time.sleep(0.2)
+print(port)
+time.sleep(60)
+]])
+    assert.same({ nil, ("ETIMEDOUT: connect did not finish within 0.5 s (tcp:127.0.0.1:%s)")
+      :format(port), "ETIMEDOUT" }, { luxec.open_stream("tcp:127.0.0.1:" .. port,
+      { timeout = 0.5 }) })
+    srv:close()
+  end)
 end)
