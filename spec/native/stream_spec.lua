@@ -188,6 +188,10 @@ sys.exit(p.wait())
     assert.matches("resize: " .. name .. " is a stream, not a process: there is nothing to "
       .. "resize", err_of(s.resize, s, 10, 10), 1, true)
     assert.matches("wait_input: " .. name .. " is a stream", err_of(s.wait_input, s), 1, true)
+    local p = assert(luxec.spawn({ "true" }))
+    assert.matches("bad argument #1 to 'terminate_all' (entry 2 is a stream, which has no "
+      .. "process to terminate: close it)", err_of(luxec.terminate_all, { p, s }), 1, true)
+    p:close()
     s:close()
     srv:wait({ timeout = 10 })
     srv:close()
