@@ -9,6 +9,7 @@
 --- 504 after the connect timeout, and recorded too. Allowed requests are counted per host.
 local uv = require("luv")
 local network = require("luxec.sandbox.network")
+local core = require("luxec.core")
 
 local M = {}
 
@@ -31,6 +32,17 @@ function Proxy:_close(conn)
   if conn.closed then return end
   conn.closed = true
   self._conns[conn] = nil
+  if conn.relay then
+    local sent, received = conn.relay:counts()
+    conn.relay:close()
+    conn.relay = nil
+    conn.sent, conn.received = conn.sent + sent, conn.received + received
+  end
+  if conn.host then
+    local t = self.traffic[conn.host] or { sent = 0, received = 0 }
+    self.traffic[conn.host] = t
+    t.sent, t.received = t.sent + conn.sent, t.received + conn.received
+  end
   close_handle(conn.timer)
   close_handle(conn.client)
   close_handle(conn.upstream)
@@ -76,27 +88,67 @@ function Proxy:_reply(conn, code, text)
   end)
 end
 
---- Copy from one stream to the other until EOF; pause reading while the other side's queue
---- is long. The connection closes when both directions have ended, or on any error.
+--- Write data on one of conn's streams, counting the writes in flight (a hand-over to the
+--- relay waits for them).
+function Proxy:_write(conn, to, data, cb)
+  conn.pending = conn.pending + 1
+  to:write(data, function(err)
+    conn.pending = conn.pending - 1
+    if conn.closed then return end
+    if err then return self:_close(conn) end
+    if cb then cb() end
+    if conn.pumping and conn.pending == 0 then self:_relay(conn) end
+  end)
+end
+
+--- The request is decided: from now on the bytes go between the two sockets in C (the
+--- core's relay: splice, backpressure and half-close both ways), once what Lua still has in
+--- flight is written.
+function Proxy:_handover(conn)
+  conn.pumping = true
+  conn.client:read_stop()
+  conn.upstream:read_stop()
+  if conn.pending == 0 then self:_relay(conn) end
+end
+
+function Proxy:_relay(conn)
+  if conn.relay or conn.closed then return end
+  conn.relay = core.relay(conn.client, conn.upstream, function(_, sent, received)
+    conn.relay = nil
+    conn.sent, conn.received = conn.sent + sent, conn.received + received
+    self:_close(conn)
+  end)
+  close_handle(conn.client) -- (the relay has its own descriptors)
+  close_handle(conn.upstream)
+end
+
+--- Copy from one stream to the other until the response begins (then the relay takes
+--- over); pause reading while the other side's queue is long. The connection closes when
+--- both directions have ended, or on any error.
 function Proxy:_pipe(conn, from, to)
   local paused = false
   local on_read
+  local function resume()
+    if paused and not conn.pumping and to:get_write_queue_size() < LOW then
+      paused = false
+      from:read_start(on_read)
+    end
+  end
   on_read = function(err, data)
-    if conn.closed then return end
+    if conn.closed or conn.pumping then return end
     if err then return self:_close(conn) end
     if data then
+      if from == conn.upstream then
+        conn.received = conn.received + #data
+      else
+        conn.sent = conn.sent + #data
+      end
+      self:_write(conn, to, data, resume)
       if conn.waiting and from == conn.upstream then -- the response began
         conn.waiting = false
         close_handle(conn.timer)
+        return self:_handover(conn)
       end
-      to:write(data, function(werr)
-        if conn.closed then return end
-        if werr then return self:_close(conn) end
-        if paused and to:get_write_queue_size() < LOW then
-          paused = false
-          from:read_start(on_read)
-        end
-      end)
       if not paused and to:get_write_queue_size() > HIGH then
         paused = true
         from:read_stop()
@@ -104,7 +156,7 @@ function Proxy:_pipe(conn, from, to)
     else
       conn.ends = conn.ends + 1
       if conn.ends == 2 then return self:_close(conn) end
-      to:shutdown(function(serr) if serr then self:_close(conn) end end)
+      to:shutdown(function(serr) if serr and not conn.pumping then self:_close(conn) end end)
     end
   end
   from:read_start(on_read)
@@ -238,12 +290,20 @@ function Proxy:_request(conn, head, rest)
       return self:_reply(conn, code, what .. " failed: " .. reason)
     end
     up:nodelay(true)
+    conn.host = host
     if method == "CONNECT" then
-      conn.client:write("HTTP/1.1 200 Connection established\r\n\r\n")
-      if #rest > 0 then up:write(rest) end
+      self:_write(conn, conn.client, "HTTP/1.1 200 Connection established\r\n\r\n")
+      if #rest > 0 then
+        conn.sent = #rest
+        self:_write(conn, up, rest)
+      end
+      return self:_handover(conn)
     else
-      up:write(origin_head(head, method, path, version))
-      if #rest > 0 then up:write(rest) end
+      self:_write(conn, up, origin_head(head, method, path, version))
+      if #rest > 0 then
+        conn.sent = #rest
+        self:_write(conn, up, rest)
+      end
       local ms = self._policy.response_timeout_ms
       conn.waiting = true
       conn.timer = uv.new_timer()
@@ -265,7 +325,7 @@ function Proxy:_accept()
   if not self._server:accept(c) then return c:close() end
   c:unref()
   c:nodelay(true)
-  local conn = { client = c, ends = 0, op = "connect" }
+  local conn = { client = c, ends = 0, op = "connect", pending = 0, sent = 0, received = 0 }
   self._conns[conn] = true
   local parts, size = {}, 0
   local t = uv.new_timer()
@@ -301,8 +361,8 @@ end
 ---@return luxec.Proxy
 function M.start(server, policy, peer)
   local self = setmetatable({ _server = server, _policy = policy, _peer = peer, _conns = {},
-    _index = {}, _head_ms = network.defaults.head_timeout_ms, allowed = {}, refused = {},
-    failed = {}, total = 0 }, Proxy)
+    _index = {}, _head_ms = network.defaults.head_timeout_ms, allowed = {}, traffic = {},
+    refused = {}, failed = {}, total = 0 }, Proxy)
   server:unref() -- (the session keeps the host alive, not its proxy)
   server:listen(128, function(err)
     if not err then self:_accept() end
@@ -320,9 +380,20 @@ function Proxy:report()
     end
     return out
   end
-  local allowed = {}
+  local allowed, traffic = {}, {}
   for k, v in pairs(self.allowed) do allowed[k] = v end
-  return { allowed = allowed, refused = copy(self.refused), failed = copy(self.failed) }
+  for k, v in pairs(self.traffic) do traffic[k] = { sent = v.sent, received = v.received } end
+  for conn in pairs(self._conns) do -- (connections still open: what moved so far)
+    if conn.host then
+      local t = traffic[conn.host] or { sent = 0, received = 0 }
+      traffic[conn.host] = t
+      local s, r = 0, 0
+      if conn.relay then s, r = conn.relay:counts() end
+      t.sent, t.received = t.sent + conn.sent + s, t.received + conn.received + r
+    end
+  end
+  return { allowed = allowed, traffic = traffic, refused = copy(self.refused),
+    failed = copy(self.failed) }
 end
 
 --- Stop: the listener and every connection still open close.
