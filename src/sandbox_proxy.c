@@ -1,6 +1,6 @@
 /* sandbox_proxy.c: the network-by-name bridge, setup child side. In the sandbox's new (empty)
  * network namespace the setup child brings lo up and makes the proxy's listener there, on
- * 127.0.0.1:port: the socket belongs to the namespace, its descriptor to the host's table
+ * 127.0.0.1:port and [::1]:port: the socket belongs to the namespace, its descriptor to the host's table
  * (shared through CLONE_FILES). The host accepts on it on its own loop and forwards what the
  * policy allows (lua/luxec/sandbox/proxy.lua); nothing else inside has a route out. */
 #include "sandbox.h"
@@ -30,21 +30,43 @@ static int lo_up(void) {
   return rc;
 }
 
-int sandbox_proxy_listen(sandbox_prep *p) {
-  if (lo_up() < 0) return -1;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+/* A listener on port: dual-stack on [::] (127.0.0.1 and ::1 alike, the only local addresses
+ * of the namespace), or on 127.0.0.1 where the namespace has no IPv6. */
+static int listen_on(int port, int v6) {
+  int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_port = htons((uint16_t)p->proxy_port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 128) < 0) {
+  struct sockaddr_storage ss;
+  socklen_t len;
+  memset(&ss, 0, sizeof ss);
+  if (v6) {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+    int off = 0;
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons((uint16_t)port);
+    a->sin6_addr = in6addr_any;
+    len = sizeof *a;
+  } else {
+    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+    a->sin_family = AF_INET;
+    a->sin_port = htons((uint16_t)port);
+    a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    len = sizeof *a;
+  }
+  if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 128) < 0) {
     int e = errno;
     close(fd);
     errno = e;
     return -1;
   }
+  return fd;
+}
+
+int sandbox_proxy_listen(sandbox_prep *p) {
+  if (lo_up() < 0) return -1;
+  int fd = listen_on(p->proxy_port, 1);
+  if (fd < 0) fd = listen_on(p->proxy_port, 0);
+  if (fd < 0) return -1;
   p->proxy_fd = fd;
   return 0;
 }

@@ -299,11 +299,10 @@ function Proxy:_request(conn, head, rest)
       end
       return self:_handover(conn)
     else
-      self:_write(conn, up, origin_head(head, method, path, version))
-      if #rest > 0 then
-        conn.sent = #rest
-        self:_write(conn, up, rest)
-      end
+      local oh = origin_head(head, method, path, version)
+      conn.sent = #oh + #rest
+      self:_write(conn, up, oh)
+      if #rest > 0 then self:_write(conn, up, rest) end
       local ms = self._policy.response_timeout_ms
       conn.waiting = true
       conn.timer = uv.new_timer()
