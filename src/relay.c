@@ -212,6 +212,7 @@ static int relay_new(lua_State *L) {
       relay_free_fds(r);
       return luaL_error(L, "relay: %s", uv_strerror(rc));
     }
+    uv_unref((uv_handle_t *)&r->poll[i]); /* (the session keeps the host alive, not a relay) */
     r->poll[i].data = r;
     r->events[i] = -1;
   }
