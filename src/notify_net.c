@@ -65,6 +65,10 @@ static int read_addr(sbx_call *c, uint64_t addr, uint64_t len, struct sockaddr_s
  * there leads anywhere, and this one only to the host's proxy). */
 static int to_proxy(const sbx_call *c, const struct sockaddr_storage *ss) {
   if (c->m->proxy_port <= 0) return 0;
+  if (ss->ss_family == AF_INET || ss->ss_family == AF_INET6) { /* the transparent path: every */
+    int port = ntohs(((const struct sockaddr_in *)ss)->sin_port); /* address is local there */
+    if (port == 443 || port == 80 || port == 53) return 1;
+  }
   if (ss->ss_family == AF_INET6) { /* [::1]:port, or 127.0.0.1 written as ::ffff:127.0.0.1 */
     const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
     static const unsigned char mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};

@@ -10,6 +10,7 @@
 local uv = require("luv")
 local network = require("luxec.sandbox.network")
 local core = require("luxec.core")
+local transparent = require("luxec.sandbox.transparent")
 
 local M = {}
 
@@ -57,7 +58,7 @@ function Proxy:_record(list, conn, host, port, reason)
   else
     local pid, comm
     local peer = conn.client:getpeername()
-    if peer and self._peer then pid, comm = self._peer(peer.port) end
+    if peer and self._peer then pid, comm = self._peer(peer.port, conn.to_port) end
     rec = { op = conn.op, host = host, port = port, reason = reason, pid = pid, comm = comm,
       count = 1, failed = list == self.failed or nil }
     if #list < KEEP then
@@ -361,12 +362,99 @@ end
 function M.start(server, policy, peer)
   local self = setmetatable({ _server = server, _policy = policy, _peer = peer, _conns = {},
     _index = {}, _head_ms = network.defaults.head_timeout_ms, allowed = {}, traffic = {},
+    _names = transparent.new(), _extra = {},
     refused = {}, failed = {}, total = 0 }, Proxy)
   server:unref() -- (the session keeps the host alive, not its proxy)
   server:listen(128, function(err)
     if not err then self:_accept() end
   end)
   return self
+end
+
+--- A connection on the transparent path (port 443 or 80 of any address: a program that
+--- ignored the proxy variables): the name is the one the address was given for by the DNS
+--- answer (transparent.lua), or the address itself; on 443 the TLS server name must be that
+--- name, on 80 the Host header. Then judged, connected and relayed as a proxy request is; a
+--- refusal is recorded, answered 403 on 80 and closed on 443.
+function Proxy:_accept_transparent(server, port)
+  local c = uv.new_tcp()
+  if not server:accept(c) then return c:close() end
+  c:unref()
+  c:nodelay(true)
+  local tls = port == 443
+  local conn = { client = c, ends = 0, op = tls and "connect" or "http", pending = 0, sent = 0,
+    received = 0, to_port = port }
+  self._conns[conn] = true
+  local me = c:getsockname()
+  local ip = me and network.ip_literal(me.ip) or "?"
+  local name = transparent.name_of(self._names, ip)
+  local host = name or ip
+  local t = uv.new_timer()
+  t:unref()
+  conn.timer = t
+  local function refuse(why)
+    self:_record(self.refused, conn, host, port, why)
+    if tls then return self:_close(conn) end
+    self:_reply(conn, 403, ("http %s:%d refused: %s"):format(host, port, why))
+  end
+  t:start(self._head_ms, 0, function()
+    refuse(("no request within %d ms"):format(self._head_ms))
+  end)
+  local buf = ""
+  c:read_start(function(err, data)
+    if conn.closed or conn.head then return end
+    if err or not data then return self:_close(conn) end
+    buf = buf .. data
+    local said
+    if tls then
+      said = transparent.sni(buf)
+      if said == nil and #buf < HEAD_MAX then return end
+    else
+      local e = buf:find("\r\n\r\n", 1, true)
+      if not e and #buf < HEAD_MAX then return end
+      said = e and split_authority(header(buf:sub(1, e + 3), "[Hh][Oo][Ss][Tt]") or "", 80)
+    end
+    conn.head = true
+    c:read_stop()
+    close_handle(t)
+    said = said and network.normalize(said) or nil
+    if name and said and said ~= name then
+      return refuse(("the %s names %s, not the name looked up"):format(
+        tls and "TLS server name" or "Host header", said))
+    end
+    local ok, why = network.judge(self._policy, host, port)
+    if not ok then return refuse(why) end
+    self.allowed[host] = (self.allowed[host] or 0) + 1
+    local what = ("%s %s:%d"):format(conn.op, host, port)
+    self:_connect(conn, host, port, function(up, code, reason)
+      if conn.closed then return close_handle(up) end
+      if not up then
+        self:_record(self.failed, conn, host, port, reason)
+        if tls then return self:_close(conn) end
+        return self:_reply(conn, code, what .. " failed: " .. reason)
+      end
+      up:nodelay(true)
+      conn.upstream, conn.host, conn.sent = up, host, #buf
+      self:_write(conn, up, buf)
+      self:_handover(conn)
+    end)
+  end)
+end
+
+--- Serve the transparent path too: its two listeners (luv tcp handles on 443 and 80).
+function Proxy:transparent(tls, http)
+  for port, server in pairs({ [443] = tls, [80] = http }) do
+    self._extra[#self._extra + 1] = server
+    server:unref()
+    server:listen(128, function(err)
+      if not err then self:_accept_transparent(server, port) end
+    end)
+  end
+end
+
+--- The answer to a DNS query of the sandbox (its datagram), or nil: no name is looked up.
+function Proxy:dns(query)
+  return transparent.dns_answer(self._names, query)
 end
 
 --- What status().sandbox.network shows: copies, so a caller cannot change the counts.
@@ -398,6 +486,9 @@ end
 --- Stop: the listener and every connection still open close.
 function Proxy:close()
   close_handle(self._server)
+  for _, h in ipairs(self._extra) do
+    if h.close then pcall(h.close, h) end
+  end
   for conn in pairs(self._conns) do self:_close(conn) end
 end
 
