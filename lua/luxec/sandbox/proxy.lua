@@ -95,7 +95,7 @@ function Proxy:_write(conn, to, data, cb)
   conn.pending = conn.pending + 1
   to:write(data, function(err)
     conn.pending = conn.pending - 1
-    if conn.closed then return end
+    if conn.closed or conn.relay then return end -- (the relay's now, errors included)
     if err then return self:_close(conn) end
     if cb then cb() end
     if conn.pumping and conn.pending == 0 then self:_relay(conn) end
@@ -109,7 +109,11 @@ function Proxy:_handover(conn)
   conn.pumping = true
   conn.client:read_stop()
   conn.upstream:read_stop()
-  if conn.pending == 0 then self:_relay(conn) end
+  -- (a write whose bytes are all in the kernel already is done, its callback or not)
+  if conn.pending == 0 or (conn.client:get_write_queue_size() == 0
+      and conn.upstream:get_write_queue_size() == 0) then
+    self:_relay(conn)
+  end
 end
 
 function Proxy:_relay(conn)
