@@ -116,12 +116,12 @@ static int pump(relay *r, int i, int *want_read, int *want_write) {
     if (n == 0) d->eof = 1;
     d->inpipe += (size_t)n;
   }
-  if (moved >= TURN_MAX && !d->eof) { /* more to do: come back on the next turn */
-    *want_read = d->inpipe == 0;
+  if (d->inpipe > 0 || !d->eof) { /* (a full turn) more to do: come back on the next one */
     *want_write = d->inpipe > 0;
+    *want_read = d->inpipe == 0;
     return 0;
   }
-  if (d->eof && d->inpipe == 0 && !d->shut) {
+  if (!d->shut) {
     d->shut = 1;
     if (shutdown(dst, SHUT_WR) < 0 && errno != ENOTCONN) return -errno;
   }
