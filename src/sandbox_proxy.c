@@ -1,8 +1,10 @@
 /* sandbox_proxy.c: the network-by-name bridge, setup child side. In the sandbox's new (empty)
  * network namespace the setup child brings lo up and makes the proxy's listener there, on
- * 127.0.0.1:port and [::1]:port: the socket belongs to the namespace, its descriptor to the host's table
- * (shared through CLONE_FILES). The host accepts on it on its own loop and forwards what the
- * policy allows (lua/luxec/sandbox/proxy.lua); nothing else inside has a route out. */
+ * 127.0.0.1:port and [::1]:port: the socket belongs to the namespace, its descriptor to the
+ * host's table (shared through CLONE_FILES). The host accepts on it on its own loop and
+ * forwards what the policy allows (lua/luxec/sandbox/proxy.lua). The transparent path is
+ * made here too: every address local in the namespace, and the host's listeners on ports
+ * 443, 80 and 53 of all of them; nothing inside has a route out. */
 #include "sandbox.h"
 
 #include <errno.h>
@@ -121,7 +123,8 @@ void sandbox_proxy_close(volatile int *fds) {
 }
 
 /* The transparent path: every address local, and listeners on 443 and 80 (TCP) and 53 (UDP)
- * of every address, for programs that ignore the proxy variables. */
+ * of every address, for programs that ignore the proxy variables. Where it cannot be made,
+ * the session has the proxy alone (a program that ignores the variables reaches nothing). */
 static int transparent(sandbox_prep *p) {
   if (route_all_local(AF_INET) < 0) return -1;
   int v6 = route_all_local(AF_INET6) == 0;
@@ -145,12 +148,6 @@ int sandbox_proxy_listen(sandbox_prep *p) {
   if (fd < 0) fd = listen_on(p->proxy_port, SOCK_STREAM, 0);
   if (fd < 0) return -1;
   p->proxy_fd = fd;
-  if (transparent(p) < 0) {
-    int e = errno;
-    close(fd);
-    p->proxy_fd = -1;
-    errno = e;
-    return -1;
-  }
+  if (transparent(p) < 0) sandbox_proxy_close(p->transp_fd); /* (the proxy alone, then) */
   return 0;
 }
