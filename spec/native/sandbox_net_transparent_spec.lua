@@ -199,3 +199,48 @@ describe("network by name without the proxy variables, as an unprivileged user",
     assert.same({ 1, 0 }, { ok80.conns, evil443.conns })
   end)
 end)
+
+describe("the transparent path's reading of DNS queries and TLS server names", function()
+  local transparent = require("luxec.sandbox.transparent")
+  it("answers an A query with the name's own address, every other query empty", function()
+    local names = transparent.new()
+    local function query(id, name, qtype)
+      local q = string.pack(">I2I2I2I2I2I2", id, 0x0100, 1, 0, 0, 0)
+      for label in name:gmatch("[^.]+") do q = q .. string.char(#label) .. label end
+      return q .. "\0" .. string.pack(">I2I2", qtype, 1)
+    end
+    local a = transparent.dns_answer(names, query(7, "Ok.Test", 1))
+    local q = query(7, "Ok.Test", 1)
+    assert.equals(string.pack(">I2I2I2I2I2I2", 7, 0x8180, 1, 1, 0, 0) .. q:sub(13)
+      .. string.pack(">I2I2I2I4I2BBBB", 0xc00c, 1, 1, 5, 4, 198, 18, 0, 2), a)
+    assert.equals("198.18.0.2", transparent.address(names, "ok.test"))
+    assert.equals("ok.test", transparent.name_of(names, "198.18.0.2"))
+    assert.equals(string.pack(">I2I2I2I2I2I2", 8, 0x8180, 1, 0, 0, 0) .. query(8, "ok.test", 28)
+      :sub(13), transparent.dns_answer(names, query(8, "ok.test", 28)))
+    assert.is_nil(transparent.dns_answer(names, "short"))
+    assert.equals(string.pack(">I2I2I2I2I2I2", 9, 0x8181, 0, 0, 0, 0), -- (FORMERR)
+      transparent.dns_answer(names, query(9, "x.test", 1):sub(1, 20)))
+  end)
+
+  it("reads the server name of a real ClientHello (python's ssl), and only of one", function()
+    local py = have("python3")
+    if not py then
+      pending("skipped: python3 is not installed")
+      return
+    end
+    local r = luxec.run({ "python3", "-c", table.concat({
+      "import ssl, sys",
+      "c = ssl.create_default_context()",
+      "i, o = ssl.MemoryBIO(), ssl.MemoryBIO()",
+      "s = c.wrap_bio(i, o, server_hostname='Registry.Example.ORG')",
+      "try: s.do_handshake()",
+      "except ssl.SSLWantReadError: pass",
+      "sys.stdout.write(o.read().hex())" }, "\n") }, { env = { PATH = PATH } })
+    local hello = r.output:gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end)
+    assert.is_true(#hello > 100, r.output)
+    assert.equals("registry.example.org", transparent.sni(hello))
+    assert.is_nil(transparent.sni(hello:sub(1, 60))) -- (more bytes needed)
+    assert.is_false(transparent.sni("GET / HTTP/1.1\r\n\r\n"))
+    assert.is_false(transparent.sni(hello:sub(1, 5) .. ("\0"):rep(#hello - 5)))
+  end)
+end)

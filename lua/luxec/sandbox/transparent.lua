@@ -48,7 +48,7 @@ end
 --- not one question FORMERR.
 ---@param names luxec.FakeNames
 ---@param q string
-function M.dns_answer(names, q)
+local function dns_answer(names, q)
   if #q < 12 then return nil end
   local id, flags, qd = string.unpack(">I2I2I2", q)
   if flags & 0x8000 ~= 0 then return nil end -- (an answer: not for us)
@@ -82,7 +82,7 @@ end
 --- ClientHello or names none; nil when more bytes are needed.
 ---@param data string
 ---@return string|false|nil
-function M.sni(data)
+local function sni(data)
   if #data < 5 then return nil end
   local ctype, _, rlen = string.unpack(">BI2I2", data)
   if ctype ~= 22 then return false end
@@ -113,6 +113,17 @@ function M.sni(data)
     p = p + elen
   end
   return false
+end
+
+function M.dns_answer(names, q)
+  local ok, a = pcall(dns_answer, names, q)
+  return ok and a or nil -- (a query cut short is not answered)
+end
+
+function M.sni(data)
+  local ok, name = pcall(sni, data)
+  if not ok then return false end -- (cut short: no server name in it)
+  return name
 end
 
 return M
