@@ -57,6 +57,7 @@ int luaopen_luxec_core(lua_State *L) {
   luxec_open_proc(L);
   luxec_open_outbuf(L);
   luxec_open_stream(L);
+  luxec_open_relay(L);
   luxec_open_base64(L);
   lua_pushstring(L, LUXEC_VERSION);
   lua_setfield(L, -2, "version");
