@@ -1,9 +1,9 @@
 --- The agent benchmark: six agent tasks, each driven by a fixed policy, against a model of
 --- Codex's unified exec (bench/agent/codex.lua) and against luxec's MCP tools (the same tool
 --- code `luxec mcp` runs, on one engine) — once with Codex's arguments only, once with
---- luxec's (until, input, keep, read_output's grep). For each: tool calls, tokens read (the
---- tool texts, ceil(bytes / 4)), seconds waited (inside tool calls), and whether every fact
---- the task needs was in what the agent read.
+--- luxec's (until, input, keep, grep, terminate, read_output's grep). For each: tool calls,
+--- tokens read (the tool texts, ceil(bytes / 4)), seconds waited (inside tool calls), and
+--- whether every fact the task needs was in what the agent read.
 ---   luxec bench/agent.lua [--runs N] [--only NAME]
 local uv = require("luv")
 local exec = require("luxec.engine")

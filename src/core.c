@@ -48,6 +48,7 @@ static const luaL_Reg core_functions[] = {
 void luxec_core_shutdown(lua_State *L) {
   (void)L;
   luxec_procs_shutdown();
+  luxec_streams_shutdown();
   cg_shutdown();
 }
 
@@ -57,6 +58,8 @@ int luxec_open_core(lua_State *L) {
   luaL_newlib(L, core_functions);
   luxec_open_proc(L);
   luxec_open_outbuf(L);
+  luxec_open_stream(L);
+  luxec_open_relay(L);
   luxec_open_base64(L);
   lua_pushstring(L, LUXEC_VERSION);
   lua_setfield(L, -2, "version");

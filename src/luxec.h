@@ -48,6 +48,9 @@ void luxec_set_paths(lua_State *L, const char *lua_dir);
 /* core.c */
 int luxec_open_core(lua_State *L);     /* the luxec.core table */
 void luxec_open_outbuf(lua_State *L); /* outbuf_lua.c */
+void luxec_open_stream(lua_State *L); /* stream.c: sessions over a descriptor */
+void luxec_streams_shutdown(void);
+void luxec_open_relay(lua_State *L);  /* relay.c: core.relay */
 void luxec_core_shutdown(lua_State *L); /* ends every session the core started */
 void luxec_procs_kill_all(void);        /* the same without Lua, for exit paths */
 

@@ -64,7 +64,18 @@ static int read_addr(sbx_call *c, uint64_t addr, uint64_t len, struct sockaddr_s
 /* Network by name: the proxy's listener in the sandbox's own namespace (no other address
  * there leads anywhere, and this one only to the host's proxy). */
 static int to_proxy(const sbx_call *c, const struct sockaddr_storage *ss) {
-  if (c->m->proxy_port <= 0 || ss->ss_family != AF_INET) return 0;
+  if (c->m->proxy_port <= 0) return 0;
+  if (ss->ss_family == AF_INET || ss->ss_family == AF_INET6) { /* the transparent path: every */
+    int port = ntohs(((const struct sockaddr_in *)ss)->sin_port); /* address is local there */
+    if (port == 443 || port == 80 || port == 53) return 1;
+  }
+  if (ss->ss_family == AF_INET6) { /* [::1]:port, or 127.0.0.1 written as ::ffff:127.0.0.1 */
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+    static const unsigned char mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+    return ntohs(in6->sin6_port) == c->m->proxy_port &&
+           (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) || memcmp(&in6->sin6_addr, mapped, 16) == 0);
+  }
+  if (ss->ss_family != AF_INET) return 0;
   const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
   return ntohs(in->sin_port) == c->m->proxy_port && ntohl(in->sin_addr.s_addr) == INADDR_LOOPBACK;
 }

@@ -258,6 +258,10 @@ static void proc_shutdown(proc *p, const char *why) {
   p->sbx = NULL;
   if (p->proxy_fd >= 0) close(p->proxy_fd); /* (never taken by the Lua side) */
   p->proxy_fd = -1;
+  for (int i = 0; i < 3; i++) {
+    if (p->transp_fd[i] >= 0) close(p->transp_fd[i]);
+    p->transp_fd[i] = -1;
+  }
   proc_io_stop_input(p);
   for (int i = 0; i < p->nout; i++) {
     pstream *s = &p->out[i];

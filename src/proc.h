@@ -70,6 +70,7 @@ typedef struct proc {
   struct sbx_monitor *sbx; /* the seccomp listener's host end, or NULL */
   int proxy_fd;          /* network by name: the proxy's listener until Lua takes it, or -1 */
   int proxy_port;
+  int transp_fd[3];      /* network by name, transparent path: 443, 80, 53 (sandbox.h), or -1 */
   proc_sandbox_info sbx_info;
 } proc;
 

@@ -11,14 +11,15 @@
 #include <unistd.h>
 
 #include "procfs.h"
+#include "sandbox.h"
 
 #define PEER_MAX_PIDS 65536
 
-/* h:sandbox_proxy() -> a luv tcp handle listening in the sandbox's network namespace (once),
- * or nil when the session has none */
-static int proc_sandbox_proxy(lua_State *L) {
-  proc *p = proc_check(L, 1);
-  if (p->proxy_fd < 0) {
+void proxy_dns_start(lua_State *L, int *fd, int cb_idx); /* proxy_dns.c */
+
+/* A luv tcp handle on *fd (which becomes the handle's: -1), pushed; or nil, err. */
+static int push_tcp(lua_State *L, int *fd) {
+  if (*fd < 0) {
     lua_pushnil(L);
     return 1;
   }
@@ -29,12 +30,36 @@ static int proc_sandbox_proxy(lua_State *L) {
   int tcp = lua_gettop(L);
   lua_getfield(L, tcp, "open");                              /* ... tcp open */
   lua_pushvalue(L, tcp);
-  lua_pushinteger(L, p->proxy_fd);
+  lua_pushinteger(L, *fd);
   lua_call(L, 2, 2);                                         /* ... tcp ok err */
   if (lua_isnil(L, -2)) return 3; /* (the handle is collected; the fd stays the session's) */
-  p->proxy_fd = -1;               /* the handle's now: closed with it */
+  *fd = -1;                       /* the handle's now: closed with it */
   lua_settop(L, tcp);
+  lua_replace(L, tcp - 2);
+  lua_settop(L, tcp - 2);
   return 1;
+}
+
+/* h:sandbox_proxy() -> a luv tcp handle listening in the sandbox's network namespace (once),
+ * or nil when the session has none */
+static int proc_sandbox_proxy(lua_State *L) {
+  return push_tcp(L, &proc_check(L, 1)->proxy_fd);
+}
+
+/* h:sandbox_transparent(dns_cb) -> tls, http, dns: the transparent path's listeners (luv tcp
+ * handles on 443 and 80 of every address of the namespace) and its DNS server (port 53,
+ * proxy_dns.c: dns_cb(query) -> answer or nil); nil when the session has none (once) */
+static int proc_sandbox_transparent(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  if (p->transp_fd[SBX_TRANSP_TLS] < 0) {
+    lua_pushnil(L);
+    return 1;
+  }
+  if (push_tcp(L, &p->transp_fd[SBX_TRANSP_TLS]) != 1) return 3;
+  if (push_tcp(L, &p->transp_fd[SBX_TRANSP_HTTP]) != 1) return 3;
+  proxy_dns_start(L, &p->transp_fd[SBX_TRANSP_DNS], 2);
+  return 3;
 }
 
 /* The inode of the socket in the namespace of pid whose local port is port and whose peer is
@@ -70,12 +95,13 @@ static int same_netns(pid_t pid, const char *ns) {
   return strcmp(link, ns) == 0;
 }
 
-/* h:sandbox_peer(port) -> pid, comm: the process inside the sandbox holding the socket whose
- * local port is port and whose peer is the proxy; nil, reason when none is found (it closed
+/* h:sandbox_peer(port [, to]) -> pid, comm: the process inside the sandbox holding the socket
+ * whose local port is port and whose peer's port is to (default: the proxy's); nil, reason when none is found (it closed
  * the socket, or exited). */
 static int proc_sandbox_peer(lua_State *L) {
   proc *p = proc_check(L, 1);
   int port = (int)luaL_checkinteger(L, 2);
+  int to = (int)luaL_optinteger(L, 3, p->proxy_port); /* the port it connected to */
   pid_t nspid = p->init_pid > 0 ? p->init_pid : p->pid;
   char path[64], ns[64];
   snprintf(path, sizeof path, "/proc/%d/ns/net", (int)nspid);
@@ -86,7 +112,7 @@ static int proc_sandbox_peer(lua_State *L) {
     return 2;
   }
   ns[n] = '\0';
-  unsigned long inode = peer_inode(nspid, port, p->proxy_port);
+  unsigned long inode = peer_inode(nspid, port, to);
   if (inode == 0) {
     lua_pushnil(L);
     lua_pushliteral(L, "no socket of the sandbox has that port");
@@ -122,5 +148,6 @@ static int proc_sandbox_peer(lua_State *L) {
 const luaL_Reg proc_proxy_methods[] = {
   {"sandbox_peer", proc_sandbox_peer},
   {"sandbox_proxy", proc_sandbox_proxy},
+  {"sandbox_transparent", proc_sandbox_transparent},
   {NULL, NULL}
 };

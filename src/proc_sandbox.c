@@ -82,6 +82,10 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
   p->proxy_fd = prep->proxy_fd; /* the proxy's listener: the session's now */
   p->proxy_port = prep->proxy_port;
   prep->proxy_fd = -1;
+  for (int i = 0; i < SBX_TRANSP_N; i++) {
+    p->transp_fd[i] = prep->transp_fd[i];
+    prep->transp_fd[i] = -1;
+  }
   if (listener >= 0) {
     (void)loop;
     /* the restricted modes: AF_UNIX calls are judged by the host (notify_unix.c) */

@@ -168,6 +168,7 @@ int proc_core_spawn(lua_State *L) {
   p->L = luxec_gethost(L)->L;
   p->self_ref = LUA_NOREF;
   p->pidfd = p->in_fd = p->proxy_fd = -1;
+  p->transp_fd[0] = p->transp_fd[1] = p->transp_fd[2] = -1;
   p->init_pid = -1;
   p->cg.dir_fd = -1;
   p->tty = req.tty;

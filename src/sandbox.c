@@ -111,9 +111,10 @@ static int build_ruleset(const sandbox_spec *s, int abi, char *err, size_t errle
   }
   /* never MAKE_CHAR or MAKE_BLOCK: a device node made in a root would bypass everything */
   uint64_t root_access = all & ~(LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK);
-  if (attr.handled_access_net && s->proxy_port > 0) { /* network by name: the proxy only */
-    struct { uint64_t allowed_access, port; } np = {ACCESS_NET_CONNECT_TCP,
-                                                     (uint64_t)s->proxy_port};
+  /* network by name: the proxy, and the transparent path's ports (every address is local) */
+  uint64_t net_ports[] = {(uint64_t)s->proxy_port, 443, 80};
+  for (int i = 0; attr.handled_access_net && s->proxy_port > 0 && i < 3; i++) {
+    struct { uint64_t allowed_access, port; } np = {ACCESS_NET_CONNECT_TCP, net_ports[i]};
     if (syscall(SYS_landlock_add_rule, rs, 2 /* LANDLOCK_RULE_NET_PORT */, &np, 0) < 0) {
       snprintf(err, errlen, "landlock: rule for the proxy's port: %s", strerror(errno));
       close(rs);
@@ -212,6 +213,7 @@ void sandbox_prep_free(sandbox_prep *p) {
   if (p->got_listener && p->listener_fd >= 0) close(p->listener_fd); /* a failed launch's */
   if (p->diag_fd >= 0) close(p->diag_fd);
   if (p->proxy_fd >= 0) close(p->proxy_fd);
+  sandbox_proxy_close(p->transp_fd);
   for (int i = 0; i < p->nunix; i++) free(p->unix_sockets[i]);
   free(p->unix_sockets);
   /* (the filters belong to sandbox_filter.c's cache) */
@@ -224,6 +226,7 @@ void sandbox_prep_free(sandbox_prep *p) {
 void sandbox_prep_init(sandbox_prep *p) {
   memset(p, 0, sizeof *p);
   p->ruleset_fd = p->listener_fd = p->diag_fd = p->proxy_fd = -1; /* (0: the host's stdin) */
+  for (int i = 0; i < SBX_TRANSP_N; i++) p->transp_fd[i] = -1;
 }
 
 /* ---- child side: system calls only ---- */

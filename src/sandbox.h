@@ -12,6 +12,10 @@
 
 enum { SBX_FULL = 0, SBX_READ_ONLY = 1, SBX_WORKSPACE = 2 };
 
+/* Network by name, the transparent path: listeners the host holds in the sandbox's network
+ * namespace besides the proxy's (sandbox_proxy.c) */
+enum { SBX_TRANSP_TLS, SBX_TRANSP_HTTP, SBX_TRANSP_DNS, SBX_TRANSP_N };
+
 typedef struct sandbox_spec {
   int mode;
   int network_deny;
@@ -54,6 +58,7 @@ typedef struct sandbox_prep {
   volatile int diag_fd; /* sock_diag in the sandbox's network namespace (the host's table) */
   int proxy_port;       /* network by name: listen on 127.0.0.1:port in the namespace */
   volatile int proxy_fd; /* that listener (the host's table), or -1 */
+  volatile int transp_fd[SBX_TRANSP_N]; /* the transparent path's (sandbox_proxy.c), or -1 */
   volatile int got_listener, listener_fd;
   volatile int userns_ok, mountns_ok, pidns_ok, ipcns_ok, netns_ok, caps_dropped;
   volatile int degraded_notify, degraded_ns;
@@ -96,5 +101,6 @@ int sandbox_take_listener(sandbox_prep *prep);
 /* Setup child side (sandbox_proxy.c), in the new network namespace: lo up, and the proxy's
  * listener on 127.0.0.1:prep->proxy_port in prep->proxy_fd. 0, or -1 with errno set. */
 int sandbox_proxy_listen(sandbox_prep *prep);
+void sandbox_proxy_close(volatile int *fds); /* the SBX_TRANSP_N transparent ones, set to -1 */
 
 #endif

@@ -24,19 +24,29 @@
 ---@field max_output_tokens integer|nil  10000
 ---@field timeout_ms integer|nil  a hard limit: the tree is terminated, exit code 124
 ---@field clean boolean|nil
+---@field until string|nil  return when the cleaned output matches this regex (state "matched")
+---@field input string|string[]|nil  answers, each written when the program next waits for input
+---@field keep "head"|"tail"|"both"|nil  which end of a long output is kept
+---@field grep string|nil  also list the lines of the call's whole output matching this regex
+---@field context integer|nil  with grep: lines around each match (0..20)
+---@field terminate integer[]|nil  sessions to end once this call is over
 
 ---@class luxec.WriteArgs
 ---@field session_id integer
 ---@field chars string|nil  raw; "" polls
 ---@field yield_time_ms integer|nil  250
 ---@field max_output_tokens integer|nil
+---@field until string|nil
+---@field keep "head"|"tail"|"both"|nil
+---@field grep string|nil
+---@field context integer|nil
 
 ---@class luxec.ExecResult
 ---@field chunk_id string
 ---@field wall_time number  seconds
 ---@field exit_code integer|nil  when the process exited
 ---@field session_id integer|nil  when it still runs
----@field state "exited"|"running"|"waiting_for_input"|"waiting_for_password"|"timed_out"
+---@field state "exited"|"running"|"matched"|"waiting_for_input"|"waiting_for_password"|"timed_out"
 ---@field original_token_count integer
 ---@field output string
 ---@field truncated boolean
@@ -46,6 +56,11 @@
 ---@field log_range {path: string, from: integer, to: integer}|nil
 ---@field sandbox table|nil
 ---@field warnings string[]
+---@field match string|nil  what `until` matched
+---@field log_from integer|nil  the output byte this result starts at
+---@field log_offset integer|nil  the output byte it reached
+---@field grep {pattern: string, from: integer, to: integer, complete: boolean, next_offset: integer, matches: {offset: integer, line: string}[]}|nil
+---@field terminated integer[]|nil  sessions `terminate` ended
 
 ---@class luxec.ExecEngine
 local Engine = {}

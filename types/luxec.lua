@@ -1,7 +1,7 @@
 ---@meta luxec
 -- luacheck: ignore
 --- luxec's public Lua API for lua-language-server (LuaCATS). Never loaded: it describes what
---- `require("luxec")` returns, as README.md documents it (luxec.sandbox.lua and
+--- `require("luxec")` returns, as the guides in docs/ document it (luxec.sandbox.lua and
 --- luxec.engine.lua beside it: those modules). .luarc.json puts this folder on the language
 --- server's library.
 
@@ -13,6 +13,31 @@
 ---@field ssh luxec.ssh  log in with OpenSSH's client and run commands (pexpect's pxssh)
 ---@field replwrap luxec.replwrap  drive a REPL: repl:run(code) -> its output
 local luxec = {}
+
+---@class luxec.StreamOptions
+---@field timeout number|false|nil  seconds a TCP connect may take (30)
+---@field read_only boolean|nil  open a path for reading only (the default for a FIFO)
+---@field head integer|nil  bytes kept from the start of the stream (512 KiB)
+---@field tail integer|nil  bytes kept from the end (512 KiB)
+---@field log string|nil  append the whole stream to this file
+---@field log_max integer|nil  stop appending after this many bytes
+---@field log_to file*|fun(data: string, stream: integer)|nil  what arrives, as it arrives
+---@field record string|nil  record the session into this file (asciicast v2)
+
+---@class luxec.Stream: luxec.Process
+---@field target string  the target as named in errors ("tcp:host:port", a path, "fd 3")
+---@field kind "tcp"|"unix"|"tty"|"fifo"|"device"
+
+--- A session over a descriptor no child of luxec's owns (pexpect's fdspawn, socket spawn):
+--- a path (a serial device or terminal, a FIFO, a unix socket), "tcp:HOST:PORT" or
+--- {host =, port =}, "unix:/path", or a descriptor number the host inherited. expect, send,
+--- read, wait and close work as on a spawned session; it finishes at EOF (the peer closed).
+--- signal, terminate, kill, resize and wait_input raise (there is no process). Returns the
+--- session, or nil, "ECONNREFUSED: connection refused (tcp:127.0.0.1:1)", "ECONNREFUSED".
+---@param target string|integer|{host: string, port: integer}
+---@param opts luxec.StreamOptions|nil
+---@return luxec.Stream|nil, string|nil, string|nil
+function luxec.open_stream(target, opts) end
 
 ---@class luxec.Sentinel
 

@@ -10,7 +10,7 @@
 
 ---@class luxec.SandboxPolicy
 ---@field mode "full-access"|"read-only"|"workspace-write"
----@field network "deny"|"allow"|nil  denied by default in the two restricted modes
+---@field network "deny"|"allow"|{allow: string[], deny: string[]|nil, resolve: table<string, string>|nil, connect_timeout_ms: integer|nil, response_timeout_ms: integer|nil}|nil  denied by default in the two restricted modes; a table: by name
 ---@field roots string[]|nil  more writable roots (workspace-write)
 ---@field tmp boolean|nil  false: /tmp, $TMPDIR and /dev/shm are not writable roots
 ---@field workspace string|nil  the writable workspace (default: the session's cwd)
@@ -35,9 +35,28 @@
 ---@field pid integer|nil
 ---@field comm string|nil
 
+---@class luxec.NetworkRecord  a request the proxy refused, or could not forward (failed)
+---@field op "connect"|"http"
+---@field host string
+---@field port integer
+---@field reason string
+---@field pid integer|nil
+---@field comm string|nil
+---@field count integer
+---@field failed true|nil
+
+---@class luxec.NetworkReport  network by name
+---@field allow string[]
+---@field deny string[]
+---@field proxy string  "http://127.0.0.1:3128" (also reachable at [::1]:3128)
+---@field allowed table<string, integer>  requests per host
+---@field traffic table<string, {sent: integer, received: integer}>  bytes per host, each way
+---@field refused luxec.NetworkRecord[]
+---@field failed luxec.NetworkRecord[]
+
 ---@class luxec.SandboxReport
 ---@field mode string
----@field network string
+---@field network string|luxec.NetworkReport
 ---@field layers {landlock: integer, seccomp: boolean, notify: boolean, userns: boolean, mountns: boolean, pidns: boolean, ipcns: boolean, netns: boolean, caps_dropped: boolean}
 ---@field degraded string[]|nil  what is weaker than the policy asked (best_effort)
 ---@field denials luxec.Denial[]

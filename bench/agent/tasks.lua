@@ -1,6 +1,7 @@
 --- The agent benchmark's six tasks: each sets up its files, names the facts an agent must
 --- see, and gives two fixed policies — `codex` (Codex's arguments only) and `luxec` (luxec's
---- extra arguments: until, input, keep, read_output's grep). A policy drives a client
+--- extra arguments: until, input (one answer or several), keep, grep, terminate, read_output's
+--- grep). A policy drives a client
 --- (exec / write / read / stop, each one tool call) and returns nothing: the facts are
 --- checked in the text the client was given.
 local M = {}
@@ -82,9 +83,9 @@ print("20000 tests, 1 failed")
       c:write({ session_id = r.session_id, chars = "exit()\n" })
     end,
     luxec = function(c)
-      local _, r = c:exec({ cmd = "python3 -q -i", tty = true, input = "x = 6 * 7\n" })
-      c:write({ session_id = r.session_id, chars = "print(x + 1)\n" })
-      c:write({ session_id = r.session_id, chars = "exit()\n" })
+      -- each line when the REPL next waits for input; the call ends when python exits
+      c:exec({ cmd = "python3 -q -i", tty = true,
+        input = { "x = 6 * 7\n", "print(x + 1)\n", "exit()\n" } })
     end,
   },
   {
@@ -121,8 +122,9 @@ print("welcome, token XYZ-42" if pw == "hunter2" else "denied")
     luxec = function(c)
       local text, r = c:exec({ cmd = "python3 -u -m http.server 0 --bind 127.0.0.1",
         ["until"] = "port \\d+" })
-      c:exec({ cmd = ("curl -s http://127.0.0.1:%s/marker.txt"):format(port_of(text)) })
-      c:stop(r.session_id)
+      -- the client, and the server ended when it is done
+      c:exec({ cmd = ("curl -s http://127.0.0.1:%s/marker.txt"):format(port_of(text)),
+        terminate = { r.session_id } })
     end,
   },
   {
@@ -147,7 +149,9 @@ print("welcome, token XYZ-42" if pw == "hunter2" else "denied")
       end
     end,
     luxec = function(c)
-      local text, r = c:exec({ cmd = "cd repo && git log", max_output_tokens = 200 })
+      -- the commit's line wherever it is in the log, and the newest commits
+      local text, r = c:exec({ cmd = "cd repo && git log", max_output_tokens = 200,
+        grep = "off-by-one" })
       if not text:find("off-by-one", 1, true) then
         c:read({ log = r.log_range.path, grep = "off-by-one", context = 4 })
       end

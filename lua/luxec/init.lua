@@ -25,6 +25,7 @@ M.spawn = process.spawn -- every option, `record = "file.cast"` included
 M.run = require("luxec.process.run").run
 M.ssh = require("luxec.auto.ssh")
 M.replwrap = require("luxec.auto.replwrap")
+M.open_stream = require("luxec.auto.stream").open -- expect over a socket, tty, FIFO or fd
 M.terminate_all = process.terminate_all
 M.defaults = process.defaults
 M.remote = require("luxec.remote") -- sessions on a `luxec serve`: remote.connect{...}

@@ -277,7 +277,8 @@ describe("luxec prompt", function()
     local p = start(dir)
     local help = eval(p, ":help")
     for _, c in ipairs({ ":ps", ":attach N", ":kill N", ":help", "Ctrl%-%]", "luxec%.spawn%(",
-      "p:expect%(", "luxec%.run%(", "luxec%.ssh%.login%(", "luxec%.replwrap%.python%(" }) do
+      "p:expect%(", "luxec%.run%(", "luxec%.ssh%.login%(", "luxec%.replwrap%.python%(",
+      "luxec%.open_stream%(" }) do
       assert.matches(c, help)
     end
     assert.matches("unknown command ':frob' %(try :help%)", eval(p, ":frob"))

@@ -17,7 +17,7 @@ local M = {}
 M.defaults = {
   ssh = "ssh", -- the client program
   timeout = 30, -- seconds for the login, and the default of s:run
-  poll_ms = 10, -- how often the terminal's mode is looked at while logging in
+  poll_ms = 2, -- how often the terminal's mode is looked at while logging in (no event tells it)
 }
 
 local HOST_KEY_QUESTION = { re = [[\(yes/no(/\[fingerprint\])?\)\? ?$]] }
@@ -188,8 +188,8 @@ local function authenticate(p, opts, deadline, timeout)
       return nil, ("host key: the host key of %s has changed (possible man-in-the-middle, or " ..
         "the host was reinstalled); ssh refused to connect. Remove the old key with " ..
         "ssh-keygen -R if the change is expected"):format(where(opts)), "host_key"
-    elseif i == 6 then
-      local how = p:status()
+    elseif i == 6 then -- (the output ends before the exit is reaped: wait for the code)
+      local how = p:wait({ timeout = math.max(0.1, left / 1000) }) or p:status()
       return nil, ("eof: ssh to %s ended before a shell session (exit code %s): %s")
         :format(where(opts), tostring(how.code), last_output(p)), "eof"
     end

@@ -51,6 +51,7 @@ end
 local function state_of(p)
   if p:closed() then return "closed" end
   local st = p:status()
+  if st.kind then return st.eof and "closed by its peer" or "open" end -- a stream
   if st.finished or st.exited then
     if st.signal_name then return "killed by SIG" .. st.signal_name end
     return "exited " .. tostring(st.code)
@@ -63,7 +64,8 @@ local function state_of(p)
 end
 
 local function label(s)
-  return ("session %d: %s (pid %d, %s)"):format(s.n, s.cmd, s.p.pid, state_of(s.p))
+  return ("session %d: %s (%s, %s)"):format(s.n, s.cmd, s.p.pid and "pid " .. s.p.pid
+    or s.p.kind, state_of(s.p))
 end
 
 local function find_session(arg)
@@ -235,6 +237,7 @@ keep running while the prompt waits; _ is the last result.
   r = luxec.run({"ls", "-l"})  run to the end: r.output, r.code
   s = luxec.ssh.login({host = "h", user = "u", password = "pw"})  s:run("cmd")
   py = luxec.replwrap.python()  py:run("1 + 1")  (also .bash, .sqlite3, .node)
+  c = luxec.open_stream("tcp:host:port")  the same expect API over a socket, tty, FIFO, fd
   luxec.go(function() ... end)  a task; luxec.sleep(seconds)
 Timeouts are in seconds (p.timeout, or {timeout = 5}); options ending in _ms are in ms.
   :ps          the sessions, their state and output
@@ -263,8 +266,8 @@ function commands.ps()
   local rows = { { "#", "PID", "STATE", "OUTPUT", "COMMAND" } }
   for _, s in ipairs(list) do
     local open = not s.p:closed()
-    rows[#rows + 1] = { tostring(s.n), tostring(s.p.pid), state_of(s.p),
-      open and size_text(s.p:snapshot().total) or "-", s.cmd }
+    rows[#rows + 1] = { tostring(s.n), s.p.pid and tostring(s.p.pid) or s.p.kind,
+      state_of(s.p), open and size_text(s.p:snapshot().total) or "-", s.cmd }
   end
   local widths = {}
   for _, r in ipairs(rows) do
@@ -282,7 +285,7 @@ end
 -- before they take it over.
 local function draw(s)
   local p = s.p
-  if not p:status().tty then
+  if not p:size() then
     io.write((p:snapshot().tail:sub(-2048):gsub("\r?\n", "\r\n")))
     return
   end
@@ -309,18 +312,18 @@ function commands.attach(arg)
   local key = M.defaults.escape == "^]" and "Ctrl-]" or M.defaults.escape
   -- A raw terminal sends "\r" for Enter; without a terminal of its own the program has no
   -- line discipline to turn it into the "\n" that ends its line.
-  local input = not s.p:status().tty and function(data) return (data:gsub("\r", "\n")) end
+  local input = not s.p:size() and function(data) return (data:gsub("\r", "\n")) end
     or nil
   local how = s.p:interact({ escape = M.defaults.escape, replay = false, input = input,
     start = function()
       io.write(("[attached to session %d: %s; %s detaches]\r\n"):format(s.n, s.cmd, key))
-      if not s.p:status().tty then
+      if not s.p:size() then
         io.write("[a session without a terminal: what you type is not echoed]\r\n")
       end
       draw(s)
       io.flush()
     end })
-  if not s.p:closed() and s.p:status().tty and s.p:screen().altscreen then
+  if not s.p:closed() and s.p:size() and s.p:screen().altscreen then
     io.write("\27[?1049l") -- back to the prompt's screen; the program keeps its own
   end
   if how == "exit" then
@@ -336,9 +339,12 @@ function commands.kill(arg)
     print(("no session %s (see :ps)"):format(arg ~= "" and arg or "given"))
     return
   end
-  if not s.p:closed() then
+  if not s.p:closed() and not s.p.pid then -- a stream: nothing to signal
+    s.p:close()
+    print(("session %d: closed"):format(s.n))
+  elseif not s.p:closed() then
     -- A hangup is what an interactive shell on a terminal heeds (it ignores TERM).
-    local tty = s.p:status().tty
+    local tty = s.p:size() ~= nil
     local r = s.p:terminate({ signal = tty and "HUP" or "TERM", grace_ms = 1000 })
     print(("session %d: %s (%s)"):format(s.n, state_of(s.p),
       r.graceful and "ended by SIG" .. r.signal or ("killed %d after the grace"):format(r.killed)))
@@ -406,7 +412,8 @@ function M.leave()
   local ended = {}
   for _, s in ipairs(list) do
     if not s.p:closed() and not s.p:finished() then
-      ended[#ended + 1] = ("%d %s (pid %d, %s)"):format(s.n, s.cmd, s.p.pid, state_of(s.p))
+      ended[#ended + 1] = ("%d %s (%s, %s)"):format(s.n, s.cmd,
+        s.p.pid and "pid " .. s.p.pid or s.p.kind, state_of(s.p))
       s.p:close()
     end
   end

@@ -1,7 +1,7 @@
 --- luxec.engine.args: checking the arguments of exec_command and write_stdin — Codex's
 --- (cmd, workdir, shell, login, tty, yield_time_ms, max_output_tokens; session_id, chars)
---- and luxec's (timeout_ms, clean, until, input, keep). Errors carry Codex's prefix
---- ("failed to parse function arguments: ..."), naming the argument.
+--- and luxec's (timeout_ms, clean, until, input, keep, grep, context, terminate). Errors carry
+--- Codex's prefix ("failed to parse function arguments: ..."), naming the argument.
 local policy = require("luxec.engine.policy")
 
 local M = {}
@@ -57,7 +57,44 @@ local function parse_common(args, res)
     res.until_re, err = M.compile_until(res["until"])
     if not res.until_re then return nil, err end
   end
+  res.grep, err = policy.arg(args, "grep", "string")
+  if err then return nil, err end
+  if res.grep then
+    res.grep_re, err = M.compile_until(res.grep)
+    if not res.grep_re then return nil, (err:gsub("`until`", "`grep`")) end
+  end
+  res.context, err = policy.arg(args, "context", "integer", { min = 0, max = M.MAX_CONTEXT })
+  if err then return nil, err end
   return res
+end
+
+M.MAX_CONTEXT = 20
+M.MAX_ANSWERS = 64 -- the most answers one `input` list holds
+M.MAX_TERMINATE = 64
+
+-- A list argument: an array of values of `kind` (at most `max`), or nil and the error text.
+local function list_of(args, name, kind, max)
+  local v = args[name]
+  if v == nil then return nil end
+  if type(v) ~= "table" then
+    return nil, PREFIX .. ("invalid type: a %s for `%s`, expected an array"):format(type(v), name)
+  end
+  local n = #v
+  for k in pairs(v) do
+    if math.type(k) ~= "integer" or k < 1 or k > n then
+      return nil, PREFIX .. ("invalid value: an object for `%s`, expected an array"):format(name)
+    end
+  end
+  if n > max then
+    return nil, PREFIX .. ("`%s` has %d items; at most %d"):format(name, n, max)
+  end
+  local out = {}
+  for i = 1, n do
+    local x, err = policy.arg(v, i, kind)
+    if err then return nil, (err:gsub("for `" .. i .. "`", ("for `%s[%d]`"):format(name, i))) end
+    out[i] = x
+  end
+  return out
 end
 
 local function not_object(args)
@@ -72,8 +109,7 @@ function M.exec(args)
   local a = {}
   local err
   for _, f in ipairs({ { "cmd", "string" }, { "workdir", "string" }, { "shell", "string" },
-    { "login", "boolean" }, { "tty", "boolean" }, { "clean", "boolean" },
-    { "input", "string" } }) do
+    { "login", "boolean" }, { "tty", "boolean" }, { "clean", "boolean" } }) do
     a[f[1]], err = policy.arg(args, f[1], f[2], { required = f[1] == "cmd" })
     if err then return nil, err end
   end
@@ -82,7 +118,25 @@ function M.exec(args)
   elseif a.cmd:find("\0", 1, true) then
     return nil, PREFIX .. "`cmd` contains a NUL byte"
   end
-  if a.input == "" then a.input = nil end
+  -- input: one answer (a string) or answers in order (an array of strings)
+  if type(args.input) == "table" then
+    a.input, err = list_of(args, "input", "string", M.MAX_ANSWERS)
+    if err then return nil, err end
+  else
+    a.input, err = policy.arg(args, "input", "string")
+    if err then return nil, (err:gsub("expected a string", "expected a string or an array of "
+      .. "strings")) end
+    a.input = a.input and { a.input }
+  end
+  if a.input then
+    local kept = {}
+    for _, x in ipairs(a.input) do
+      if x ~= "" then kept[#kept + 1] = x end
+    end
+    a.input = kept[1] and kept or nil
+  end
+  a.terminate, err = list_of(args, "terminate", "integer", M.MAX_TERMINATE)
+  if err then return nil, err end
   a.timeout_ms, err = policy.arg(args, "timeout_ms", "integer", { min = 1, max = MAX_MS })
   if err then return nil, err end
   return parse_common(args, a)

@@ -212,7 +212,27 @@ function Engine:_exec(args, ctx, lim, no_sandbox)
       return res2
     end
   end
+  if a.terminate and not ctx.cancelled then self:_terminate_after(a.terminate, res) end
   return res
+end
+
+-- exec_command's `terminate`: end these sessions once the command's call is over (a
+-- server the command was a client of); the result says which ended and which were unknown.
+function Engine:_terminate_after(ids, res)
+  res.terminated = {}
+  for _, id in ipairs(ids) do
+    if id == res.session_id then
+      res.warnings[#res.warnings + 1] = ("`terminate` names this command's own session %d: "
+        .. "not ended"):format(id)
+    else
+      local ok, err = self:terminate(id)
+      if ok then
+        res.terminated[#res.terminated + 1] = id
+      else
+        res.warnings[#res.warnings + 1] = ("`terminate` %d: %s"):format(id, err)
+      end
+    end
+  end
 end
 
 -- Where the carried result of session `id` is kept.
@@ -260,18 +280,21 @@ function Engine:_first_call(s, a, start, ctx, lim)
   s.until_re, s.until_fresh = a.until_re, a.until_re ~= nil
   local input_note
   if a.input and not lim.early_return then -- no way to tell when it reads: write it at once
-    self:_send(s, a.input)
+    self:_send(s, table.concat(a.input))
   end
   local reason = session.wait(self, s, start + yield, start + math.min(cfg.early_exit_ms, yield),
     lim, ctx)
-  if a.input and lim.early_return then
-    if reason == "input" or reason == "password" then
-      self:_send(s, a.input)
+  if a.input and lim.early_return then -- each answer when the program next waits for input
+    for i, answer in ipairs(a.input) do
+      if reason ~= "input" and reason ~= "password" then
+        input_note = ("%s not written: %s before the program waited for input%s")
+          :format(#a.input == 1 and "`input` was" or ("`input` %d of %d and later were")
+          :format(i, #a.input), reason == "exited" and "the process ended" or reason == "matched"
+          and "the output matched `until`" or "the yield ran out", i > 1 and " again" or "")
+        break
+      end
+      self:_send(s, answer)
       reason = session.wait(self, s, start + yield, self._now(), lim, ctx)
-    else
-      input_note = ("`input` was not written: %s before the program waited for input")
-        :format(reason == "exited" and "the process ended" or reason == "matched"
-          and "the output matched `until`" or "the yield ran out")
     end
   end
   local res
@@ -293,6 +316,7 @@ function Engine:_first_call(s, a, start, ctx, lim)
   end
   if input_note then res.warnings[#res.warnings + 1] = input_note end
   capped(a, lim, res)
+  meta.grep_result(s, a, res)
   res.command = a.cmd
   return res
 end
@@ -356,6 +380,7 @@ function Engine:_write_locked(s, a, unknown, ctx, lim)
     start, lim, ctx)
   local res = session.result(self, s, reason, start, tokens, a.keep)
   capped(a, lim, res)
+  meta.grep_result(s, a, res)
   return res
 end
 
@@ -377,7 +402,7 @@ end
 ---@field wall_time number  seconds the call waited (after spawn, or after the settle)
 ---@field exit_code integer|nil  when the process exited (128+N for signal N; 124 timed out)
 ---@field session_id integer|nil  when it still runs
----@field state "exited"|"running"|"waiting_for_input"|"waiting_for_password"|"timed_out"
+---@field state "exited"|"running"|"matched"|"waiting_for_input"|"waiting_for_password"|"timed_out"
 ---@field original_token_count integer  ceil(bytes/4) of the output before the cut
 ---@field output string  what the model reads (cleaned, cut)
 ---@field truncated boolean
@@ -387,10 +412,14 @@ end
 ---@field log_range {path: string, from: integer, to: integer}|nil  where the cut bytes are
 ---@field sandbox luxec.DenialGuess|{denied: boolean, guess: false, evidence: table}|nil
 ---@field warnings string[]
+---@field grep table|nil  with `grep`: {pattern, from, to, complete, next_offset, matches}
+---@field terminated integer[]|nil  with `terminate`: the sessions ended after the call
 
 --- Codex's exec_command: run `cmd` in a shell; wait until it exits or the yield passes.
 --- args: cmd (required), workdir, shell, login, tty (false), yield_time_ms (10000, clamped
---- 250..30000), max_output_tokens (10000); luxec's: timeout_ms, clean. `ctx`: this call's
+--- 250..30000), max_output_tokens (10000); luxec's: timeout_ms, clean, until, input (answers:
+--- a string or a list, each written at the next input wait), keep, grep, context, terminate
+--- (sessions to end after the call). `ctx`: this call's
 --- sandbox, limits, progress and cancellation (luxec.engine.call).
 ---@param args table
 ---@param ctx luxec.ExecCall|nil

@@ -157,4 +157,30 @@ function M.read_output(self, args, max_bytes)
   return res
 end
 
+--- exec_command's and write_stdin's `grep`: the lines of this result's output bytes
+--- (log_from..log_offset, the part the cut removed included) that match, with `context` lines
+--- around each (a.grep_re, a.context), as res.grep = {pattern, matches, complete, from, to}.
+---@param s table  the session
+---@param a table  the checked arguments
+---@param res luxec.ExecResult
+function M.grep_result(s, a, res)
+  if not a.grep_re or not res.log_offset then return end
+  local read
+  if s.log and uv.fs_stat(s.log) then
+    read = function(off, n) return (read_file(s.log, off, n)) end
+  elseif not s.closed then
+    read = function(off, n)
+      local ok, d = pcall(s.p.read_range, s.p, off, n)
+      return ok and d or nil
+    end
+  else
+    res.warnings[#res.warnings + 1] = "`grep` found no output to search (the log is gone)"
+    return
+  end
+  local g = search.grep(read, res.log_from, res.log_offset, a.grep_re, { context = a.context
+    or 0, max = search.DEFAULT_MATCHES, clean = true })
+  res.grep = { pattern = a.grep, matches = g.matches, complete = g.complete,
+    from = res.log_from, to = res.log_offset, next_offset = g.next_offset }
+end
+
 return M

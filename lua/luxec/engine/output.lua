@@ -6,6 +6,7 @@ local truncate = require("luxec.engine.truncate")
 local clean = require("luxec.engine.clean")
 local policy = require("luxec.engine.policy")
 local sandbox = require("luxec.sandbox")
+local search = require("luxec.engine.search")
 
 local M = {}
 
@@ -186,6 +187,15 @@ local function codex_text(r)
   return table.concat(lines, "\n")
 end
 
+-- The `grep` section: the matching lines of the whole output of this call (cut or not).
+local function grep_text(g)
+  local n = #g.matches
+  local head = ("Lines matching `%s`: %d in bytes %d-%d%s"):format(g.pattern, n, g.from, g.to,
+    g.complete and "" or (" (more: read_output grep from offset %d)"):format(g.next_offset))
+  if n == 0 then return head end
+  return head .. ":\n" .. search.format(g)
+end
+
 -- Each distinct warning once, with how many times it was given.
 local function distinct(list)
   local seen, order = {}, {}
@@ -239,6 +249,13 @@ function M.format(r, opts)
   end
   if r.sandbox and r.sandbox.limits_hit then add("Sandbox limit: " .. r.sandbox.limits_hit) end
   for _, w in ipairs(distinct(r.warnings)) do add("Warning: " .. w) end
+  if r.terminated and #r.terminated > 0 then
+    local ids = {}
+    for i, id in ipairs(r.terminated) do ids[i] = tostring(id) end
+    add(("Terminated session%s %s (process tree gone)"):format(#ids > 1 and "s" or "",
+      table.concat(ids, ", ")))
+  end
+  if r.grep then add(grep_text(r.grep)) end
   if r.truncated then add(("Original token count: %d"):format(r.original_token_count)) end
   if r.log_offset then
     add(("Output (bytes %d-%d):"):format(r.log_from, r.log_offset))

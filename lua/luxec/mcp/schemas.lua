@@ -78,6 +78,18 @@ local EXEC_OUTPUT = {
     sandbox_retry = sandbox_schema("The verdict of the first, sandboxed run, when it was denied "
       .. "and the command was run again without the sandbox (the result is the second run's)"),
     warnings = { type = "array", items = { type = "string" } },
+    grep = {
+      type = "object",
+      description = "With `grep`: the matching lines of this call's output (the cut part too)",
+      properties = { pattern = str("the regex"), from = int("first output byte searched"),
+        to = int("the byte after the last searched"),
+        complete = bool("false: more matches than shown; read_output grep continues at "
+          .. "next_offset"), next_offset = int("where a further search continues"),
+        matches = { type = "array", items = { type = "object", properties = {
+          offset = { type = "integer" }, line = { type = "string" } } } } },
+    },
+    terminated = { type = "array", items = { type = "integer" },
+      description = "With `terminate`: the sessions ended after this command" },
   },
   required = array({ "chunk_id", "wall_time", "state", "original_token_count", "output",
     "truncated", "removed", "dropped", "cleaned", "warnings" }),
@@ -89,6 +101,11 @@ local UNTIL = "Return as soon as the output (cleaned) matches this regex (PCRE2,
   .. "ends), e.g. \"listening on|error\"; the result's state is then \"matched\". Searched in "
   .. "the output this call returns; a match may start at most 16384 bytes before the newest "
   .. "output."
+local GREP = "Also list the lines of this call's whole output that match this regex (PCRE2, "
+  .. "matched on cleaned lines), each as \"OFFSET: line\" — found even in the part a long "
+  .. "output's cut removes (at most 20; e.g. \"FAILED|error\" in a test run)."
+local CONTEXT = { type = "integer", minimum = 0, maximum = 20,
+  description = "With grep: lines shown before and after each match (default 0)." }
 local KEEP = { type = "string", enum = array({ "both", "head", "tail" }),
   description = "Which end of a long output to keep when it is cut: \"tail\" for a build or "
     .. "test log, \"head\" for the start, \"both\" (default) splits the budget." }
@@ -125,8 +142,22 @@ local function exec_tool(f)
       description = ("Maximum number of tokens to return (about 4 bytes each; default %d, "
         .. "at most %d). Excess output is cut."):format(f.tokens, f.tokens_max) },
     ["until"] = str(UNTIL),
-    input = str("Text to write to the program when it first waits for input (a prompt, a "
-      .. "password): the command and its first answer in one call. Needs tty=true."),
+    input = { anyOf = array({ { type = "string" }, { type = "array",
+      items = { type = "string" } } }),
+      description = f.early and ("Text to write to the program when it first waits for "
+        .. "input (a prompt, a password, a REPL): the command and its answer in one call. An "
+        .. "array of strings answers several prompts in order, each written when the program "
+        .. "next waits for input (e.g. REPL lines, then \"exit()\\n\"); the call returns "
+        .. "when the last answer is taken and the program exits or waits again. Needs "
+        .. "tty=true.") or ("Text written to the program as it starts (an array of strings: "
+        .. "all of them, in order), so the command and its answers go in one call. Needs "
+        .. "tty=true.") },
+    grep = str(GREP),
+    context = CONTEXT,
+    terminate = { type = "array", items = { type = "integer" },
+      description = "Session ids to end (their whole process trees) once this command's "
+        .. "call is over — e.g. the server this command was a client of: no separate "
+        .. "terminate_session call." },
     keep = KEEP,
     timeout_ms = int("Hard time limit: the command's process tree is ended after this many "
       .. "milliseconds (exit code 124).", 1),
@@ -141,9 +172,11 @@ local function exec_tool(f)
     description = "Runs a shell command and returns its output when it exits — or earlier: "
       .. "when the output matches `until` (e.g. a server's \"listening on\")" .. early
       .. ", or after yield_time_ms. A command still running returns a session_id: answer "
-      .. "or poll it with write_stdin. `input` answers the first prompt in the same call. "
-      .. "Long output is cut in the middle (keep=\"tail\" keeps the end); the marker names "
-      .. "the byte range, which read_output returns or searches (grep).",
+      .. "or poll it with write_stdin. `input` answers prompts in the same call (one, or "
+      .. "a list in order); `terminate` ends other sessions (a server) when this call is "
+      .. "over. Long output is cut in the middle (keep=\"tail\" keeps the end); `grep` lists "
+      .. "the matching lines of the whole output, the cut part too, and the marker names the "
+      .. "byte range, which read_output returns or searches.",
     inputSchema = { type = "object", properties = props, required = array({ "cmd" }) },
     outputSchema = EXEC_OUTPUT,
     annotations = { title = "Run a command", readOnlyHint = false, destructiveHint = true,
@@ -173,6 +206,8 @@ local function write_tool(f)
             .. "Excess output is cut."):format(f.tokens, f.tokens_max) },
         ["until"] = str(UNTIL),
         keep = KEEP,
+        grep = str(GREP),
+        context = CONTEXT,
       },
       required = array({ "session_id" }),
     },

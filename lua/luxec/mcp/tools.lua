@@ -56,6 +56,14 @@ local function structured_sandbox(v)
   }
 end
 
+local function structured_grep(g)
+  if not g then return nil end
+  local matches = array()
+  for i, m in ipairs(g.matches) do matches[i] = { offset = m.offset, line = m.line } end
+  return { pattern = g.pattern, from = g.from, to = g.to, complete = g.complete,
+    next_offset = g.next_offset, matches = matches }
+end
+
 --- The structuredContent of an exec result (only what the outputSchema declares).
 ---@param r luxec.ExecResult
 ---@return table
@@ -73,7 +81,8 @@ function M.structured_exec(r)
     log_range = r.log_range and { path = r.log_range.path, from = r.log_range.from,
       to = r.log_range.to } or nil,
     sandbox = structured_sandbox(r.sandbox), sandbox_retry = structured_sandbox(r.sandbox_retry),
-    warnings = warnings,
+    warnings = warnings, grep = structured_grep(r.grep),
+    terminated = r.terminated and array(r.terminated) or nil,
   }
 end
 
@@ -177,15 +186,21 @@ function tools.exec_command(srv, call, args)
     end
   end
   if verdict.sandbox then pol = verdict.sandbox end
-  if type(args.input) == "string" and args.input ~= "" and srv.cfg.on_input then
-    -- the first answer is input like write_stdin's: the same hook judges it
-    local iv = run_hook(srv, "on_input", "chars", args.input, hook_ctx(srv, call, args,
-      { chars = args.input, command = args.cmd }))
-    if iv.deny then
-      srv:log("info", ("on_input denied the input of `%s`: %s"):format(args.cmd, iv.deny))
-      return error_result("Input denied by policy: " .. iv.deny)
+  if srv.cfg.on_input then
+    -- the answers are input like write_stdin's: the same hook judges each
+    local list = type(args.input) == "table" and args.input or { args.input }
+    for i, answer in ipairs(list) do
+      if type(answer) == "string" and answer ~= "" then
+        local iv = run_hook(srv, "on_input", "chars", answer, hook_ctx(srv, call, args,
+          { chars = answer, command = args.cmd }))
+        if iv.deny then
+          srv:log("info", ("on_input denied the input of `%s`: %s"):format(args.cmd, iv.deny))
+          return error_result("Input denied by policy: " .. iv.deny)
+        end
+        if iv.subject then list[i] = iv.subject end
+      end
     end
-    if iv.subject then args.input = iv.subject end
+    if type(args.input) ~= "table" then args.input = list[1] end
   end
   if call.cancelled then return nil end -- cancelled while the hook ran: nothing started
   local original = args.cmd

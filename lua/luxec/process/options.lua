@@ -40,7 +40,9 @@ end
 
 function M.check_argv(fname, argv)
   if type(argv) ~= "table" then
-    argerror(fname, 1, "argv must be a list of strings, got " .. type(argv))
+    argerror(fname, 1, "argv must be a list of strings, got " .. type(argv) ..
+      (type(argv) == "number" and " (a session over a descriptor is luxec.open_stream(fd))"
+        or ""))
   end
   if #argv == 0 then
     argerror(fname, 1, "argv is empty")

@@ -85,8 +85,12 @@ local function terminate_many(fname, procs, opts)
   end
   local live, handles = {}, {}
   for i, p in ipairs(procs) do
-    if getmetatable(p) ~= Process then
-      error(("bad argument #1 to '%s' (entry %d is not a process)"):format(fname, i), 3)
+    local mt = getmetatable(p)
+    if mt ~= Process then
+      -- a class made from Process (a stream from open_stream) has no process tree
+      local sub = type(mt) == "table" and getmetatable(mt) and getmetatable(mt).__index == Process
+      error(("bad argument #1 to '%s' (entry %d is %s)"):format(fname, i, sub
+        and "a stream, which has no process to terminate: close it" or "not a process"), 3)
     end
     check_open(p, fname)
     local exited = p._core:status().exited

@@ -242,12 +242,17 @@ function M.start_proxy(h, spec)
   local server = assert(h:sandbox_proxy(), "the session has no proxy listener")
   local weak = setmetatable({ h = h }, { __mode = "v" })
   local p
-  p = require("luxec.sandbox.proxy").start(server, spec.net, function(port)
+  p = require("luxec.sandbox.proxy").start(server, spec.net, function(port, to)
     local hh = weak.h
     if not hh then return nil end
-    local ok, pid, comm = pcall(hh.sandbox_peer, hh, port)
+    local ok, pid, comm = pcall(hh.sandbox_peer, hh, port, to)
     if ok then return pid, comm end
   end)
+  local tls, http, dns = h:sandbox_transparent(function(q) return p:dns(q) end)
+  if tls then
+    p:transparent(tls, http)
+    p._extra[#p._extra + 1] = dns
+  end
   return p, setmetatable({}, { __gc = function() pcall(p.close, p) end })
 end
 

@@ -33,24 +33,46 @@ local function ipv4(s)
   return s
 end
 
---- An IPv6 literal (hex groups and colons, at most one "::"), lower-cased, or nil.
+--- An IPv6 literal (hex groups and colons, at most one "::") in one spelling: eight groups,
+--- lower case, no leading zeros ("2001:db8:0:0:0:0:0:1" for "2001:DB8::0001"); an
+--- IPv4-mapped one as its IPv4 address. nil when s is none.
 local function ipv6(s)
   if not s:find(":", 1, true) or s:find("[^%x:%.]") then return nil end
   local _, doubles = s:gsub("::", "")
-  if doubles > 1 then return nil end
-  local groups = 0
-  for g in s:gmatch("[^:]+") do
-    if g:find("%.") then
-      if not ipv4(g) then return nil end
-      groups = groups + 2
-    elseif #g > 4 then
-      return nil
-    else
-      groups = groups + 1
+  if doubles > 1 or s:find(":::", 1, true) then return nil end
+  local head, tail = s, nil
+  if doubles == 1 then head, tail = s:match("^(.-)::(.*)$") end
+  local function groups(part, last)
+    local out = {}
+    if part == "" then return out end
+    local items = {}
+    for g in (part .. ":"):gmatch("([^:]*):") do items[#items + 1] = g end
+    for i, g in ipairs(items) do
+      if g:find("%.") then
+        if not last or i ~= #items or not ipv4(g) then return nil end
+        local a, b, c, d = g:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
+        out[#out + 1] = ("%x"):format(tonumber(a) * 256 + tonumber(b))
+        out[#out + 1] = ("%x"):format(tonumber(c) * 256 + tonumber(d))
+      elseif #g == 0 or #g > 4 then
+        return nil
+      else
+        out[#out + 1] = ("%x"):format(tonumber(g, 16))
+      end
     end
+    return out
   end
-  if (doubles == 0 and groups ~= 8) or groups > 8 then return nil end
-  return s:lower()
+  local h = groups(head, tail == nil)
+  local t = tail and groups(tail, true) or {}
+  if not h or not t then return nil end
+  local n = #h + #t
+  if (doubles == 0 and n ~= 8) or (doubles == 1 and n > 7) then return nil end
+  for _ = 1, 8 - n do h[#h + 1] = "0" end
+  for _, g in ipairs(t) do h[#h + 1] = g end
+  if table.concat(h, ":", 1, 5) == "0:0:0:0:0" and h[6] == "ffff" then -- IPv4-mapped
+    local hi, lo = tonumber(h[7], 16), tonumber(h[8], 16)
+    return ("%d.%d.%d.%d"):format(hi // 256, hi % 256, lo // 256, lo % 256)
+  end
+  return table.concat(h, ":")
 end
 
 --- s as an IP literal (IPv6 without brackets), or nil when it is a name.

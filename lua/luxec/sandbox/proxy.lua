@@ -9,6 +9,8 @@
 --- 504 after the connect timeout, and recorded too. Allowed requests are counted per host.
 local uv = require("luv")
 local network = require("luxec.sandbox.network")
+local core = require("luxec.core")
+local transparent = require("luxec.sandbox.transparent")
 
 local M = {}
 
@@ -31,6 +33,17 @@ function Proxy:_close(conn)
   if conn.closed then return end
   conn.closed = true
   self._conns[conn] = nil
+  if conn.relay then
+    local sent, received = conn.relay:counts()
+    conn.relay:close()
+    conn.relay = nil
+    conn.sent, conn.received = conn.sent + sent, conn.received + received
+  end
+  if conn.host then
+    local t = self.traffic[conn.host] or { sent = 0, received = 0 }
+    self.traffic[conn.host] = t
+    t.sent, t.received = t.sent + conn.sent, t.received + conn.received
+  end
   close_handle(conn.timer)
   close_handle(conn.client)
   close_handle(conn.upstream)
@@ -45,7 +58,7 @@ function Proxy:_record(list, conn, host, port, reason)
   else
     local pid, comm
     local peer = conn.client:getpeername()
-    if peer and self._peer then pid, comm = self._peer(peer.port) end
+    if peer and self._peer then pid, comm = self._peer(peer.port, conn.to_port) end
     rec = { op = conn.op, host = host, port = port, reason = reason, pid = pid, comm = comm,
       count = 1, failed = list == self.failed or nil }
     if #list < KEEP then
@@ -76,27 +89,71 @@ function Proxy:_reply(conn, code, text)
   end)
 end
 
---- Copy from one stream to the other until EOF; pause reading while the other side's queue
---- is long. The connection closes when both directions have ended, or on any error.
+--- Write data on one of conn's streams, counting the writes in flight (a hand-over to the
+--- relay waits for them).
+function Proxy:_write(conn, to, data, cb)
+  conn.pending = conn.pending + 1
+  to:write(data, function(err)
+    conn.pending = conn.pending - 1
+    if conn.closed or conn.relay then return end -- (the relay's now, errors included)
+    if err then return self:_close(conn) end
+    if cb then cb() end
+    if conn.pumping and conn.pending == 0 then self:_relay(conn) end
+  end)
+end
+
+--- The request is decided: from now on the bytes go between the two sockets in C (the
+--- core's relay: splice, backpressure and half-close both ways), once what Lua still has in
+--- flight is written.
+function Proxy:_handover(conn)
+  conn.pumping = true
+  conn.client:read_stop()
+  conn.upstream:read_stop()
+  -- (a write whose bytes are all in the kernel already is done, its callback or not)
+  if conn.pending == 0 or (conn.client:get_write_queue_size() == 0
+      and conn.upstream:get_write_queue_size() == 0) then
+    self:_relay(conn)
+  end
+end
+
+function Proxy:_relay(conn)
+  if conn.relay or conn.closed then return end
+  conn.relay = core.relay(conn.client, conn.upstream, function(_, sent, received)
+    conn.relay = nil
+    conn.sent, conn.received = conn.sent + sent, conn.received + received
+    self:_close(conn)
+  end)
+  close_handle(conn.client) -- (the relay has its own descriptors)
+  close_handle(conn.upstream)
+end
+
+--- Copy from one stream to the other until the response begins (then the relay takes
+--- over); pause reading while the other side's queue is long. The connection closes when
+--- both directions have ended, or on any error.
 function Proxy:_pipe(conn, from, to)
   local paused = false
   local on_read
+  local function resume()
+    if paused and not conn.pumping and to:get_write_queue_size() < LOW then
+      paused = false
+      from:read_start(on_read)
+    end
+  end
   on_read = function(err, data)
-    if conn.closed then return end
+    if conn.closed or conn.pumping then return end
     if err then return self:_close(conn) end
     if data then
+      if from == conn.upstream then
+        conn.received = conn.received + #data
+      else
+        conn.sent = conn.sent + #data
+      end
+      self:_write(conn, to, data, resume)
       if conn.waiting and from == conn.upstream then -- the response began
         conn.waiting = false
         close_handle(conn.timer)
+        return self:_handover(conn)
       end
-      to:write(data, function(werr)
-        if conn.closed then return end
-        if werr then return self:_close(conn) end
-        if paused and to:get_write_queue_size() < LOW then
-          paused = false
-          from:read_start(on_read)
-        end
-      end)
       if not paused and to:get_write_queue_size() > HIGH then
         paused = true
         from:read_stop()
@@ -104,7 +161,7 @@ function Proxy:_pipe(conn, from, to)
     else
       conn.ends = conn.ends + 1
       if conn.ends == 2 then return self:_close(conn) end
-      to:shutdown(function(serr) if serr then self:_close(conn) end end)
+      to:shutdown(function(serr) if serr and not conn.pumping then self:_close(conn) end end)
     end
   end
   from:read_start(on_read)
@@ -238,12 +295,19 @@ function Proxy:_request(conn, head, rest)
       return self:_reply(conn, code, what .. " failed: " .. reason)
     end
     up:nodelay(true)
+    conn.host = host
     if method == "CONNECT" then
-      conn.client:write("HTTP/1.1 200 Connection established\r\n\r\n")
-      if #rest > 0 then up:write(rest) end
+      self:_write(conn, conn.client, "HTTP/1.1 200 Connection established\r\n\r\n")
+      if #rest > 0 then
+        conn.sent = #rest
+        self:_write(conn, up, rest)
+      end
+      return self:_handover(conn)
     else
-      up:write(origin_head(head, method, path, version))
-      if #rest > 0 then up:write(rest) end
+      local oh = origin_head(head, method, path, version)
+      conn.sent = #oh + #rest
+      self:_write(conn, up, oh)
+      if #rest > 0 then self:_write(conn, up, rest) end
       local ms = self._policy.response_timeout_ms
       conn.waiting = true
       conn.timer = uv.new_timer()
@@ -265,7 +329,7 @@ function Proxy:_accept()
   if not self._server:accept(c) then return c:close() end
   c:unref()
   c:nodelay(true)
-  local conn = { client = c, ends = 0, op = "connect" }
+  local conn = { client = c, ends = 0, op = "connect", pending = 0, sent = 0, received = 0 }
   self._conns[conn] = true
   local parts, size = {}, 0
   local t = uv.new_timer()
@@ -301,13 +365,100 @@ end
 ---@return luxec.Proxy
 function M.start(server, policy, peer)
   local self = setmetatable({ _server = server, _policy = policy, _peer = peer, _conns = {},
-    _index = {}, _head_ms = network.defaults.head_timeout_ms, allowed = {}, refused = {},
-    failed = {}, total = 0 }, Proxy)
+    _index = {}, _head_ms = network.defaults.head_timeout_ms, allowed = {}, traffic = {},
+    _names = transparent.new(), _extra = {},
+    refused = {}, failed = {}, total = 0 }, Proxy)
   server:unref() -- (the session keeps the host alive, not its proxy)
   server:listen(128, function(err)
     if not err then self:_accept() end
   end)
   return self
+end
+
+--- A connection on the transparent path (port 443 or 80 of any address: a program that
+--- ignored the proxy variables): the name is the one the address was given for by the DNS
+--- answer (transparent.lua), or the address itself; on 443 the TLS server name must be that
+--- name, on 80 the Host header. Then judged, connected and relayed as a proxy request is; a
+--- refusal is recorded, answered 403 on 80 and closed on 443.
+function Proxy:_accept_transparent(server, port)
+  local c = uv.new_tcp()
+  if not server:accept(c) then return c:close() end
+  c:unref()
+  c:nodelay(true)
+  local tls = port == 443
+  local conn = { client = c, ends = 0, op = tls and "connect" or "http", pending = 0, sent = 0,
+    received = 0, to_port = port }
+  self._conns[conn] = true
+  local me = c:getsockname()
+  local ip = me and network.ip_literal(me.ip) or "?"
+  local name = transparent.name_of(self._names, ip)
+  local host = name or ip
+  local t = uv.new_timer()
+  t:unref()
+  conn.timer = t
+  local function refuse(why)
+    self:_record(self.refused, conn, host, port, why)
+    if tls then return self:_close(conn) end
+    self:_reply(conn, 403, ("http %s:%d refused: %s"):format(host, port, why))
+  end
+  t:start(self._head_ms, 0, function()
+    refuse(("no request within %d ms"):format(self._head_ms))
+  end)
+  local buf = ""
+  c:read_start(function(err, data)
+    if conn.closed or conn.head then return end
+    if err or not data then return self:_close(conn) end
+    buf = buf .. data
+    local said
+    if tls then
+      said = transparent.sni(buf)
+      if said == nil and #buf < HEAD_MAX then return end
+    else
+      local e = buf:find("\r\n\r\n", 1, true)
+      if not e and #buf < HEAD_MAX then return end
+      said = e and split_authority(header(buf:sub(1, e + 3), "[Hh][Oo][Ss][Tt]") or "", 80)
+    end
+    conn.head = true
+    c:read_stop()
+    close_handle(t)
+    said = said and network.normalize(said) or nil
+    if name and said and said ~= name then
+      return refuse(("the %s names %s, not the name looked up"):format(
+        tls and "TLS server name" or "Host header", said))
+    end
+    local ok, why = network.judge(self._policy, host, port)
+    if not ok then return refuse(why) end
+    self.allowed[host] = (self.allowed[host] or 0) + 1
+    local what = ("%s %s:%d"):format(conn.op, host, port)
+    self:_connect(conn, host, port, function(up, code, reason)
+      if conn.closed then return close_handle(up) end
+      if not up then
+        self:_record(self.failed, conn, host, port, reason)
+        if tls then return self:_close(conn) end
+        return self:_reply(conn, code, what .. " failed: " .. reason)
+      end
+      up:nodelay(true)
+      conn.upstream, conn.host, conn.sent = up, host, #buf
+      self:_write(conn, up, buf)
+      self:_handover(conn)
+    end)
+  end)
+end
+
+--- Serve the transparent path too: its two listeners (luv tcp handles on 443 and 80).
+function Proxy:transparent(tls, http)
+  for port, server in pairs({ [443] = tls, [80] = http }) do
+    self._extra[#self._extra + 1] = server
+    server:unref()
+    server:listen(128, function(err)
+      if not err then self:_accept_transparent(server, port) end
+    end)
+  end
+end
+
+--- The answer to a DNS query of the sandbox (its datagram), or nil: no name is looked up.
+function Proxy:dns(query)
+  return transparent.dns_answer(self._names, query)
 end
 
 --- What status().sandbox.network shows: copies, so a caller cannot change the counts.
@@ -320,14 +471,28 @@ function Proxy:report()
     end
     return out
   end
-  local allowed = {}
+  local allowed, traffic = {}, {}
   for k, v in pairs(self.allowed) do allowed[k] = v end
-  return { allowed = allowed, refused = copy(self.refused), failed = copy(self.failed) }
+  for k, v in pairs(self.traffic) do traffic[k] = { sent = v.sent, received = v.received } end
+  for conn in pairs(self._conns) do -- (connections still open: what moved so far)
+    if conn.host then
+      local t = traffic[conn.host] or { sent = 0, received = 0 }
+      traffic[conn.host] = t
+      local s, r = 0, 0
+      if conn.relay then s, r = conn.relay:counts() end
+      t.sent, t.received = t.sent + conn.sent + s, t.received + conn.received + r
+    end
+  end
+  return { allowed = allowed, traffic = traffic, refused = copy(self.refused),
+    failed = copy(self.failed) }
 end
 
 --- Stop: the listener and every connection still open close.
 function Proxy:close()
   close_handle(self._server)
+  for _, h in ipairs(self._extra) do
+    if h.close then pcall(h.close, h) end
+  end
   for conn in pairs(self._conns) do self:_close(conn) end
 end
 
