@@ -13,6 +13,7 @@
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -52,6 +53,25 @@ static int ro_ro_path(const sbx_monitor *m, const char *path) {
   return 0;
 }
 
+/* Whether the new name l (full: its path) is reserved: a protected name (any case: on a
+ * case-insensitive file system ".GIT" is ".git") made anywhere in a writable root, or a
+ * missing protected path; with ancestor, also a directory above such a path (a rename or a
+ * symbolic link there would put the path in place). Outside the roots the kernel refuses. */
+static int reserved(const sbx_monitor *m, const sbx_loc *l, const char *full, int ancestor) {
+  if (m->nreserved == 0 || l->type != LAST_NORM || !path_writable(m, l->dir)) return 0;
+  size_t n = strlen(full);
+  for (int i = 0; i < m->nreserved; i++) {
+    const char *r = m->reserved[i];
+    if (r[0] != '/') {
+      if (strcasecmp(l->name, r) == 0) return 1;
+    } else if (strcmp(full, r) == 0 ||
+               (ancestor && strncmp(full, r, n) == 0 && r[n] == '/')) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
 /* The errno of a write refused in dir (obj: on the last component itself). */
 static int write_errno(sbx_task *t, sbx_loc *l, int obj) {
   return loc_readonly(t, l, obj) ? EROFS : EACCES;
@@ -65,6 +85,8 @@ static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, ui
   int creat = (flags & O_CREAT) && !tmpfile;
   int acc = (int)(flags & O_ACCMODE);
   if (acc == O_RDONLY && !(flags & (O_CREAT | O_TRUNC)) && !tmpfile) return;
+  int only = c->m->reserve_only; /* no evidence: the reserved names alone */
+  if (only && !creat) return;
   char *path = c->path;
   if (arg_path(c, addr, path) < 0 || path[0] == '\0') return;
   sbx_task t;
@@ -79,6 +101,7 @@ static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, ui
   int rc = loc_parent(&t, dirfd, path, &l);
   if (rc < 0) goto out;
   if (tmpfile) { /* an unnamed file made in the directory path names */
+    if (only) goto out;
     if (resolve_obj(&t, &l, 1, &st) < 0 || !S_ISDIR(st.st_mode)) goto out;
     loc_path(&l, full, sizeof full);
     if (!path_writable(c->m, full)) refuse(c, "open", write_errno(&t, &l, 1), full, NULL);
@@ -86,13 +109,19 @@ static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, ui
   }
   for (;;) {
     if (l.type == LAST_NORM && creat && l.slash) goto out; /* EISDIR */
+    loc_path(&l, full, sizeof full);
+    int res = creat && !l.slash && reserved(c->m, &l, full, 0);
     /* a new name in a writable directory, or EEXIST: the kernel's (O_EXCL never follows) */
-    if (l.type == LAST_NORM && creat && (flags & O_EXCL) && path_writable(c->m, l.dir)) goto out;
+    if (l.type == LAST_NORM && creat && (flags & O_EXCL) && !res && path_writable(c->m, l.dir))
+      goto out;
     rc = loc_lstat(&t, &l, &st);
     if (rc == -ENOENT && l.type == LAST_NORM) {
       if (!creat || l.slash) goto out; /* ENOENT */
-      if (path_writable(c->m, l.dir)) goto out;
-      loc_path(&l, full, sizeof full);
+      if (res) {
+        refuse(c, "open", EACCES, full, NULL);
+        goto out;
+      }
+      if (only || path_writable(c->m, l.dir)) goto out;
       refuse(c, "open", write_errno(&t, &l, 0), full, NULL);
       goto out;
     }
@@ -105,7 +134,7 @@ static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, ui
     }
     break;
   }
-  if (S_ISDIR(st.st_mode)) goto out; /* EISDIR */
+  if (only || S_ISDIR(st.st_mode)) goto out; /* EISDIR */
   if ((l.slash || (flags & O_DIRECTORY)) && !S_ISDIR(st.st_mode)) goto out; /* ENOTDIR */
   loc_path(&l, full, sizeof full);
   /* a pipe or socket reopened through /proc/<pid>/fd is in no file system */
@@ -135,8 +164,12 @@ void judge_create(sbx_call *c, const char *op, int dirfd, const char *path, int 
   int rc = loc_lstat(&t, &l, &st);
   if (rc != -ENOENT) goto out;           /* EEXIST, or the kernel's own error */
   if (l.slash && kind != MK_DIR) goto out; /* ENOENT */
-  if (path_writable(c->m, l.dir) && !device) goto out;
   loc_path(&l, full, sizeof full);
+  if (reserved(c->m, &l, full, kind == MK_LINK)) {
+    refuse(c, op, EACCES, full, NULL);
+    goto out;
+  }
+  if (c->m->reserve_only || (path_writable(c->m, l.dir) && !device)) goto out;
   refuse(c, op, write_errno(&t, &l, 0), full, NULL);
 out:
   loc_free(&l);
@@ -161,6 +194,7 @@ static void create_call(sbx_call *c, const char *op, int dirfd, uint64_t addr, i
 
 static void judge_remove(sbx_call *c, const char *op, int dirfd, uint64_t addr) {
   char *path = c->to;
+  if (c->m->reserve_only) return;
   if (arg_path(c, addr, path) < 0 || path[0] == '\0') return;
   sbx_task t;
   task_init(&t, (pid_t)c->req->pid);
@@ -212,13 +246,22 @@ static void judge_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, 
   loc_path(&b, to, sizeof to);
   int wa = path_writable(c->m, a.dir), wb = path_writable(c->m, b.dir);
   int pinned = ro_ro_path(c->m, from) || ro_ro_path(c->m, to);
-  if (wa && wb && !pinned) goto out;
+  /* a new name onto a reserved one (an exchange puts something at both) */
+  int res = reserved(c->m, &b, to, 1) || ((flags & RENAME_EXCHANGE) && reserved(c->m, &a, from, 1));
+  if (!res && (c->m->reserve_only || (wa && wb && !pinned))) goto out;
   int rc = loc_lstat(&t, &a, &st);
   if (rc == -ENOENT) {
-    answer(c, ENOENT);
+    if (!c->m->reserve_only) answer(c, ENOENT);
     goto out;
   }
   if (rc < 0) goto out;
+  if (res) {
+    rc = loc_lstat(&t, &b, &st);
+    if ((flags & RENAME_NOREPLACE) && rc == 0) goto out; /* EEXIST */
+    if ((flags & RENAME_EXCHANGE) && rc == -ENOENT) goto out;
+    refuse(c, "rename", EACCES, from, to);
+    goto out;
+  }
   rc = loc_lstat(&t, &b, &st);
   if ((flags & RENAME_NOREPLACE) && rc == 0) {
     answer(c, EEXIST);
@@ -261,8 +304,12 @@ static void judge_link(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, ui
   if (loc_lstat(&t, &b, &st) != -ENOENT || b.slash) goto out; /* EEXIST, ENOENT */
   loc_path(&a, from, sizeof from);
   loc_path(&b, to, sizeof to);
+  if (reserved(c->m, &b, to, 0)) {
+    refuse(c, "link", EACCES, from, to);
+    goto out;
+  }
   int wb = path_writable(c->m, b.dir), wa = path_writable(c->m, from);
-  if (wa && wb) goto out;
+  if (c->m->reserve_only || (wa && wb)) goto out;
   /* the new name is refused first (EROFS, EACCES); a name in a root for a file outside it
    * would give it rights it has not: EXDEV (a mount boundary, or Landlock's refer rule) */
   refuse(c, "link", wb ? EXDEV : write_errno(&t, &b, 0), from, to);
@@ -276,7 +323,8 @@ out_t:
 /* ---- truncate ---- */
 
 static void judge_truncate(sbx_call *c, uint64_t addr, int64_t length) {
-  if (length < 0 || arg_path(c, addr, c->to) < 0 || c->to[0] == '\0') return;
+  if (c->m->reserve_only || length < 0 || arg_path(c, addr, c->to) < 0 || c->to[0] == '\0')
+    return;
   sbx_task t;
   task_init(&t, (pid_t)c->req->pid);
   sbx_loc l;

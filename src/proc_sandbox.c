@@ -51,6 +51,7 @@ int proc_sandbox_prepare(lua_State *L, int opts, sandbox_prep *prep, proc_sandbo
   spec.unix_sockets = strings(L, t, "unix_sockets", &spec.nunix);
   spec.ro_paths = strings(L, t, "ro_paths", &spec.nro);
   spec.masks = strings(L, t, "masks", &spec.nmasks);
+  spec.reserved = strings(L, t, "reserved", &spec.nreserved);
   lua_getfield(L, t, "proxy_port"); /* network by name (luxec.sandbox.proxy) */
   spec.proxy_port = (int)luaL_optinteger(L, -1, 0);
   lua_pop(L, 1);
@@ -87,7 +88,9 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
     /* the restricted modes: AF_UNIX calls are judged by the host (notify_unix.c) */
     sbx_unix_cfg u = {.netns_private = prep->netns_ok, .diag_fd = prep->diag_fd,
                       .prog_pid = p->pid, .init_pid = p->init_pid,
-                      .allowed = prep->unix_sockets, .nallowed = prep->nunix};
+                      .allowed = prep->unix_sockets, .nallowed = prep->nunix,
+                      .reserved = prep->reserved, .nreserved = prep->nreserved,
+                      .files_evidence = prep->evidence_files};
     int judged = info->mode[0] != 'f'; /* not full-access */
     if (judged) prep->diag_fd = -1; /* the monitor's now */
     p->sbx = sbx_monitor_start(listener, prep->roots, prep->nroots, prep->ro_paths, prep->nro,

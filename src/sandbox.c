@@ -187,6 +187,7 @@ int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t er
     p->proxy_port = s->proxy_port;
   }
   p->drop_caps = root || p->want_userns;
+  p->evidence_files = s->evidence_files;
   /* a listener in the restricted modes even without evidence: AF_UNIX calls are judged there */
   int notify = s->evidence_net || s->evidence_files || s->mode != SBX_FULL;
   if ((notify && sandbox_build_filter(s, 1, p->want_netns, &p->prog_notify) < 0) ||

@@ -182,17 +182,19 @@ function M.resolve(policy, cwd, home, search)
     end
   end
   home = home or os.getenv("HOME")
-  local found = { ro = {}, unprotected = {}, repos = 0, dirs = 0 }
+  local found = { ro = {}, reserved = {}, unprotected = {}, repos = 0, dirs = 0 }
   local masks = {}
+  local list = {}
+  for _, e in ipairs(protect_defaults and paths.DEFAULT_PROTECT or {}) do list[#list + 1] = e end
+  for _, e in ipairs(protect) do list[#list + 1] = e end
+  local reserved = mode == "workspace-write" and paths.reserved_names(list) or {}
   if mode ~= "full-access" and search ~= false then
-    local list = {}
-    for _, e in ipairs(protect_defaults and paths.DEFAULT_PROTECT or {}) do list[#list + 1] = e end
-    for _, e in ipairs(protect) do list[#list + 1] = e end
     found = paths.protected(roots, { home = home, scan = scan, protect = list, bases = bases })
     local keep_visible = { cwd and realpath(cwd) or nil }
     for _, r in ipairs(roots) do keep_visible[#keep_visible + 1] = r end
     for _, r in ipairs(bases) do keep_visible[#keep_visible + 1] = r end
     masks = paths.masks(deny_defaults, deny, keep_visible, home)
+    for _, p in ipairs(found.reserved) do reserved[#reserved + 1] = p end
   end
   -- resource limits: checked apart (luxec.sandbox.limits), whatever the mode
   local lim = limits.resolve(policy.limits)
@@ -208,6 +210,7 @@ function M.resolve(policy, cwd, home, search)
     roots = roots,
     unix_sockets = unix_sockets,
     ro_paths = found.ro,
+    reserved = reserved,
     masks = masks,
     unprotected = found.unprotected,
     git_repos = found.repos,

@@ -192,8 +192,8 @@ local Found = {}
 Found.__index = Found
 
 local function new_found(roots)
-  return setmetatable({ roots = roots, ro = {}, seen = {}, unprotected = {}, repos = 0,
-    dirs = 0 }, Found)
+  return setmetatable({ roots = roots, ro = {}, seen = {}, unprotected = {}, reserved = {},
+    repos = 0, dirs = 0 }, Found)
 end
 
 -- Keep `path` (canonical, existing) read-only when it lies in a writable root.
@@ -204,6 +204,15 @@ function Found:keep(path)
   end
 end
 
+-- A missing path no mount can hold: its creation is refused by the supervisor instead (a
+-- new name there, or a rename or symbolic link onto a directory above it).
+function Found:reserve(path)
+  if inside_any(path, self.roots) and not self.seen["?" .. path] then
+    self.seen["?" .. path] = true
+    self.reserved[#self.reserved + 1] = path
+  end
+end
+
 function Found:cannot(path, reason)
   if inside_any(path, self.roots) and not self.seen["!" .. path] then
     self.seen["!" .. path] = true
@@ -211,10 +220,10 @@ function Found:cannot(path, reason)
   end
 end
 
--- Protect `path` (absolute, maybe missing or a symlink). A missing path cannot be reserved
--- in a writable directory without creating something there: its nearest existing ancestor
--- strictly below `top` (the directory it is relative to) is kept read-only instead; without
--- one (or without `top`) the path is reported.
+-- Protect `path` (absolute, maybe missing or a symlink). A missing path cannot be held by a
+-- mount without creating something there: its nearest existing ancestor strictly below `top`
+-- (the directory it is relative to) is kept read-only instead; without one (or without
+-- `top`) the path is reserved: the supervisor refuses to make it.
 function Found:protect(path, top)
   local root = inside_any(path, self.roots)
   if not root then return end
@@ -238,13 +247,13 @@ function Found:protect(path, top)
       if ust.type == "directory" then
         self:keep(uv.fs_realpath(up) or up)
       else
-        self:cannot(path, "missing, below something that is not a directory")
+        self:reserve(path)
       end
       return
     end
     up = dirname(up)
   end
-  self:cannot(path, "missing: the kernel cannot reserve a name in a writable directory")
+  self:reserve(path)
 end
 
 -- git config: the values of `core.hooksPath` and of include paths, in file order.
@@ -425,10 +434,27 @@ function Found:scan(root, scan, ctx)
   return true
 end
 
+--- The names refused anywhere in a writable root: `.git` (a repository the host's git would
+--- use) and each `protect` entry that is a single relative name.
+---@param protect string[]
+---@return string[]
+function M.reserved_names(protect)
+  local out, seen = { ".git" }, { [".git"] = true }
+  for _, e in ipairs(protect) do
+    local name = e:gsub("/+$", "")
+    if name ~= "" and not name:find("/") and not seen[name:lower()] then
+      seen[name:lower()] = true
+      out[#out + 1] = name
+    end
+  end
+  return out
+end
+
 --- What stays read-only inside the writable roots `roots` (canonical): every repository
 --- found, its hooks directory and config includes, and the `protect` entries (absolute, or
 --- relative to each of `bases`: the workspace and the configured roots).
----@return {ro: string[], unprotected: table[], repos: integer, dirs: integer}
+---@return {ro: string[], reserved: string[], unprotected: table[], repos: integer,
+---  dirs: integer}
 function M.protected(roots, o)
   local f = new_found(roots)
   if #roots == 0 then return f end
