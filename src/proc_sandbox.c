@@ -237,7 +237,10 @@ const luaL_Reg proc_sandbox_methods[] = {
   {NULL, NULL}
 };
 
+int core_sandbox_scan(lua_State *L); /* sandbox_scan.c */
+
 const luaL_Reg proc_sandbox_functions[] = {
   {"sandbox_layers", core_sandbox_layers},
+  {"sandbox_scan", core_sandbox_scan},
   {NULL, NULL}
 };

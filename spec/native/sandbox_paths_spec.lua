@@ -238,12 +238,13 @@ describe("sandbox paths (workspace-write)", function()
     end
   end)
 
-  it("reports a protected name it could not reserve, and protect = false clears the list",
+  it("reserves a missing protected name, and protect = false clears the list",
     function()
       local _, _, report = jail("true")
-      local listed = {}
-      for _, u in ipairs(report.unprotected) do listed[u.path] = u.reason end
-      assert.truthy(listed[ws .. "/.mcp.json"]:find("^missing"))
+      assert.is_true(contains(report.reserved, ws .. "/.mcp.json"))
+      assert.is_true(contains(report.reserved, ".mcp.json"))
+      assert.is_true(contains(report.reserved, ".git"))
+      assert.same({}, report.unprotected)
       write_file(ws .. "/.mcp.json", "{}\n")
       jail("echo changed > .mcp.json", { protect = false })
       assert.equal("changed\n", read_file(ws .. "/.mcp.json"))

@@ -271,7 +271,8 @@ end
 M.home_of = paths.home_of
 
 --- Add to a session's sandbox report (status().sandbox) what its mount namespace changed:
---- `protected` (kept read-only), `masked` (deny_read: reads as empty), and `unprotected`
+--- `protected` (kept read-only), `masked` (deny_read: reads as empty), `reserved` (names
+--- and missing paths the supervisor refuses to make in a writable root), and `unprotected`
 --- (paths that could not be kept read-only, with the reason). Without a mount namespace
 --- (best_effort) none of it was applied: the lists are empty and `unprotected` says so.
 ---@param report table  from the core
@@ -293,6 +294,8 @@ function M.annotate(report, spec, proxy)
   local applied = report.layers and report.layers.mountns
   report.protected = applied and spec.ro_paths or {}
   report.masked = applied and spec.masks or {}
+  -- names the supervisor refuses to make (its listener is there in the restricted modes)
+  report.reserved = report.layers and report.layers.notify and spec.reserved or {}
   local un = {}
   for i, u in ipairs(spec.unprotected or {}) do un[i] = u end
   if not applied then

@@ -4,6 +4,7 @@
 --- later) and what is masked (`deny_read`: secrets). The core mounts them in the session's
 --- mount namespace (src/sandbox_paths.c); everything handed to it is canonical (no symlink).
 local uv = require("luv")
+local core = require("luxec.core")
 
 local M = {}
 
@@ -389,47 +390,28 @@ function Found:dotgit(dir, typ, ctx)
 end
 
 -- Find every repository below `root`: directories breadth first up to the depth bound, no
--- symlink followed; each directory is read once (getdents, no stat per entry).
+-- symlink followed; each directory is read once (getdents, no stat per entry: the core's
+-- walk, as this runs at every spawn over trees such as a shared /tmp).
 function Found:scan(root, scan, ctx)
-  local queue, depth, head, tail = { root }, { 0 }, 1, 1
-  while head <= tail do
-    local dir, d = queue[head], depth[head]
-    queue[head], depth[head] = nil, nil
-    head = head + 1
-    self.dirs = self.dirs + 1
-    if self.dirs > scan.dirs then
-      return false, ("read %d directories and did not reach the end (at %s)"):format(scan.dirs,
-        dir), "dirs"
-    end
+  local hits, read, at = core.sandbox_scan(root, scan.depth, scan.dirs - self.dirs)
+  if not hits then
+    return false, ("read %d directories and did not reach the end (at %s)"):format(scan.dirs,
+      at), "dirs"
+  end
+  self.dirs = self.dirs + read
+  for _, h in ipairs(hits) do
     if self.repos > scan.repos then
-      return false, ("found more than %d repositories (at %s)"):format(scan.repos, dir), "repos"
+      return false, ("found more than %d repositories (at %s)"):format(scan.repos, h.dir),
+        "repos"
     end
-    local entries = list_dir(dir)
-    if entries then
-      local has = {}
-      local subdirs = {}
-      for _, e in ipairs(entries) do
-        local name, typ = e.name, e.type
-        if typ == nil or typ == "unknown" then
-          local st = uv.fs_lstat(join(dir, name))
-          typ = st and st.type or "unknown"
-        end
-        if name == ".git" then
-          self:dotgit(dir, typ, ctx)
-        elseif typ == "directory" then
-          subdirs[#subdirs + 1] = name
-        end
-        if name == "HEAD" or name == "objects" or name == "refs" then has[name] = typ end
-      end
-      if has.HEAD == "file" and has.objects == "directory" and has.refs == "directory" then
-        self:repo(dir, nil, ctx) -- a bare repository, or a git directory by another name
-      elseif d < scan.depth then
-        for _, name in ipairs(subdirs) do
-          tail = tail + 1
-          queue[tail], depth[tail] = join(dir, name), d + 1
-        end
-      end
+    if h.bare then
+      self:repo(h.dir, nil, ctx) -- a bare repository, or a git directory by another name
+    else
+      self:dotgit(h.dir, h.type, ctx)
     end
+  end
+  if self.repos > scan.repos then
+    return false, ("found more than %d repositories (in %s)"):format(scan.repos, root), "repos"
   end
   return true
 end
