@@ -2,6 +2,7 @@
  * layers that were applied, and the denials recorded. */
 #include "proc.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -93,9 +94,17 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
                       .files_evidence = prep->evidence_files};
     int judged = info->mode[0] != 'f'; /* not full-access */
     if (judged) prep->diag_fd = -1; /* the monitor's now */
-    p->sbx = sbx_monitor_start(listener, prep->roots, prep->nroots, prep->ro_paths, prep->nro,
-                               prep->mountns_ok, strcmp(info->network, "deny") == 0,
-                               prep->proxy_port, judged ? &u : NULL);
+    /* a masked path is a read-only mount too: a write there is refused, as in a repository */
+    int nro = prep->nro + prep->nmasks;
+    char **ro = malloc(sizeof(char *) * (size_t)(nro + 1));
+    for (int i = 0; ro != NULL && i < prep->nro; i++) ro[i] = prep->ro_paths[i];
+    for (int i = 0; ro != NULL && i < prep->nmasks; i++) ro[prep->nro + i] = prep->masks[i];
+    p->sbx = ro == NULL ? NULL
+                        : sbx_monitor_start(listener, prep->roots, prep->nroots, ro, nro,
+                                            prep->mountns_ok, strcmp(info->network, "deny") == 0,
+                                            prep->proxy_port, judged ? &u : NULL);
+    if (ro == NULL) close(listener);
+    free(ro);
     info->notify = p->sbx != NULL;
   }
 }

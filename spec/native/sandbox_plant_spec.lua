@@ -390,3 +390,29 @@ for _, user in ipairs(users()) do
     end
   end)
 end
+
+describe("a masked path inside the workspace", function()
+  local ok, why = H.sandbox_usable()
+  if not ok then
+    it("runs where the kernel offers every layer", function() pending("skipped: " .. why) end)
+    return
+  end
+  local ws
+  before_each(function() ws = H.tmpdir() end)
+  after_each(function()
+    H.rmtree(ws)
+    H.assert_clean()
+  end)
+
+  it("is refused a write with a record (a read-only mount, as a repository is)", function()
+    H.write_file(ws .. "/.env", "TOKEN=hostsecret\n")
+    local r = assert(luxec.run({ "sh", "-c", "cat .env; echo x > .env; echo rc=$?" },
+      { cwd = ws, sandbox = { mode = "workspace-write", deny_read = { ws .. "/.env" } } }))
+    assert.is_nil(r.output:find("hostsecret", 1, true))
+    assert.truthy(r.output:find("rc=[12]"), r.output)
+    assert.equals("TOKEN=hostsecret\n", H.read_file(ws .. "/.env"))
+    local recs = {}
+    for _, d in ipairs(r.sandbox.denials) do recs[#recs + 1] = d.op .. " " .. tostring(d.path) end
+    assert.same({ "open " .. ws .. "/.env" }, recs)
+  end)
+end)
