@@ -2,7 +2,8 @@
  * keeps read-only (luxec.sandbox.paths decides what to keep; this only reads directories).
  * It runs at every sandboxed spawn, over trees such as a shared /tmp: getdents64 straight
  * into one buffer, no stat per entry (the type comes with the entry; an unknown one is
- * lstat'ed), no symbolic link followed, breadth first up to a depth. */
+ * lstat'ed), no symbolic link followed, breadth first up to a depth; a directory unchanged
+ * since the last search costs one statx. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 int core_sandbox_scan(lua_State *L);
@@ -59,8 +61,10 @@ static unsigned char type_of(int dirfd, const char *name, unsigned char t) {
   if (t != DT_UNKNOWN) return t;
   struct stat st;
   if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) return DT_UNKNOWN;
-  return S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG
-         : S_ISLNK(st.st_mode) ? DT_LNK : DT_UNKNOWN;
+  return S_ISDIR(st.st_mode)   ? DT_DIR
+         : S_ISREG(st.st_mode) ? DT_REG
+         : S_ISLNK(st.st_mode) ? DT_LNK
+                               : DT_UNKNOWN;
 }
 
 static char *join(const char *dir, const char *name) {
@@ -74,9 +78,8 @@ static char *join(const char *dir, const char *name) {
   return out;
 }
 
-/* Add {dir =, type =} (a .git entry of that type in dir) or {dir =, bare = true} to the list
- * at the top of the stack. */
-static void hit(lua_State *L, const char *dir, const char *type) {
+/* Add {dir =, type =} (a .git entry of that type in dir) or {dir =, bare = true} to list. */
+static void hit(lua_State *L, int list, const char *dir, const char *type) {
   lua_createtable(L, 0, 2);
   lua_pushstring(L, dir);
   lua_setfield(L, -2, "dir");
@@ -87,16 +90,106 @@ static void hit(lua_State *L, const char *dir, const char *type) {
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, "bare");
   }
-  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  lua_rawseti(L, list, (lua_Integer)lua_rawlen(L, list) + 1);
 }
 
-/* core.sandbox_scan(root, depth, max_dirs) -> hits, dirs_read | nil, "dirs", dir_reached */
+/* What one directory holds that the search needs, kept between searches: a directory whose
+ * change and modification times and inode are the same as when it was read still holds the
+ * same names (adding, removing or renaming an entry changes its mtime). One read while its
+ * times were recent is never reused: two changes within one tick of the file system's clock
+ * can leave the same time. */
+typedef struct {
+  unsigned long long dev, ino;
+  long long mtime_s, ctime_s;
+  unsigned mtime_ns, ctime_ns;
+  unsigned char dotgit; /* 0: no .git; else its DT_ type + 1 */
+  unsigned char bare;   /* HEAD, objects/ and refs/: a git directory itself */
+  unsigned char racy;   /* read soon after its last change: never reused */
+} node_head;
+
+static int stat_dir(const char *dir, struct statx *sx) {
+  if (statx(AT_FDCWD, dir, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_INO | STATX_MTIME | STATX_CTIME,
+            sx) < 0)
+    return -1;
+  return S_ISDIR(sx->stx_mode) ? 0 : -1;
+}
+
+static int same(const node_head *h, const struct statx *sx) {
+  return !h->racy && h->dev == ((unsigned long long)sx->stx_dev_major << 32 | sx->stx_dev_minor) &&
+         h->ino == sx->stx_ino && h->mtime_s == sx->stx_mtime.tv_sec &&
+         h->mtime_ns == sx->stx_mtime.tv_nsec && h->ctime_s == sx->stx_ctime.tv_sec &&
+         h->ctime_ns == sx->stx_ctime.tv_nsec;
+}
+
+/* Read dir into a node (pushed on the Lua stack as a string: the head, then the names of its
+ * subdirectories, each NUL-terminated). 0, or -1 when it cannot be read. */
+static int read_node(lua_State *L, const char *dir, const struct statx *sx, long long racy,
+                     char *buf, size_t size) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return -1;
+  node_head h;
+  memset(&h, 0, sizeof h);
+  h.dev = (unsigned long long)sx->stx_dev_major << 32 | sx->stx_dev_minor;
+  h.ino = sx->stx_ino;
+  h.mtime_s = sx->stx_mtime.tv_sec;
+  h.mtime_ns = sx->stx_mtime.tv_nsec;
+  h.ctime_s = sx->stx_ctime.tv_sec;
+  h.ctime_ns = sx->stx_ctime.tv_nsec;
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  h.racy = now.tv_sec - h.mtime_s < racy || now.tv_sec - h.ctime_s < racy;
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  int head = 0, objects = 0, refs = 0;
+  for (;;) {
+    long n = syscall(SYS_getdents64, fd, buf, size);
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      struct linux_dirent64 *e = (struct linux_dirent64 *)(buf + off);
+      off += e->d_reclen;
+      const char *name = e->d_name;
+      if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+      unsigned char t = type_of(fd, name, e->d_type);
+      if (strcmp(name, ".git") == 0) {
+        h.dotgit = (unsigned char)(t + 1);
+        continue;
+      }
+      if (strcmp(name, "HEAD") == 0)
+        head = t == DT_REG;
+      else if (strcmp(name, "objects") == 0)
+        objects = t == DT_DIR;
+      else if (strcmp(name, "refs") == 0)
+        refs = t == DT_DIR;
+      if (t == DT_DIR) luaL_addlstring(&b, name, strlen(name) + 1);
+    }
+  }
+  close(fd);
+  h.bare = head && objects && refs;
+  luaL_pushresult(&b); /* the names; then the node: the head and the names */
+  luaL_buffinit(L, &b);
+  luaL_addlstring(&b, (const char *)&h, sizeof h);
+  lua_pushvalue(L, -2);
+  luaL_addvalue(&b);
+  luaL_pushresult(&b);
+  lua_remove(L, -2);
+  return 0;
+}
+
+/* core.sandbox_scan(root, depth, max_dirs, cache, racy_secs) -> hits, dirs_read, cache |
+ * nil, "dirs", dir_reached. cache: what an earlier search of the same root returned (or
+ * nil); the directories that did not change since are not read again (one read less than
+ * racy_secs after the directory's last change is not kept). */
 int core_sandbox_scan(lua_State *L) {
   const char *root = luaL_checkstring(L, 1);
   int maxdepth = (int)luaL_checkinteger(L, 2);
   lua_Integer maxdirs = luaL_checkinteger(L, 3);
+  int prev = lua_istable(L, 4) ? 4 : 0;
+  long long racy = (long long)luaL_checkinteger(L, 5);
+  lua_settop(L, 5);
   lua_newtable(L);
   int list = lua_gettop(L);
+  lua_newtable(L);
+  int next = lua_gettop(L);
   queue q = {0};
   char *first = strdup(root);
   if (first == NULL || push(&q, first, 0) < 0) {
@@ -115,47 +208,48 @@ int core_sandbox_scan(lua_State *L) {
       reached = dir;
       break;
     }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
+    struct statx sx;
+    if (stat_dir(dir, &sx) < 0) {
       free(dir);
       continue;
     }
-    size_t first_sub = q.tail;
-    int head = 0, objects = 0, refs = 0;
-    for (;;) {
-      long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
-      if (n <= 0) break;
-      for (long off = 0; off < n;) {
-        struct linux_dirent64 *e = (struct linux_dirent64 *)(buf + off);
-        off += e->d_reclen;
-        const char *name = e->d_name;
-        if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
-        unsigned char t = type_of(fd, name, e->d_type);
-        if (strcmp(name, ".git") == 0) {
-          hit(L, dir, type_name(t));
-          continue;
-        }
-        if (strcmp(name, "HEAD") == 0) head = t == DT_REG;
-        else if (strcmp(name, "objects") == 0) objects = t == DT_DIR;
-        else if (strcmp(name, "refs") == 0) refs = t == DT_DIR;
-        if (t == DT_DIR && depth < maxdepth) {
-          char *sub = join(dir, name);
-          if (sub == NULL || push(&q, sub, depth + 1) < 0) {
-            free(sub);
-            fail = "memory";
-            break;
-          }
+    size_t len = 0;
+    const char *blob = NULL;
+    if (prev) {
+      lua_getfield(L, prev, dir);
+      blob = lua_tolstring(L, -1, &len);
+      if (blob == NULL || len < sizeof(node_head) || !same((const node_head *)blob, &sx)) {
+        lua_pop(L, 1);
+        blob = NULL;
+      }
+    }
+    if (blob == NULL) {
+      if (read_node(L, dir, &sx, racy, buf, sizeof buf) < 0) {
+        free(dir);
+        continue;
+      }
+      blob = lua_tolstring(L, -1, &len);
+    }
+    lua_pushvalue(L, -1);
+    lua_setfield(L, next, dir);
+    node_head h;
+    memcpy(&h, blob, sizeof h);
+    if (h.dotgit) hit(L, list, dir, type_name((unsigned char)(h.dotgit - 1)));
+    if (h.bare) {
+      /* a bare repository (or a git directory by another name): not searched further */
+      hit(L, list, dir, NULL);
+    } else if (depth < maxdepth) {
+      for (size_t off = sizeof h; off < len && fail == NULL;) {
+        const char *name = blob + off;
+        off += strlen(name) + 1;
+        char *sub = join(dir, name);
+        if (sub == NULL || push(&q, sub, depth + 1) < 0) {
+          free(sub);
+          fail = "memory";
         }
       }
-      if (fail != NULL) break;
     }
-    close(fd);
-    if (head && objects && refs) {
-      /* a bare repository (or a git directory by another name): not searched further */
-      hit(L, dir, NULL);
-      for (size_t i = first_sub; i < q.tail; i++) free(q.dirs[i]);
-      q.tail = first_sub;
-    }
+    lua_pop(L, 1);
     free(dir);
   }
   for (size_t i = q.head; i < q.tail; i++) free(q.dirs[i]);
@@ -172,5 +266,6 @@ int core_sandbox_scan(lua_State *L) {
   }
   lua_pushvalue(L, list);
   lua_pushinteger(L, read);
-  return 2;
+  lua_pushvalue(L, next);
+  return 3;
 }
