@@ -258,6 +258,22 @@ local ATTACKS = {
     records = { { "symlink", "conf" } } },
 }
 
+-- A second thread flips the name between a harmless one and the protected one while the call
+-- is made again and again (spec/fixtures/plant.c): a judge that let the kernel read the path
+-- again after reading it would lose this race within a few hundred tries.
+local PLANT = H.fixture("plant")
+for _, call in ipairs({ "mkdir", "open", "rename", "symlink", "link" }) do
+  local name = (call == "open" or call == "link") and ".mcp.json" or ".git"
+  ATTACKS[#ATTACKS + 1] = {
+    name = ("a race: %s of a name another thread flips to %s"):format(call, name),
+    script = function(ctx) return q(ctx.plant) .. " " .. call .. " . 3000" end,
+    effect = exists(name),
+    records = { { call == "open" and "open" or call, (call == "rename" or call == "link")
+      and "src" or name, (call == "rename" or call == "link") and name or nil } },
+    race = true,
+  }
+end
+
 local KEEPS = {
   -- (a plain git status also refreshes the index when it can: the read-only .git refuses
   -- that, a true record; --no-optional-locks is how git is told not to try)
@@ -325,6 +341,8 @@ for _, user in ipairs(users()) do
       ctx.home = ctx.out .. "/home"
       assert(uv.fs_mkdir(ctx.home, 493))
       ctx.src = ctx.out .. "/src"
+      ctx.plant = ctx.out .. "/plant"
+      luxec.run({ "cp", PLANT, ctx.plant })
       give(ctx, ctx.out)
       local out, code = host(ctx, "git init -q " .. q(ctx.src) .. " && git -C " .. q(ctx.src)
         .. " commit -q --allow-empty -m src", "/")
