@@ -266,7 +266,7 @@ for _, call in ipairs({ "mkdir", "open", "rename", "symlink", "link" }) do
   local name = (call == "open" or call == "link") and ".mcp.json" or ".git"
   ATTACKS[#ATTACKS + 1] = {
     name = ("a race: %s of a name another thread flips to %s"):format(call, name),
-    script = function(ctx) return q(ctx.plant) .. " " .. call .. " . 3000" end,
+    script = function(ctx) return q(ctx.plant) .. " " .. call .. " . 10000" end,
     effect = exists(name),
     records = { { call == "open" and "open" or call, (call == "rename" or call == "link")
       and "src" or name, (call == "rename" or call == "link") and name or nil } },
