@@ -43,6 +43,7 @@ typedef struct sandbox_prep {
   int want_mountns;     /* read-only /, writable roots, fresh /proc, a /dev of its own */
   int want_pidns, want_ipcns, want_netns;
   int drop_caps, best_effort;
+  int last_cap;         /* the highest capability this kernel knows (63 when unknown) */
   int evidence_files;   /* every file call is judged by the host (else the reserved names) */
   int shm_root;         /* /dev/shm is a writable root (the sandbox's private one) */
   unsigned uid, gid;    /* the host's ids, mapped to themselves in the user namespace */
