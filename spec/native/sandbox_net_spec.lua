@@ -396,8 +396,9 @@ describe("network by name", function()
       ("python3 -c 'import urllib.request, ssl, sys; c = ssl.create_default_context(cafile=sys."
         .. "argv[1]); sys.stdout.write(urllib.request.urlopen(sys.argv[2], context=c).read()"
         .. ".decode())' %s/ca.pem %s/hello.txt"):format(dir, url),
-      ("GIT_SSL_CAINFO=%s/ca.pem git clone -q %s/repo.git clone && cat clone/README")
-        :format(dir, url),
+      -- (bare: a sandbox makes no .git, see docs/sandbox-protected-names.md)
+      ("GIT_SSL_CAINFO=%s/ca.pem git clone -q --bare %s/repo.git clone.git && "
+        .. "git --git-dir=clone.git show HEAD:README"):format(dir, url),
       ("curl -sS --cacert %s/ca.pem https://evil.test:%d/hello.txt"):format(dir, port),
     }, "; "), { allow = { "registry.test" }, resolve = names() },
       { mode = "workspace-write", cwd = dir })
