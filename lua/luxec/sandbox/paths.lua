@@ -261,7 +261,10 @@ end
 local function config_values(file)
   local fd = io.open(file, "rb")
   if not fd then return {} end
-  local text = fd:read(1 << 20) or ""
+  -- (its size first: a read of 1 MiB makes a buffer of that size, at every spawn)
+  local size = math.min(fd:seek("end") or 0, 1 << 20)
+  fd:seek("set")
+  local text = size > 0 and fd:read(size) or ""
   fd:close()
   local out, section = {}, ""
   for line in (text:gsub("\\\r?\n", "")):gmatch("[^\n]+") do
