@@ -53,11 +53,33 @@ static int ro_ro_path(const sbx_monitor *m, const char *path) {
   return 0;
 }
 
+static int has(sbx_task *t, sbx_loc *l, const char *name) {
+  struct stat st;
+  int fd = loc_dirfd(t, l);
+  return fd >= 0 && fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* Whether the new name l would complete a git directory where it is: git takes a directory
+ * holding HEAD, objects/ and refs/ (or HEAD and a commondir file naming where the other two
+ * are) for a repository, and runs what its config names (core.pager...) for a git command
+ * run there or below. */
+static int completes_gitdir(sbx_task *t, sbx_loc *l) {
+  const char *n = l->name;
+  if (strcasecmp(n, "HEAD") == 0)
+    return (has(t, l, "objects") && has(t, l, "refs")) || has(t, l, "commondir");
+  if (strcasecmp(n, "objects") == 0) return has(t, l, "HEAD") && has(t, l, "refs");
+  if (strcasecmp(n, "refs") == 0) return has(t, l, "HEAD") && has(t, l, "objects");
+  if (strcasecmp(n, "commondir") == 0) return has(t, l, "HEAD");
+  return 0;
+}
+
 /* Whether the new name l (full: its path) is reserved: a protected name (any case: on a
- * case-insensitive file system ".GIT" is ".git") made anywhere in a writable root, or a
- * missing protected path; with ancestor, also a directory above such a path (a rename or a
- * symbolic link there would put the path in place). Outside the roots the kernel refuses. */
-static int reserved(const sbx_monitor *m, const sbx_loc *l, const char *full, int ancestor) {
+ * case-insensitive file system ".GIT" is ".git") made anywhere in a writable root, the name
+ * that would complete a git directory, or a missing protected path; with ancestor, also a
+ * directory above such a path (a rename or a symbolic link there would put the path in
+ * place). Outside the roots the kernel refuses. */
+static int reserved(sbx_task *t, const sbx_monitor *m, sbx_loc *l, const char *full,
+                    int ancestor) {
   if (m->nreserved == 0 || l->type != LAST_NORM || !path_writable(m, l->dir)) return 0;
   size_t n = strlen(full);
   for (int i = 0; i < m->nreserved; i++) {
@@ -69,7 +91,7 @@ static int reserved(const sbx_monitor *m, const sbx_loc *l, const char *full, in
       return 1;
     }
   }
-  return 0;
+  return completes_gitdir(t, l);
 }
 
 /* A refusal of the policy (not of a reserved name): recorded only with file evidence (the
@@ -129,7 +151,7 @@ static void open_create(sbx_call *c, int dirfd, const char *path, int flags, uns
     loc_path(&l, full, sizeof full);
     rc = loc_lstat(&t, &l, &st);
     if (rc == -ENOENT) { /* a new name */
-      if (reserved(c->m, &l, full, 0)) {
+      if (reserved(&t, c->m, &l, full, 0)) {
         refuse(c, "open", EACCES, full, NULL);
       } else if (!path_writable(c->m, l.dir)) {
         deny(c, "open", write_errno(&t, &l, 0), full, NULL);
@@ -258,7 +280,7 @@ void judge_create(sbx_call *c, const char *op, int dirfd, const char *path, int 
   if (rc != -ENOENT) goto out;           /* EEXIST, or the kernel's own error */
   if (l.slash && kind != MK_DIR) goto out; /* ENOENT */
   loc_path(&l, full, sizeof full);
-  if (reserved(c->m, &l, full, kind == MK_LINK)) {
+  if (reserved(&t, c->m, &l, full, kind == MK_LINK)) {
     refuse(c, op, EACCES, full, NULL);
     goto out;
   }
@@ -308,7 +330,7 @@ static void create_call(sbx_call *c, const char *op, int dirfd, uint64_t addr, i
     goto out;
   }
   loc_path(&l, full, sizeof full);
-  if (reserved(c->m, &l, full, kind == MK_LINK)) {
+  if (reserved(&t, c->m, &l, full, kind == MK_LINK)) {
     refuse(c, op, EACCES, full, NULL);
     goto out;
   }
@@ -400,7 +422,8 @@ static void judge_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, 
   int wa = path_writable(c->m, a.dir), wb = path_writable(c->m, b.dir);
   int pinned = ro_ro_path(c->m, from) || ro_ro_path(c->m, to);
   /* a new name onto a reserved one (an exchange puts something at both) */
-  int res = reserved(c->m, &b, to, 1) || ((flags & RENAME_EXCHANGE) && reserved(c->m, &a, from, 1));
+  int res = reserved(&t, c->m, &b, to, 1) ||
+            ((flags & RENAME_EXCHANGE) && reserved(&t, c->m, &a, from, 1));
   if (res || !wa || !wb || pinned) {
     rc = loc_lstat(&t, &a, &st);
     if (rc < 0) { /* ENOENT: nothing to protect, the error a program expects */
@@ -473,7 +496,7 @@ static void judge_link(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, ui
   }
   loc_path(&a, from, sizeof from);
   loc_path(&b, to, sizeof to);
-  if (reserved(c->m, &b, to, 0)) {
+  if (reserved(&t, c->m, &b, to, 0)) {
     refuse(c, "link", EACCES, from, to);
     goto out;
   }

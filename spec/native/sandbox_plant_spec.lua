@@ -90,7 +90,8 @@ local function records(res)
 end
 
 -- A git directory made by hand under another name, with a pre-commit hook that touches the
--- marker and a core.fsmonitor command that does too (git status runs it).
+-- marker (its HEAD, made last, is refused in the sandbox: it would complete a git directory;
+-- the attacks below then try to make the name that points to it).
 local function gitdir_script(dir, marker)
   return ("mkdir -p %s/objects %s/refs/heads %s/hooks && echo 'ref: refs/heads/main' > %s/HEAD"
     .. " && printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n' > %s/config"
@@ -141,47 +142,47 @@ local ATTACKS = {
       return gitdir_script("gd", ctx.marker) .. "mkdir sub; mv gd sub/.git"
     end,
     effect = function(ctx) return commit_runs_hook(ctx, ctx.ws .. "/sub") end,
-    records = { { "rename", "gd", "sub/.git" } } },
+    records = { { "open", "gd/HEAD" }, { "rename", "gd", "sub/.git" } } },
   { name = "sub/.git as a symbolic link to a git directory made under another name",
     script = function(ctx)
       return gitdir_script("gd", ctx.marker) .. "mkdir sub; ln -s ../gd sub/.git"
     end,
     effect = function(ctx) return commit_runs_hook(ctx, ctx.ws .. "/sub") end,
-    records = { { "symlink", "sub/.git" } } },
+    records = { { "open", "gd/HEAD" }, { "symlink", "sub/.git" } } },
   { name = "a .git file (gitdir:) written in sub",
     script = function(ctx)
       return gitdir_script("gd", ctx.marker) .. "mkdir sub; echo \"gitdir: $PWD/gd\" > sub/.git"
     end,
     effect = function(ctx) return commit_runs_hook(ctx, ctx.ws .. "/sub") end,
-    records = { { "open", "sub/.git" } } },
+    records = { { "open", "gd/HEAD" }, { "open", "sub/.git" } } },
   { name = "a gitdir: file hard-linked onto sub/.git",
     script = function(ctx)
       return gitdir_script("gd", ctx.marker) .. "mkdir sub; echo \"gitdir: $PWD/gd\" > gf; "
         .. "ln gf sub/.git"
     end,
     effect = function(ctx) return commit_runs_hook(ctx, ctx.ws .. "/sub") end,
-    records = { { "link", "gf", "sub/.git" } } },
+    records = { { "open", "gd/HEAD" }, { "link", "gf", "sub/.git" } } },
   { name = "a gitdir: file renamed onto sub/.git",
     script = function(ctx)
       return gitdir_script("gd", ctx.marker) .. "mkdir sub; echo \"gitdir: $PWD/gd\" > gf; "
         .. "mv gf sub/.git"
     end,
     effect = function(ctx) return commit_runs_hook(ctx, ctx.ws .. "/sub") end,
-    records = { { "rename", "gf", "sub/.git" } } },
+    records = { { "open", "gd/HEAD" }, { "rename", "gf", "sub/.git" } } },
   { name = "a gitdir: file written through a dangling symbolic link to .git",
     script = function(ctx)
       return gitdir_script("gd", ctx.marker) .. "mkdir sub; ln -s .git sub/lnk; "
         .. "echo \"gitdir: $PWD/gd\" > sub/lnk"
     end,
     effect = function(ctx) return commit_runs_hook(ctx, ctx.ws .. "/sub") end,
-    records = { { "open", "sub/.git" } } },
+    records = { { "open", "gd/HEAD" }, { "open", "sub/.git" } } },
   { name = "a gitdir: file written through /proc/self/cwd",
     script = function(ctx)
       return gitdir_script("gd", ctx.marker) .. "mkdir sub; "
         .. "echo \"gitdir: $PWD/gd\" > /proc/self/cwd/sub/.git"
     end,
     effect = function(ctx) return commit_runs_hook(ctx, ctx.ws .. "/sub") end,
-    records = { { "open", "sub/.git" } } },
+    records = { { "open", "gd/HEAD" }, { "open", "sub/.git" } } },
   { name = "an O_TMPFILE linked in as sub/.git through /proc/self/fd (linkat, follow)",
     skip = "python3",
     script = function(ctx)
@@ -192,7 +193,7 @@ local ATTACKS = {
         .. "libc.linkat(-100, b'/proc/self/fd/%d' % fd, -100, b'sub/.git', 0x400)\""
     end,
     effect = function(ctx) return commit_runs_hook(ctx, ctx.ws .. "/sub") end,
-    records = { { "link", nil, "sub/.git" } } },
+    records = { { "open", "gd/HEAD" }, { "link", nil, "sub/.git" } } },
   { name = "core.fsmonitor in a new repository's config runs at the host's git status",
     script = function(ctx)
       return "git init -q sub; printf '[core]\\n\\tfsmonitor = \"touch " .. ctx.marker
@@ -258,6 +259,38 @@ local ATTACKS = {
     records = { { "symlink", "conf" } } },
 }
 
+-- git takes a directory holding HEAD, objects/ and refs/ (or HEAD and a commondir file) for a
+-- repository: its config then runs at a host git command there or below (core.pager...).
+local function takes_for_repo(dir)
+  return function(ctx)
+    local d = ctx.ws .. "/" .. dir
+    if not uv.fs_stat(d) then return nil end
+    local out = host(ctx, "git -c safe.directory='*' rev-parse --absolute-git-dir 2>/dev/null",
+      d)
+    if out == d .. "\n" then return "the host's git takes " .. dir .. " for a repository" end
+  end
+end
+local BARE = "mkdir -p src/objects src/refs/heads && "
+for _, a in ipairs({
+  { name = "HEAD made last in a directory with objects/ and refs/ (a bare repository)",
+    script = BARE .. "echo 'ref: refs/heads/main' > src/HEAD",
+    records = { { "open", "src/HEAD" } } },
+  { name = "refs/ made last in a directory with HEAD and objects/",
+    script = "mkdir -p src/objects && echo 'ref: refs/heads/main' > src/HEAD && mkdir src/refs",
+    records = { { "mkdir", "src/refs" } } },
+  { name = "HEAD renamed into a directory with objects/ and refs/",
+    script = BARE .. "echo 'ref: refs/heads/main' > h && mv h src/HEAD",
+    records = { { "rename", "h", "src/HEAD" } } },
+  { name = "HEAD and a commondir naming a directory with objects/ and refs/",
+    dir = "g",
+    script = "mkdir -p common/objects common/refs/heads g && echo 'ref: refs/heads/main' > "
+      .. "g/HEAD && echo ../common > g/commondir",
+    records = { { "open", "g/commondir" } } },
+}) do
+  ATTACKS[#ATTACKS + 1] = { name = a.name, script = function() return a.script end,
+    effect = takes_for_repo(a.dir or "src"), records = a.records }
+end
+
 -- A second thread flips the name between a harmless one and the protected one while the call
 -- is made again and again (spec/fixtures/plant.c): a judge that let the kernel read the path
 -- again after reading it would lose this race within a few hundred tries.
@@ -279,10 +312,10 @@ local KEEPS = {
   -- that, a true record; --no-optional-locks is how git is told not to try)
   { name = "git status and log in the workspace's own repository", repo = true,
     script = "git --no-optional-locks status --short && git log --oneline | wc -l" },
-  { name = "files, directories, renames, links and a bare repository by another name",
+  { name = "files, directories, renames, links, directories named objects and refs",
     modes = { ["workspace-write"] = true },
     script = "mkdir -p a/b && echo x > a/b/c && mv a/b/c a/b/d && ln -s d a/b/e && ln a/b/d f"
-      .. " && git init -q --bare proj.git && mkdir -p a/b && echo ok" },
+      .. " && mkdir -p a/objects a/refs && echo x > a/HEADER && mkdir -p a/b && echo ok" },
 }
 
 local function resolve_records(ctx, list)
