@@ -150,8 +150,7 @@ static void *fifo_thread(void *arg) {
 
 /* Open the existing object at (dirfd, name), or the object dirfd itself when name is NULL
  * (reached through a magic link), for an open with O_CREAT that found it; answered. */
-void emu_open_existing(sbx_call *c, int dirfd, const char *name, int flags,
-                       const struct stat *st) {
+void emu_open_existing(sbx_call *c, int dirfd, const char *name, int flags, const struct stat *st) {
   pid_t tid = (pid_t)c->req->pid;
   int cloexec = (flags & O_CLOEXEC) != 0;
   if (S_ISDIR(st->st_mode)) {
@@ -165,13 +164,13 @@ void emu_open_existing(sbx_call *c, int dirfd, const char *name, int flags,
   if (S_ISCHR(st->st_mode) && st->st_rdev == makedev(5, 0)) { /* /dev/tty: the caller's */
     int fd = caller_tty(tid, flags);
     if (fd < 0) {
-    answer(c, errno);
-    return;
-  }
+      answer(c, errno);
+      return;
+    }
     {
-    emu_give_fd(c, fd, cloexec);
-    return;
-  }
+      emu_give_fd(c, fd, cloexec);
+      return;
+    }
   }
   int opath = name == NULL ? fcntl(dirfd, F_DUPFD_CLOEXEC, 0)
                            : openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -188,17 +187,17 @@ void emu_open_existing(sbx_call *c, int dirfd, const char *name, int flags,
       fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
       close(opath);
       {
-    emu_give_fd(c, fd, cloexec);
-    return;
-  }
+        emu_give_fd(c, fd, cloexec);
+        return;
+      }
     }
     if (errno != ENXIO) {
       int e = errno;
       close(opath);
       {
-    answer(c, e);
-    return;
-  }
+        answer(c, e);
+        return;
+      }
     }
     pending_open *po = malloc(sizeof *po);
     pthread_t t;
@@ -219,9 +218,9 @@ void emu_open_existing(sbx_call *c, int dirfd, const char *name, int flags,
     }
     close(opath);
     {
-    answer(c, EAGAIN);
-    return;
-  }
+      answer(c, EAGAIN);
+      return;
+    }
   }
   int fd = open(self, want);
   int e = errno;
