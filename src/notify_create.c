@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/seccomp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -117,12 +118,21 @@ typedef struct pending_open {
 } pending_open;
 
 /* A fifo opened for writing waits for a reader: on a thread of its own, so the session's
- * other calls (the reader's among them) keep being served. */
+ * other calls (the reader's among them) keep being served; it looks every 10 ms. */
 static void *fifo_thread(void *arg) {
   pending_open *po = arg;
   char self[48];
   snprintf(self, sizeof self, "/proc/self/fd/%d", po->opath);
-  int fd = open(self, (po->flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_NOCTTY | O_CLOEXEC);
+  int want = (po->flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_NOCTTY | O_CLOEXEC | O_NONBLOCK;
+  int fd;
+  /* tried again until a reader comes or the caller is gone (a blocking open would outlive
+   * a session whose processes were killed) */
+  while ((fd = open(self, want)) < 0 && errno == ENXIO) {
+    uint64_t id = po->id;
+    if (ioctl(po->m->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0) break;
+    poll(NULL, 0, 10);
+  }
+  if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   struct seccomp_notif_resp resp;
   memset(&resp, 0, sizeof resp);
   resp.id = po->id;
