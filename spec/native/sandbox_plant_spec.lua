@@ -318,6 +318,16 @@ local KEEPS = {
       .. " && mkdir -p a/objects a/refs && echo x > a/HEADER && mkdir -p a/b && echo ok" },
 }
 
+-- Opens with O_CREAT of what exists (the host makes those calls: each must behave as the
+-- kernel's): a device, a pipe through /dev/stdout, a fifo whose reader comes later, a file.
+KEEPS[#KEEPS + 1] = {
+  name = "O_CREAT opens of /dev/null, /dev/stdout, a fifo and a file that exist",
+  modes = { ["workspace-write"] = true },
+  script = "echo gone > /dev/null && echo out > /dev/stdout && mkfifo ff && "
+    .. "{ (sleep 0.2; cat ff) & echo through > ff; wait; } && echo a > f && echo b >> f && cat f",
+  output = "out\nthrough\na\nb\n",
+}
+
 local function resolve_records(ctx, list)
   local out = {}
   for i, r in ipairs(list) do
@@ -426,6 +436,7 @@ for _, user in ipairs(users()) do
                 end
                 local res = jail(ctx, k.script, mode)
                 assert.equals(0, res.code, res.output)
+                if k.output then assert.equals(k.output, res.output) end
                 assert(res.denials_total == 0, "false records: " .. records(res))
                 if k.repo then
                   local out, code = host(ctx, "git commit -q --allow-empty -m b && git log "
