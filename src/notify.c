@@ -278,6 +278,9 @@ sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths
     m->init_pid = u->init_pid;
     m->unix_allowed = copy(u->allowed, u->nallowed);
     m->nunix = m->unix_allowed ? u->nallowed : 0;
+    m->reserved = copy(u->reserved, u->nreserved);
+    m->nreserved = m->reserved ? u->nreserved : 0;
+    m->reserve_only = !u->files_evidence;
   }
   m->mountns = mountns;
   m->net_deny = net_deny;
@@ -330,6 +333,8 @@ void sbx_monitor_release(sbx_monitor *m) {
   for (int i = 0; i < m->nroots; i++) free(m->roots[i]);
   for (int i = 0; i < m->nro; i++) free(m->ro_paths[i]);
   for (int i = 0; i < m->nunix; i++) free(m->unix_allowed[i]);
+  for (int i = 0; i < m->nreserved; i++) free(m->reserved[i]);
+  free(m->reserved);
   for (int i = 0; i < m->ndenials; i++) {
     free(sbx_record(m, i)->path);
     free(sbx_record(m, i)->to);

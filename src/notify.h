@@ -63,6 +63,10 @@ typedef struct sbx_monitor {
   pid_t prog_pid, init_pid; /* the session's program and its pid namespace's init (or -1) */
   char **unix_allowed;  /* socket paths the policy names */
   int nunix;
+  /* new names refused in the roots (see sandbox_spec.reserved) */
+  char **reserved;
+  int nreserved;
+  int reserve_only;     /* file calls are notified for the reserved names only (no evidence) */
   int refs;             /* the session, and each connect still waiting on its own thread */
 } sbx_monitor;
 
@@ -77,6 +81,9 @@ typedef struct sbx_unix_cfg {
   pid_t prog_pid, init_pid;
   char **allowed;       /* copied */
   int nallowed;
+  char **reserved;      /* copied */
+  int nreserved;
+  int files_evidence;   /* every file call is judged (else only the reserved names) */
 } sbx_unix_cfg;
 
 /* Takes ownership of fd; roots are copied. NULL on failure (fd closed). */

@@ -13,6 +13,7 @@
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -52,6 +53,54 @@ static int ro_ro_path(const sbx_monitor *m, const char *path) {
   return 0;
 }
 
+static int has(sbx_task *t, sbx_loc *l, const char *name) {
+  struct stat st;
+  int fd = loc_dirfd(t, l);
+  return fd >= 0 && fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* Whether the new name l would complete a git directory where it is: git takes a directory
+ * holding HEAD, objects/ and refs/ (or HEAD and a commondir file naming where the other two
+ * are) for a repository, and runs what its config names (core.pager...) for a git command
+ * run there or below. */
+static int completes_gitdir(sbx_task *t, sbx_loc *l) {
+  const char *n = l->name;
+  if (strcasecmp(n, "HEAD") == 0)
+    return (has(t, l, "objects") && has(t, l, "refs")) || has(t, l, "commondir");
+  if (strcasecmp(n, "objects") == 0) return has(t, l, "HEAD") && has(t, l, "refs");
+  if (strcasecmp(n, "refs") == 0) return has(t, l, "HEAD") && has(t, l, "objects");
+  if (strcasecmp(n, "commondir") == 0) return has(t, l, "HEAD");
+  return 0;
+}
+
+/* Whether the new name l (full: its path) is reserved: a protected name (any case: on a
+ * case-insensitive file system ".GIT" is ".git") made anywhere in a writable root, the name
+ * that would complete a git directory, or a missing protected path; with ancestor, also a
+ * directory above such a path (a rename or a symbolic link there would put the path in
+ * place). Outside the roots the kernel refuses. */
+static int reserved(sbx_task *t, const sbx_monitor *m, sbx_loc *l, const char *full,
+                    int ancestor) {
+  if (m->nreserved == 0 || l->type != LAST_NORM || !path_writable(m, l->dir)) return 0;
+  size_t n = strlen(full);
+  for (int i = 0; i < m->nreserved; i++) {
+    const char *r = m->reserved[i];
+    if (r[0] != '/') {
+      if (strcasecmp(l->name, r) == 0) return 1;
+    } else if (strcmp(full, r) == 0 ||
+               (ancestor && strncmp(full, r, n) == 0 && r[n] == '/')) {
+      return 1;
+    }
+  }
+  return completes_gitdir(t, l);
+}
+
+/* A refusal of the policy (not of a reserved name): recorded only with file evidence (the
+ * kernel would refuse it unrecorded). */
+static void deny(sbx_call *c, const char *op, int err, const char *path, const char *to) {
+  if (c->m->reserve_only) answer(c, err);
+  else refuse(c, op, err, path, to);
+}
+
 /* The errno of a write refused in dir (obj: on the last component itself). */
 static int write_errno(sbx_task *t, sbx_loc *l, int obj) {
   return loc_readonly(t, l, obj) ? EROFS : EACCES;
@@ -59,20 +108,126 @@ static int write_errno(sbx_task *t, sbx_loc *l, int obj) {
 
 /* ---- open ---- */
 
-static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, uint64_t resolve) {
+static void task_resolve(sbx_task *t, uint64_t resolve) {
+  if (resolve & RESOLVE_NO_SYMLINKS) t->flags |= W_NOSYM;
+  if (resolve & RESOLVE_NO_MAGICLINKS) t->flags |= W_NOMAGIC;
+  if (resolve & RESOLVE_BENEATH) t->flags |= W_BENEATH;
+  if (resolve & RESOLVE_IN_ROOT) t->flags |= W_INROOT;
+}
+
+/* An open that makes a name (O_CREAT): judged, then performed here (notify_create.c):
+ * never left to the kernel, which would read the path again. */
+static void open_create(sbx_call *c, int dirfd, const char *path, int flags, unsigned mode,
+                        uint64_t resolve) {
+  if (flags & O_DIRECTORY) {
+    answer(c, EINVAL);
+    return;
+  } /* (O_CREAT | O_DIRECTORY) */
+  sbx_task t;
+  task_init(&t, (pid_t)c->req->pid);
+  task_resolve(&t, resolve);
+  sbx_loc l;
+  struct stat st;
+  char full[PATH_MAX];
+  emu_state es;
+  int acc = flags & O_ACCMODE;
+  int rc = loc_parent(&t, dirfd, path, &l);
+  if (rc < 0) {
+    answer(c, -rc);
+    goto out;
+  }
+  for (;;) {
+    if (l.type == LAST_OBJ) { /* a magic link's object: it exists */
+      if ((rc = loc_lstat(&t, &l, &st)) < 0) {
+        answer(c, -rc);
+        goto out;
+      }
+      break;
+    }
+    if (l.type != LAST_NORM || l.slash) {
+      answer(c, EISDIR);
+      goto out;
+    }
+    loc_path(&l, full, sizeof full);
+    rc = loc_lstat(&t, &l, &st);
+    if (rc == -ENOENT) { /* a new name */
+      if (reserved(&t, c->m, &l, full, 0)) {
+        refuse(c, "open", EACCES, full, NULL);
+      } else if (!path_writable(c->m, l.dir)) {
+        deny(c, "open", write_errno(&t, &l, 0), full, NULL);
+      } else {
+        int dfd = loc_dirfd(&t, &l);
+        if (dfd < 0 || (rc = emu_begin(c, &es)) < 0) {
+          answer(c, dfd < 0 ? -dfd : -rc);
+          goto out;
+        }
+        int fd = openat(dfd, l.name, flags | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, mode);
+        int e = errno;
+        emu_end(&es);
+        if (fd < 0) answer(c, e);
+        else emu_give_fd(c, fd, (flags & O_CLOEXEC) != 0);
+      }
+      goto out;
+    }
+    if (rc < 0 || (flags & O_EXCL)) { /* EEXIST (O_EXCL never follows a link) */
+      answer(c, rc < 0 ? -rc : EEXIST);
+      goto out;
+    }
+    if (!S_ISLNK(st.st_mode)) break;
+    if ((flags & O_NOFOLLOW) || (rc = loc_follow(&t, &l)) < 0) {
+      answer(c, (flags & O_NOFOLLOW) ? ELOOP : -rc);
+      goto out;
+    }
+  }
+  loc_path(&l, full, sizeof full);
+  int special = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode) ||
+                S_ISSOCK(st.st_mode);
+  int writes = acc != O_RDONLY || ((flags & O_TRUNC) && !special);
+  if (!S_ISDIR(st.st_mode) && writes && full[0] == '/' && !path_writable(c->m, full)) {
+    /* a device, a fifo or a socket is written without the file system's write access:
+     * only Landlock refuses it */
+    deny(c, "open", special ? EACCES : write_errno(&t, &l, 1), full, NULL);
+    goto out;
+  }
+  int dfd = loc_dirfd(&t, &l);
+  if (dfd < 0 || (rc = emu_begin(c, &es)) < 0) {
+    answer(c, dfd < 0 ? -dfd : -rc);
+    goto out;
+  }
+  emu_open_existing(c, dfd, l.type == LAST_OBJ ? NULL : l.name, flags, &st);
+  emu_end(&es);
+out:
+  loc_free(&l);
+  task_free(&t);
+}
+
+static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, unsigned mode,
+                       uint64_t resolve) {
   if (flags & O_PATH) return; /* no access at all */
   int tmpfile = (flags & O_TMPFILE) == O_TMPFILE;
   int creat = (flags & O_CREAT) && !tmpfile;
   int acc = (int)(flags & O_ACCMODE);
   if (acc == O_RDONLY && !(flags & (O_CREAT | O_TRUNC)) && !tmpfile) return;
   char *path = c->path;
+  if (creat) { /* never CONTINUE: the path is read once, here */
+    if (arg_path(c, addr, path) < 0) {
+    answer(c, EFAULT);
+    return;
+  }
+    if (path[0] == '\0') {
+    answer(c, ENOENT);
+    return;
+  }
+    {
+    open_create(c, dirfd, path, (int)flags, mode, resolve);
+    return;
+  }
+  }
+  if (c->m->reserve_only) return; /* no evidence: the reserved names alone */
   if (arg_path(c, addr, path) < 0 || path[0] == '\0') return;
   sbx_task t;
   task_init(&t, (pid_t)c->req->pid);
-  if (resolve & RESOLVE_NO_SYMLINKS) t.flags |= W_NOSYM;
-  if (resolve & RESOLVE_NO_MAGICLINKS) t.flags |= W_NOMAGIC;
-  if (resolve & RESOLVE_BENEATH) t.flags |= W_BENEATH;
-  if (resolve & RESOLVE_IN_ROOT) t.flags |= W_INROOT;
+  task_resolve(&t, resolve);
   sbx_loc l;
   struct stat st;
   char full[PATH_MAX];
@@ -84,20 +239,9 @@ static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, ui
     if (!path_writable(c->m, full)) refuse(c, "open", write_errno(&t, &l, 1), full, NULL);
     goto out;
   }
-  for (;;) {
-    if (l.type == LAST_NORM && creat && l.slash) goto out; /* EISDIR */
-    /* a new name in a writable directory, or EEXIST: the kernel's (O_EXCL never follows) */
-    if (l.type == LAST_NORM && creat && (flags & O_EXCL) && path_writable(c->m, l.dir)) goto out;
+  for (;;) { /* (no O_CREAT here) */
     rc = loc_lstat(&t, &l, &st);
-    if (rc == -ENOENT && l.type == LAST_NORM) {
-      if (!creat || l.slash) goto out; /* ENOENT */
-      if (path_writable(c->m, l.dir)) goto out;
-      loc_path(&l, full, sizeof full);
-      refuse(c, "open", write_errno(&t, &l, 0), full, NULL);
-      goto out;
-    }
-    if (rc < 0) goto out;
-    if (creat && (flags & O_EXCL)) goto out; /* EEXIST (O_EXCL never follows a link) */
+    if (rc < 0) goto out; /* ENOENT, or the kernel's own error */
     if (l.type == LAST_NORM && S_ISLNK(st.st_mode)) {
       if ((flags & O_NOFOLLOW) && !l.slash) goto out; /* ELOOP */
       if (loc_follow(&t, &l) < 0) goto out;
@@ -135,32 +279,85 @@ void judge_create(sbx_call *c, const char *op, int dirfd, const char *path, int 
   int rc = loc_lstat(&t, &l, &st);
   if (rc != -ENOENT) goto out;           /* EEXIST, or the kernel's own error */
   if (l.slash && kind != MK_DIR) goto out; /* ENOENT */
-  if (path_writable(c->m, l.dir) && !device) goto out;
   loc_path(&l, full, sizeof full);
+  if (reserved(&t, c->m, &l, full, kind == MK_LINK)) {
+    refuse(c, op, EACCES, full, NULL);
+    goto out;
+  }
+  if (c->m->reserve_only || (path_writable(c->m, l.dir) && !device)) goto out;
   refuse(c, op, write_errno(&t, &l, 0), full, NULL);
 out:
   loc_free(&l);
   task_free(&t);
 }
 
+/* mkdir, mknod, symlink: judged, then performed here (notify_create.c), never left to the
+ * kernel, which would read the path again. */
 static void create_call(sbx_call *c, const char *op, int dirfd, uint64_t addr, int kind,
-                        unsigned mode) {
-  if (arg_path(c, addr, c->to) < 0) return;
+                        unsigned mode, uint64_t target) {
+  if (arg_path(c, addr, c->to) < 0 || (kind == MK_LINK && arg_path(c, target, c->path) < 0)) {
+    answer(c, EFAULT);
+    return;
+  }
   int device = 0;
   if (kind == MK_NODE) {
     unsigned type = mode & S_IFMT;
     if (type != 0 && type != S_IFREG && type != S_IFCHR && type != S_IFBLK &&
-        type != S_IFIFO && type != S_IFSOCK)
-      return; /* EINVAL / EPERM */
+        type != S_IFIFO && type != S_IFSOCK) {
+      answer(c, EINVAL);
+      return;
+    }
     device = type == S_IFCHR || type == S_IFBLK;
   }
-  judge_create(c, op, dirfd, c->to, kind, device);
+  if (c->to[0] == '\0' || (kind == MK_LINK && c->path[0] == '\0')) {
+    answer(c, ENOENT);
+    return;
+  }
+  sbx_task t;
+  task_init(&t, (pid_t)c->req->pid);
+  sbx_loc l;
+  struct stat st;
+  char full[PATH_MAX];
+  emu_state es;
+  int rc = loc_parent(&t, dirfd, c->to, &l);
+  if (rc < 0 || l.type != LAST_NORM) {
+    answer(c, rc < 0 ? -rc : EEXIST);
+    goto out;
+  }
+  rc = loc_lstat(&t, &l, &st);
+  if (rc != -ENOENT || (l.slash && kind != MK_DIR)) {
+    answer(c, rc == 0 ? EEXIST : rc == -ENOENT ? ENOENT : -rc);
+    goto out;
+  }
+  loc_path(&l, full, sizeof full);
+  if (reserved(&t, c->m, &l, full, kind == MK_LINK)) {
+    refuse(c, op, EACCES, full, NULL);
+    goto out;
+  }
+  if (!path_writable(c->m, l.dir) || device) {
+    deny(c, op, write_errno(&t, &l, 0), full, NULL);
+    goto out;
+  }
+  int dfd = loc_dirfd(&t, &l);
+  if (dfd < 0 || (rc = emu_begin(c, &es)) < 0) {
+    answer(c, dfd < 0 ? -dfd : -rc);
+    goto out;
+  }
+  if (kind == MK_DIR) rc = mkdirat(dfd, l.name, (mode_t)mode);
+  else if (kind == MK_NODE) rc = mknodat(dfd, l.name, (mode_t)mode, 0);
+  else rc = symlinkat(c->path, dfd, l.name);
+  emu_answer(c, rc);
+  emu_end(&es);
+out:
+  loc_free(&l);
+  task_free(&t);
 }
 
 /* ---- unlink, rmdir ---- */
 
 static void judge_remove(sbx_call *c, const char *op, int dirfd, uint64_t addr) {
   char *path = c->to;
+  if (c->m->reserve_only) return;
   if (arg_path(c, addr, path) < 0 || path[0] == '\0') return;
   sbx_task t;
   task_init(&t, (pid_t)c->req->pid);
@@ -195,47 +392,73 @@ static long mount_id(sbx_task *t, sbx_loc *l) {
   return (long)sx.stx_mnt_id;
 }
 
+/* rename and link: judged, then performed here (notify_create.c), never left to the kernel,
+ * which would read the paths again. */
 static void judge_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t newaddr,
                          unsigned flags) {
-  if (arg_path(c, oldaddr, c->path) < 0 || arg_path(c, newaddr, c->to) < 0) return;
-  if (c->path[0] == '\0' || c->to[0] == '\0') return;
+  if (arg_path(c, oldaddr, c->path) < 0 || arg_path(c, newaddr, c->to) < 0) {
+    answer(c, EFAULT);
+    return;
+  }
+  if (c->path[0] == '\0' || c->to[0] == '\0') {
+    answer(c, ENOENT);
+    return;
+  }
   sbx_task t;
   task_init(&t, (pid_t)c->req->pid);
   sbx_loc a, b;
   struct stat st;
   char from[PATH_MAX], to[PATH_MAX];
+  emu_state es;
   b.dirfd = -1;
-  if (loc_parent(&t, olddir, c->path, &a) < 0 || loc_parent(&t, newdir, c->to, &b) < 0 ||
-      a.type != LAST_NORM || b.type != LAST_NORM)
+  int rc = loc_parent(&t, olddir, c->path, &a);
+  if (rc == 0) rc = loc_parent(&t, newdir, c->to, &b);
+  if (rc < 0 || a.type != LAST_NORM || b.type != LAST_NORM) {
+    answer(c, rc < 0 ? -rc : a.type == LAST_OBJ || b.type == LAST_OBJ ? EXDEV : EBUSY);
     goto out;
+  }
   loc_path(&a, from, sizeof from);
   loc_path(&b, to, sizeof to);
   int wa = path_writable(c->m, a.dir), wb = path_writable(c->m, b.dir);
   int pinned = ro_ro_path(c->m, from) || ro_ro_path(c->m, to);
-  if (wa && wb && !pinned) goto out;
-  int rc = loc_lstat(&t, &a, &st);
-  if (rc == -ENOENT) {
-    answer(c, ENOENT);
+  /* a new name onto a reserved one (an exchange puts something at both) */
+  int res = reserved(&t, c->m, &b, to, 1) ||
+            ((flags & RENAME_EXCHANGE) && reserved(&t, c->m, &a, from, 1));
+  if (res || !wa || !wb || pinned) {
+    rc = loc_lstat(&t, &a, &st);
+    if (rc < 0) { /* ENOENT: nothing to protect, the error a program expects */
+      answer(c, -rc);
+      goto out;
+    }
+    rc = loc_lstat(&t, &b, &st);
+    if ((flags & RENAME_NOREPLACE) && rc == 0) {
+      answer(c, EEXIST);
+      goto out;
+    }
+    if ((flags & RENAME_EXCHANGE) && rc == -ENOENT) {
+      answer(c, ENOENT);
+      goto out;
+    }
+    int err;
+    if (res) {
+      err = EACCES;
+    } else if (!wa || !wb) {
+      int ro = loc_readonly(&t, &a, 0) || loc_readonly(&t, &b, 0);
+      err = !ro ? EACCES : mount_id(&t, &a) != mount_id(&t, &b) ? EXDEV : EROFS;
+    } else {
+      err = c->m->mountns ? EBUSY : EACCES;
+    }
+    if (res) refuse(c, "rename", err, from, to);
+    else deny(c, "rename", err, from, to);
     goto out;
   }
-  if (rc < 0) goto out;
-  rc = loc_lstat(&t, &b, &st);
-  if ((flags & RENAME_NOREPLACE) && rc == 0) {
-    answer(c, EEXIST);
+  int da = loc_dirfd(&t, &a), db = loc_dirfd(&t, &b);
+  if (da < 0 || db < 0 || (rc = emu_begin(c, &es)) < 0) {
+    answer(c, da < 0 ? -da : db < 0 ? -db : -rc);
     goto out;
   }
-  if ((flags & RENAME_EXCHANGE) && rc == -ENOENT) {
-    answer(c, ENOENT);
-    goto out;
-  }
-  int err;
-  if (!wa || !wb) {
-    int ro = loc_readonly(&t, &a, 0) || loc_readonly(&t, &b, 0);
-    err = !ro ? EACCES : mount_id(&t, &a) != mount_id(&t, &b) ? EXDEV : EROFS;
-  } else {
-    err = c->m->mountns ? EBUSY : EACCES;
-  }
-  refuse(c, "rename", err, from, to);
+  emu_answer(c, (int)syscall(SYS_renameat2, da, a.name, db, b.name, flags));
+  emu_end(&es);
 out:
   loc_free(&a);
   loc_free(&b);
@@ -244,39 +467,71 @@ out:
 
 static void judge_link(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t newaddr,
                        int flags) {
-  if (arg_path(c, oldaddr, c->path) < 0 || arg_path(c, newaddr, c->to) < 0) return;
-  if (c->to[0] == '\0') return;
+  if (arg_path(c, oldaddr, c->path) < 0 || arg_path(c, newaddr, c->to) < 0) {
+    answer(c, EFAULT);
+    return;
+  }
+  if (c->to[0] == '\0' || (c->path[0] == '\0' && !(flags & AT_EMPTY_PATH))) {
+    answer(c, ENOENT);
+    return;
+  }
   sbx_task t;
   task_init(&t, (pid_t)c->req->pid);
   sbx_loc a, b;
   struct stat st;
   char from[PATH_MAX], to[PATH_MAX];
+  emu_state es;
   b.dirfd = -1;
-  int rc;
-  if (c->path[0] == '\0' && (flags & AT_EMPTY_PATH)) rc = loc_fd(&t, olddir, &a);
-  else if (c->path[0] == '\0') goto out_t; /* ENOENT */
-  else rc = loc_parent(&t, olddir, c->path, &a);
-  if (rc < 0 || resolve_obj(&t, &a, flags & AT_SYMLINK_FOLLOW, &st) < 0) goto out;
-  if (loc_parent(&t, newdir, c->to, &b) < 0 || b.type != LAST_NORM) goto out;
-  if (loc_lstat(&t, &b, &st) != -ENOENT || b.slash) goto out; /* EEXIST, ENOENT */
+  int rc = c->path[0] == '\0' ? loc_fd(&t, olddir, &a) : loc_parent(&t, olddir, c->path, &a);
+  if (rc == 0) rc = resolve_obj(&t, &a, flags & AT_SYMLINK_FOLLOW, &st);
+  if (rc == 0) rc = loc_parent(&t, newdir, c->to, &b);
+  if (rc < 0 || b.type != LAST_NORM) {
+    answer(c, rc < 0 ? -rc : EEXIST);
+    goto out;
+  }
+  rc = loc_lstat(&t, &b, &st);
+  if (rc != -ENOENT || b.slash) {
+    answer(c, rc == 0 ? EEXIST : rc == -ENOENT ? ENOENT : -rc);
+    goto out;
+  }
   loc_path(&a, from, sizeof from);
   loc_path(&b, to, sizeof to);
+  if (reserved(&t, c->m, &b, to, 0)) {
+    refuse(c, "link", EACCES, from, to);
+    goto out;
+  }
   int wb = path_writable(c->m, b.dir), wa = path_writable(c->m, from);
-  if (wa && wb) goto out;
-  /* the new name is refused first (EROFS, EACCES); a name in a root for a file outside it
-   * would give it rights it has not: EXDEV (a mount boundary, or Landlock's refer rule) */
-  refuse(c, "link", wb ? EXDEV : write_errno(&t, &b, 0), from, to);
+  if (!wa || !wb) {
+    /* the new name is refused first (EROFS, EACCES); a name in a root for a file outside it
+     * would give it rights it has not: EXDEV (a mount boundary, or Landlock's refer rule) */
+    deny(c, "link", wb ? EXDEV : write_errno(&t, &b, 0), from, to);
+    goto out;
+  }
+  int da = loc_dirfd(&t, &a), db = loc_dirfd(&t, &b);
+  if (da < 0 || db < 0 || (rc = emu_begin(c, &es)) < 0) {
+    answer(c, da < 0 ? -da : db < 0 ? -db : -rc);
+    goto out;
+  }
+  if (a.type == LAST_NORM) {
+    rc = linkat(da, a.name, db, b.name, 0);
+  } else { /* the object itself (a descriptor, a magic link): through this host's own */
+    char self[48];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", da);
+    rc = linkat(AT_FDCWD, self, db, b.name, AT_SYMLINK_FOLLOW);
+  }
+  emu_answer(c, rc);
+  emu_end(&es);
 out:
   loc_free(&a);
   loc_free(&b);
-out_t:
   task_free(&t);
 }
 
 /* ---- truncate ---- */
 
 static void judge_truncate(sbx_call *c, uint64_t addr, int64_t length) {
-  if (length < 0 || arg_path(c, addr, c->to) < 0 || c->to[0] == '\0') return;
+  if (c->m->reserve_only || length < 0 || arg_path(c, addr, c->to) < 0 || c->to[0] == '\0')
+    return;
   sbx_task t;
   task_init(&t, (pid_t)c->req->pid);
   sbx_loc l;
@@ -295,23 +550,31 @@ int notify_file_call(sbx_call *c) {
   const __u64 *a = c->req->data.args;
   const int at = AT_FDCWD;
   switch (c->req->data.nr) {
-    case SYS_open: judge_open(c, at, a[0], a[1], 0); return 1;
-    case SYS_creat: judge_open(c, at, a[0], O_CREAT | O_WRONLY | O_TRUNC, 0); return 1;
-    case SYS_openat: judge_open(c, (int)a[0], a[1], a[2], 0); return 1;
+    case SYS_open: judge_open(c, at, a[0], a[1], (unsigned)a[2], 0); return 1;
+    case SYS_creat:
+      judge_open(c, at, a[0], O_CREAT | O_WRONLY | O_TRUNC, (unsigned)a[1], 0);
+      return 1;
+    case SYS_openat: judge_open(c, (int)a[0], a[1], a[2], (unsigned)a[3], 0); return 1;
     case SYS_openat2: {
       struct open_how how;
       memset(&how, 0, sizeof how);
       size_t size = a[3] < sizeof how ? (size_t)a[3] : sizeof how;
       if (size >= 8 && read_mem((pid_t)c->req->pid, a[2], &how, size) == 0)
-        judge_open(c, (int)a[0], a[1], how.flags, how.resolve);
+        judge_open(c, (int)a[0], a[1], how.flags, (unsigned)how.mode, how.resolve);
+      else if (how.flags & O_CREAT) /* (never CONTINUE a call that may make a name) */
+        answer(c, EFAULT);
       return 1;
     }
-    case SYS_mkdir: create_call(c, "mkdir", at, a[0], MK_DIR, 0); return 1;
-    case SYS_mkdirat: create_call(c, "mkdir", (int)a[0], a[1], MK_DIR, 0); return 1;
-    case SYS_mknod: create_call(c, "mknod", at, a[0], MK_NODE, (unsigned)a[1]); return 1;
-    case SYS_mknodat: create_call(c, "mknod", (int)a[0], a[1], MK_NODE, (unsigned)a[2]); return 1;
-    case SYS_symlink: create_call(c, "symlink", at, a[1], MK_LINK, 0); return 1;
-    case SYS_symlinkat: create_call(c, "symlink", (int)a[1], a[2], MK_LINK, 0); return 1;
+    case SYS_mkdir: create_call(c, "mkdir", at, a[0], MK_DIR, (unsigned)a[1], 0); return 1;
+    case SYS_mkdirat:
+      create_call(c, "mkdir", (int)a[0], a[1], MK_DIR, (unsigned)a[2], 0);
+      return 1;
+    case SYS_mknod: create_call(c, "mknod", at, a[0], MK_NODE, (unsigned)a[1], 0); return 1;
+    case SYS_mknodat:
+      create_call(c, "mknod", (int)a[0], a[1], MK_NODE, (unsigned)a[2], 0);
+      return 1;
+    case SYS_symlink: create_call(c, "symlink", at, a[1], MK_LINK, 0, a[0]); return 1;
+    case SYS_symlinkat: create_call(c, "symlink", (int)a[1], a[2], MK_LINK, 0, a[0]); return 1;
     case SYS_unlink: judge_remove(c, "unlink", at, a[0]); return 1;
     case SYS_rmdir: judge_remove(c, "rmdir", at, a[0]); return 1;
     case SYS_unlinkat:

@@ -94,6 +94,25 @@ void judge_create(sbx_call *c, const char *op, int dirfd, const char *path, int 
                   int device);
 enum { MK_DIR, MK_NODE, MK_LINK };
 
+/* ---- notify_create.c: calls that make a name, performed by the host ---- */
+
+#include <linux/capability.h>
+typedef struct emu_state {
+  struct __user_cap_data_struct caps[2];
+  int dropped;
+} emu_state;
+
+/* As the caller (its umask, no effective capability) until emu_end. 0, or -errno. */
+int emu_begin(sbx_call *c, emu_state *s);
+void emu_end(emu_state *s);
+/* Answer with a system call's result (rc < 0: errno). */
+void emu_answer(sbx_call *c, int rc);
+/* The host's descriptor fd (closed) becomes the caller's, the call's result. */
+void emu_give_fd(sbx_call *c, int fd, int cloexec);
+/* An open with O_CREAT that found an object: at (dirfd, name), or dirfd itself (name NULL). */
+void emu_open_existing(sbx_call *c, int dirfd, const char *name, int flags,
+                       const struct stat *st);
+
 /* ---- notify_unix.c: AF_UNIX calls, judged and performed by the host ---- */
 
 /* The target's descriptor duplicated into the host, or -1. */

@@ -2,6 +2,7 @@
  * layers that were applied, and the denials recorded. */
 #include "proc.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -51,6 +52,7 @@ int proc_sandbox_prepare(lua_State *L, int opts, sandbox_prep *prep, proc_sandbo
   spec.unix_sockets = strings(L, t, "unix_sockets", &spec.nunix);
   spec.ro_paths = strings(L, t, "ro_paths", &spec.nro);
   spec.masks = strings(L, t, "masks", &spec.nmasks);
+  spec.reserved = strings(L, t, "reserved", &spec.nreserved);
   lua_getfield(L, t, "proxy_port"); /* network by name (luxec.sandbox.proxy) */
   spec.proxy_port = (int)luaL_optinteger(L, -1, 0);
   lua_pop(L, 1);
@@ -91,12 +93,22 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
     /* the restricted modes: AF_UNIX calls are judged by the host (notify_unix.c) */
     sbx_unix_cfg u = {.netns_private = prep->netns_ok, .diag_fd = prep->diag_fd,
                       .prog_pid = p->pid, .init_pid = p->init_pid,
-                      .allowed = prep->unix_sockets, .nallowed = prep->nunix};
+                      .allowed = prep->unix_sockets, .nallowed = prep->nunix,
+                      .reserved = prep->reserved, .nreserved = prep->nreserved,
+                      .files_evidence = prep->evidence_files};
     int judged = info->mode[0] != 'f'; /* not full-access */
     if (judged) prep->diag_fd = -1; /* the monitor's now */
-    p->sbx = sbx_monitor_start(listener, prep->roots, prep->nroots, prep->ro_paths, prep->nro,
-                               prep->mountns_ok, strcmp(info->network, "deny") == 0,
-                               prep->proxy_port, judged ? &u : NULL);
+    /* a masked path is a read-only mount too: a write there is refused, as in a repository */
+    int nro = prep->nro + prep->nmasks;
+    char **ro = malloc(sizeof(char *) * (size_t)(nro + 1));
+    for (int i = 0; ro != NULL && i < prep->nro; i++) ro[i] = prep->ro_paths[i];
+    for (int i = 0; ro != NULL && i < prep->nmasks; i++) ro[prep->nro + i] = prep->masks[i];
+    p->sbx = ro == NULL ? NULL
+                        : sbx_monitor_start(listener, prep->roots, prep->nroots, ro, nro,
+                                            prep->mountns_ok, strcmp(info->network, "deny") == 0,
+                                            prep->proxy_port, judged ? &u : NULL);
+    if (ro == NULL) close(listener);
+    free(ro);
     info->notify = p->sbx != NULL;
   }
 }
@@ -238,7 +250,10 @@ const luaL_Reg proc_sandbox_methods[] = {
   {NULL, NULL}
 };
 
+int core_sandbox_scan(lua_State *L); /* sandbox_scan.c */
+
 const luaL_Reg proc_sandbox_functions[] = {
   {"sandbox_layers", core_sandbox_layers},
+  {"sandbox_scan", core_sandbox_scan},
   {NULL, NULL}
 };

@@ -131,6 +131,20 @@ static int build_ruleset(const sandbox_spec *s, int abi, char *err, size_t errle
   return rs;
 }
 
+/* The bounding set has this many entries to drop (a prctl each in the child). */
+static int last_cap(void) {
+  static int last = -1;
+  if (last < 0) {
+    char buf[16] = "";
+    int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (fd >= 0) close(fd);
+    last = n > 0 ? atoi(buf) : 63;
+    if (last <= 0 || last > 63) last = 63;
+  }
+  return last;
+}
+
 static char **copy_strings(const char **in, int n) {
   char **out = calloc((size_t)n + 1, sizeof(char *));
   for (int i = 0; out != NULL && i < n; i++) out[i] = strdup(in[i]);
@@ -188,6 +202,8 @@ int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t er
     p->proxy_port = s->proxy_port;
   }
   p->drop_caps = root || p->want_userns;
+  p->last_cap = last_cap();
+  p->evidence_files = s->evidence_files;
   /* a listener in the restricted modes even without evidence: AF_UNIX calls are judged there */
   int notify = s->evidence_net || s->evidence_files || s->mode != SBX_FULL;
   if ((notify && sandbox_build_filter(s, 1, p->want_netns, &p->prog_notify) < 0) ||
@@ -231,8 +247,8 @@ void sandbox_prep_init(sandbox_prep *p) {
 
 /* ---- child side: system calls only ---- */
 
-static int drop_capabilities(void) {
-  for (int cap = 0; cap <= 63; cap++) {
+static int drop_capabilities(int last) {
+  for (int cap = 0; cap <= last; cap++) {
     if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) return -1;
   }
   struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
@@ -270,7 +286,7 @@ int sandbox_child_apply(sandbox_prep *p, const char **stage) {
     return -1;
   }
   if (p->drop_caps) {
-    if (drop_capabilities() < 0) {
+    if (drop_capabilities(p->last_cap) < 0) {
       *stage = "sandbox capability drop";
       return -1;
     }

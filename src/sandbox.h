@@ -25,6 +25,10 @@ typedef struct sandbox_spec {
   int nroots;
   const char **ro_paths;            /* read-only inside roots: git, hooks, protected config */
   int nro;
+  /* new names refused inside the roots: a name without '/' anywhere (".git", ".mcp.json";
+   * any case), an absolute path where it is (a missing protected file) */
+  const char **reserved;
+  int nreserved;
   const char **masks;               /* deny_read: masked (empty, read-only) in the namespace */
   int nmasks;
   const char **unix_sockets;        /* socket paths outside the sandbox it may connect to */
@@ -43,12 +47,16 @@ typedef struct sandbox_prep {
   int want_mountns;     /* read-only /, writable roots, fresh /proc, a /dev of its own */
   int want_pidns, want_ipcns, want_netns;
   int drop_caps, best_effort;
+  int last_cap;         /* the highest capability this kernel knows (63 when unknown) */
+  int evidence_files;   /* every file call is judged by the host (else the reserved names) */
   int shm_root;         /* /dev/shm is a writable root (the sandbox's private one) */
   unsigned uid, gid;    /* the host's ids, mapped to themselves in the user namespace */
   char **roots;
   int nroots;
   char **ro_paths;
   int nro;
+  char **reserved;
+  int nreserved;
   char **masks;
   int nmasks;
   char **unix_sockets;

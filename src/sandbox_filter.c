@@ -77,6 +77,25 @@ static int file_rules(scmp_filter_ctx ctx) {
   return rc;
 }
 
+/* Without evidence: the calls that make a new name, for the host to refuse the reserved
+ * ones (notify_files.c). Opens only with O_CREAT. */
+static int create_rules(scmp_filter_ctx ctx) {
+  const uint32_t n = SCMP_ACT_NOTIFY;
+  int rc = 0;
+  struct scmp_arg_cmp cr1 = {1, SCMP_CMP_MASKED_EQ, O_CREAT, O_CREAT};
+  struct scmp_arg_cmp cr2 = {2, SCMP_CMP_MASKED_EQ, O_CREAT, O_CREAT};
+  rc |= seccomp_rule_add_array(ctx, n, seccomp_syscall_resolve_name("open"), 1, &cr1);
+  rc |= seccomp_rule_add_array(ctx, n, seccomp_syscall_resolve_name("openat"), 1, &cr2);
+  static const char *const calls[] = {
+    "creat", "openat2", "mkdir", "mkdirat", "rename", "renameat", "renameat2", "link",
+    "linkat", "symlink", "symlinkat", "mknod", "mknodat", NULL};
+  for (int i = 0; calls[i]; i++) {
+    int nr = seccomp_syscall_resolve_name(calls[i]);
+    if (nr != __NR_SCMP_ERROR) rc |= seccomp_rule_add(ctx, n, nr, 0);
+  }
+  return rc;
+}
+
 /* The filter: denials that never depend on memory the child controls (EPERM, never KILL),
  * and, with notify, the calls the host records as evidence. */
 static int build_filter(const sandbox_spec *s, int notify, int netns, struct sock_fprog *out) {
@@ -148,6 +167,7 @@ static int build_filter(const sandbox_spec *s, int notify, int netns, struct soc
     else RULE(SCMP_ACT_NOTIFY, sendto, 1, SCMP_A4(SCMP_CMP_NE, 0));
   }
   if (notify && s->evidence_files && s->mode != SBX_FULL) rc |= file_rules(ctx);
+  else if (notify && s->nreserved > 0 && s->mode != SBX_FULL) rc |= create_rules(ctx);
   if (rc == 0) rc = export_bpf(ctx, out);
   seccomp_release(ctx);
   return rc == 0 ? 0 : -1;
@@ -159,11 +179,11 @@ int sandbox_build_filter(const sandbox_spec *s, int notify, int netns, struct so
   static struct {
     unsigned key;
     struct sock_fprog prog;
-  } cache[32];
+  } cache[64];
   static int ncache = 0;
   unsigned key = (unsigned)(s->mode == SBX_FULL) | (unsigned)(s->network_deny != 0) << 1 |
                  (unsigned)(s->evidence_files != 0) << 2 | (unsigned)(notify != 0) << 3 |
-                 (unsigned)(netns != 0) << 4;
+                 (unsigned)(netns != 0) << 4 | (unsigned)(s->nreserved > 0) << 5;
   for (int i = 0; i < ncache; i++) {
     if (cache[i].key == key) {
       *out = cache[i].prog;

@@ -201,11 +201,15 @@ int sandbox_paths_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, siz
   }
   p->ro_paths = copy_strings(s->ro_paths, s->nro);
   p->masks = copy_strings(s->masks, s->nmasks);
+  p->reserved = copy_strings(s->reserved, s->nreserved);
+  p->nreserved = s->nreserved;
+  for (int i = 0; p->reserved != NULL && i < s->nreserved; i++)
+    if (p->reserved[i] == NULL) goto oom;
   for (int i = 0; p->ro_paths != NULL && i < s->nro; i++)
     if (p->ro_paths[i] == NULL) goto oom;
   for (int i = 0; p->masks != NULL && i < s->nmasks; i++)
     if (p->masks[i] == NULL) goto oom;
-  if (p->ro_paths == NULL || p->masks == NULL) goto oom;
+  if (p->ro_paths == NULL || p->masks == NULL || p->reserved == NULL) goto oom;
   p->nro = s->nro;
   p->nmasks = s->nmasks;
   return 0;
@@ -219,8 +223,10 @@ oom:
 void sandbox_paths_free(sandbox_prep *p) {
   for (int i = 0; p->ro_paths && i < p->nro && p->ro_paths[i]; i++) free(p->ro_paths[i]);
   for (int i = 0; p->masks && i < p->nmasks && p->masks[i]; i++) free(p->masks[i]);
+  for (int i = 0; p->reserved && i < p->nreserved && p->reserved[i]; i++) free(p->reserved[i]);
   free(p->ro_paths);
   free(p->masks);
-  p->ro_paths = p->masks = NULL;
-  p->nro = p->nmasks = 0;
+  free(p->reserved);
+  p->ro_paths = p->masks = p->reserved = NULL;
+  p->nro = p->nmasks = p->nreserved = 0;
 }

@@ -65,6 +65,7 @@
 ---@field notified integer|nil
 ---@field protected string[]|nil
 ---@field masked string[]|nil
+---@field reserved string[]|nil  names (".git", ".mcp.json"...) and missing protected paths the supervisor refuses to make in a writable root
 ---@field unprotected {path: string, reason: string}[]|nil
 ---@field limits table|nil  per limit: max, via ("cgroup2", "cgroup1", "rlimit", "none") and counters
 ---@field limits_hit string|nil  which limit ended or throttled the session, in one line

@@ -350,7 +350,7 @@ describe("network by name", function()
     assert.same({ "/luxec-demo", "/simple/luxec-demo/", "/files/" .. whl }, paths)
   end)
 
-  it("reaches an allowed name over HTTPS through a CONNECT tunnel (curl, urllib, git clone), "
+  it("reaches an allowed name over HTTPS through a CONNECT tunnel (curl, urllib, git ls-remote), "
     .. "with a test CA", function()
     if not have("openssl") or not have("git") then
       pending("skipped: openssl or git is not installed")
@@ -396,8 +396,9 @@ describe("network by name", function()
       ("python3 -c 'import urllib.request, ssl, sys; c = ssl.create_default_context(cafile=sys."
         .. "argv[1]); sys.stdout.write(urllib.request.urlopen(sys.argv[2], context=c).read()"
         .. ".decode())' %s/ca.pem %s/hello.txt"):format(dir, url),
-      ("GIT_SSL_CAINFO=%s/ca.pem git clone -q %s/repo.git clone && cat clone/README")
-        :format(dir, url),
+      -- (the refs only: a sandbox makes no repository, see docs/sandbox-protected-names.md)
+      ("GIT_SSL_CAINFO=%s/ca.pem git ls-remote %s/repo.git | grep -c refs/heads/"):format(dir,
+        url),
       ("curl -sS --cacert %s/ca.pem https://evil.test:%d/hello.txt"):format(dir, port),
     }, "; "), { allow = { "registry.test" }, resolve = names() },
       { mode = "workspace-write", cwd = dir })
@@ -405,7 +406,7 @@ describe("network by name", function()
     server:terminate()
     server:close()
     H.rmtree(dir)
-    assert.matches("^tls hello\ntls hello\npkg\ncurl: %(56%) CONNECT tunnel failed, response 403",
+    assert.matches("^tls hello\ntls hello\n1\ncurl: %(56%) CONNECT tunnel failed, response 403",
       r.output)
     local n = 0
     for _ in hits:gmatch("HIT /hello.txt") do n = n + 1 end

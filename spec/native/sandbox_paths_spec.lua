@@ -110,6 +110,28 @@ describe("sandbox paths (workspace-write)", function()
     assert.is_true(contains(report.protected, ws .. "/sub/deeper/.git"))
   end)
 
+  it("finds a repository the host made since the last search (the search keeps what it read)",
+    function()
+      local paths = require("luxec.sandbox.paths")
+      local racy = paths.SCAN_RACY_SECS
+      paths.SCAN_RACY_SECS = 0 -- (every directory read is kept: a fresh one too)
+      local fine, err = pcall(function()
+        assert(uv.fs_mkdir(ws .. "/a", 493))
+        jail("true") -- the search reads ws and ws/a
+        local st = assert(uv.fs_stat(ws .. "/a"))
+        git_init(ws .. "/a/late")
+        -- the directory's modification time set back: its change time still moves
+        assert(uv.fs_utime(ws .. "/a", st.atime.sec, st.mtime.sec + st.mtime.nsec / 1e9))
+        local report = plant_then_commit(ws .. "/a/late/.git/hooks", ws .. "/a/late")
+        assert.is_true(contains(report.protected, ws .. "/a/late/.git"))
+        git_init(ws .. "/b")
+        report = plant_then_commit(ws .. "/b/.git/hooks", ws .. "/b")
+        assert.is_true(contains(report.protected, ws .. "/b/.git"))
+      end)
+      paths.SCAN_RACY_SECS = racy
+      assert(fine, err)
+    end)
+
   it("keeps a repository under /tmp read-only when the workspace is elsewhere", function()
     local elsewhere = assert(uv.fs_mkdtemp("/var/tmp/luxec-ws-XXXXXX"))
     local tmprepo = H.tmpdir() -- (in /tmp: a writable root of workspace-write)
@@ -238,12 +260,15 @@ describe("sandbox paths (workspace-write)", function()
     end
   end)
 
-  it("reports a protected name it could not reserve, and protect = false clears the list",
+  it("reserves a missing protected name, and protect = false clears the list",
     function()
       local _, _, report = jail("true")
-      local listed = {}
-      for _, u in ipairs(report.unprotected) do listed[u.path] = u.reason end
-      assert.truthy(listed[ws .. "/.mcp.json"]:find("^missing"))
+      assert.is_true(contains(report.reserved, ws .. "/.mcp.json"))
+      assert.is_true(contains(report.reserved, ".mcp.json"))
+      assert.is_true(contains(report.reserved, ".git"))
+      for _, u in ipairs(report.unprotected) do
+        assert.is_nil(u.path:find(ws, 1, true), u.path .. ": " .. u.reason)
+      end
       write_file(ws .. "/.mcp.json", "{}\n")
       jail("echo changed > .mcp.json", { protect = false })
       assert.equal("changed\n", read_file(ws .. "/.mcp.json"))

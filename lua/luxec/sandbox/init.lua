@@ -182,17 +182,19 @@ function M.resolve(policy, cwd, home, search)
     end
   end
   home = home or os.getenv("HOME")
-  local found = { ro = {}, unprotected = {}, repos = 0, dirs = 0 }
+  local found = { ro = {}, reserved = {}, unprotected = {}, repos = 0, dirs = 0 }
   local masks = {}
+  local list = {}
+  for _, e in ipairs(protect_defaults and paths.DEFAULT_PROTECT or {}) do list[#list + 1] = e end
+  for _, e in ipairs(protect) do list[#list + 1] = e end
+  local reserved = mode == "workspace-write" and paths.reserved_names(list) or {}
   if mode ~= "full-access" and search ~= false then
-    local list = {}
-    for _, e in ipairs(protect_defaults and paths.DEFAULT_PROTECT or {}) do list[#list + 1] = e end
-    for _, e in ipairs(protect) do list[#list + 1] = e end
     found = paths.protected(roots, { home = home, scan = scan, protect = list, bases = bases })
     local keep_visible = { cwd and realpath(cwd) or nil }
     for _, r in ipairs(roots) do keep_visible[#keep_visible + 1] = r end
     for _, r in ipairs(bases) do keep_visible[#keep_visible + 1] = r end
     masks = paths.masks(deny_defaults, deny, keep_visible, home)
+    for _, p in ipairs(found.reserved) do reserved[#reserved + 1] = p end
   end
   -- resource limits: checked apart (luxec.sandbox.limits), whatever the mode
   local lim = limits.resolve(policy.limits)
@@ -208,6 +210,7 @@ function M.resolve(policy, cwd, home, search)
     roots = roots,
     unix_sockets = unix_sockets,
     ro_paths = found.ro,
+    reserved = reserved,
     masks = masks,
     unprotected = found.unprotected,
     git_repos = found.repos,
@@ -273,7 +276,8 @@ end
 M.home_of = paths.home_of
 
 --- Add to a session's sandbox report (status().sandbox) what its mount namespace changed:
---- `protected` (kept read-only), `masked` (deny_read: reads as empty), and `unprotected`
+--- `protected` (kept read-only), `masked` (deny_read: reads as empty), `reserved` (names
+--- and missing paths the supervisor refuses to make in a writable root), and `unprotected`
 --- (paths that could not be kept read-only, with the reason). Without a mount namespace
 --- (best_effort) none of it was applied: the lists are empty and `unprotected` says so.
 ---@param report table  from the core
@@ -295,6 +299,8 @@ function M.annotate(report, spec, proxy)
   local applied = report.layers and report.layers.mountns
   report.protected = applied and spec.ro_paths or {}
   report.masked = applied and spec.masks or {}
+  -- names the supervisor refuses to make (its listener is there in the restricted modes)
+  report.reserved = report.layers and report.layers.notify and spec.reserved or {}
   local un = {}
   for i, u in ipairs(spec.unprotected or {}) do un[i] = u end
   if not applied then

@@ -4,6 +4,7 @@
 --- later) and what is masked (`deny_read`: secrets). The core mounts them in the session's
 --- mount namespace (src/sandbox_paths.c); everything handed to it is canonical (no symlink).
 local uv = require("luv")
+local core = require("luxec.core")
 
 local M = {}
 
@@ -192,8 +193,8 @@ local Found = {}
 Found.__index = Found
 
 local function new_found(roots)
-  return setmetatable({ roots = roots, ro = {}, seen = {}, unprotected = {}, repos = 0,
-    dirs = 0 }, Found)
+  return setmetatable({ roots = roots, ro = {}, seen = {}, unprotected = {}, reserved = {},
+    repos = 0, dirs = 0 }, Found)
 end
 
 -- Keep `path` (canonical, existing) read-only when it lies in a writable root.
@@ -204,6 +205,15 @@ function Found:keep(path)
   end
 end
 
+-- A missing path no mount can hold: its creation is refused by the supervisor instead (a
+-- new name there, or a rename or symbolic link onto a directory above it).
+function Found:reserve(path)
+  if inside_any(path, self.roots) and not self.seen["?" .. path] then
+    self.seen["?" .. path] = true
+    self.reserved[#self.reserved + 1] = path
+  end
+end
+
 function Found:cannot(path, reason)
   if inside_any(path, self.roots) and not self.seen["!" .. path] then
     self.seen["!" .. path] = true
@@ -211,10 +221,10 @@ function Found:cannot(path, reason)
   end
 end
 
--- Protect `path` (absolute, maybe missing or a symlink). A missing path cannot be reserved
--- in a writable directory without creating something there: its nearest existing ancestor
--- strictly below `top` (the directory it is relative to) is kept read-only instead; without
--- one (or without `top`) the path is reported.
+-- Protect `path` (absolute, maybe missing or a symlink). A missing path cannot be held by a
+-- mount without creating something there: its nearest existing ancestor strictly below `top`
+-- (the directory it is relative to) is kept read-only instead; without one (or without
+-- `top`) the path is reserved: the supervisor refuses to make it.
 function Found:protect(path, top)
   local root = inside_any(path, self.roots)
   if not root then return end
@@ -238,20 +248,23 @@ function Found:protect(path, top)
       if ust.type == "directory" then
         self:keep(uv.fs_realpath(up) or up)
       else
-        self:cannot(path, "missing, below something that is not a directory")
+        self:reserve(path)
       end
       return
     end
     up = dirname(up)
   end
-  self:cannot(path, "missing: the kernel cannot reserve a name in a writable directory")
+  self:reserve(path)
 end
 
 -- git config: the values of `core.hooksPath` and of include paths, in file order.
 local function config_values(file)
   local fd = io.open(file, "rb")
   if not fd then return {} end
-  local text = fd:read(1 << 20) or ""
+  -- (its size first: a read of 1 MiB makes a buffer of that size, at every spawn)
+  local size = math.min(fd:seek("end") or 0, 1 << 20)
+  fd:seek("set")
+  local text = size > 0 and fd:read(size) or ""
   fd:close()
   local out, section = {}, ""
   for line in (text:gsub("\\\r?\n", "")):gmatch("[^\n]+") do
@@ -379,56 +392,67 @@ function Found:dotgit(dir, typ, ctx)
   end
 end
 
+-- The last search of each root (and depth): what each directory held, with its times.
+local scan_cache = {}
+
+--- A directory read less than this many seconds after its last change is read again at the
+--- next search (two changes within one tick of a file system's clock can leave one time).
+M.SCAN_RACY_SECS = 2
+
 -- Find every repository below `root`: directories breadth first up to the depth bound, no
--- symlink followed; each directory is read once (getdents, no stat per entry).
+-- symlink followed; each directory is read once (getdents, no stat per entry: the core's
+-- walk, as this runs at every spawn over trees such as a shared /tmp), and not again at the
+-- next search while its times say it did not change.
 function Found:scan(root, scan, ctx)
-  local queue, depth, head, tail = { root }, { 0 }, 1, 1
-  while head <= tail do
-    local dir, d = queue[head], depth[head]
-    queue[head], depth[head] = nil, nil
-    head = head + 1
-    self.dirs = self.dirs + 1
-    if self.dirs > scan.dirs then
-      return false, ("read %d directories and did not reach the end (at %s)"):format(scan.dirs,
-        dir), "dirs"
-    end
+  local key = root .. "\0" .. scan.depth
+  local hits, read, at = core.sandbox_scan(root, scan.depth, scan.dirs - self.dirs,
+    scan_cache[key], M.SCAN_RACY_SECS)
+  if hits then
+    scan_cache[key] = at -- (the directories read: unchanged ones are not read again)
+  end
+  if not hits then
+    return false, ("read %d directories and did not reach the end (at %s)"):format(scan.dirs,
+      at), "dirs"
+  end
+  self.dirs = self.dirs + read
+  for _, h in ipairs(hits) do
     if self.repos > scan.repos then
-      return false, ("found more than %d repositories (at %s)"):format(scan.repos, dir), "repos"
+      return false, ("found more than %d repositories (at %s)"):format(scan.repos, h.dir),
+        "repos"
     end
-    local entries = list_dir(dir)
-    if entries then
-      local has = {}
-      local subdirs = {}
-      for _, e in ipairs(entries) do
-        local name, typ = e.name, e.type
-        if typ == nil or typ == "unknown" then
-          local st = uv.fs_lstat(join(dir, name))
-          typ = st and st.type or "unknown"
-        end
-        if name == ".git" then
-          self:dotgit(dir, typ, ctx)
-        elseif typ == "directory" then
-          subdirs[#subdirs + 1] = name
-        end
-        if name == "HEAD" or name == "objects" or name == "refs" then has[name] = typ end
-      end
-      if has.HEAD == "file" and has.objects == "directory" and has.refs == "directory" then
-        self:repo(dir, nil, ctx) -- a bare repository, or a git directory by another name
-      elseif d < scan.depth then
-        for _, name in ipairs(subdirs) do
-          tail = tail + 1
-          queue[tail], depth[tail] = join(dir, name), d + 1
-        end
-      end
+    if h.bare then
+      self:repo(h.dir, nil, ctx) -- a bare repository, or a git directory by another name
+    else
+      self:dotgit(h.dir, h.type, ctx)
     end
   end
+  if self.repos > scan.repos then
+    return false, ("found more than %d repositories (in %s)"):format(scan.repos, root), "repos"
+  end
   return true
+end
+
+--- The names refused anywhere in a writable root: `.git` (a repository the host's git would
+--- use) and each `protect` entry that is a single relative name.
+---@param protect string[]
+---@return string[]
+function M.reserved_names(protect)
+  local out, seen = { ".git" }, { [".git"] = true }
+  for _, e in ipairs(protect) do
+    local name = e:gsub("/+$", "")
+    if name ~= "" and not name:find("/") and not seen[name:lower()] then
+      seen[name:lower()] = true
+      out[#out + 1] = name
+    end
+  end
+  return out
 end
 
 --- What stays read-only inside the writable roots `roots` (canonical): every repository
 --- found, its hooks directory and config includes, and the `protect` entries (absolute, or
 --- relative to each of `bases`: the workspace and the configured roots).
----@return {ro: string[], unprotected: table[], repos: integer, dirs: integer}
+---@return {ro: string[], reserved: string[], unprotected: table[], repos: integer,
+---  dirs: integer}
 function M.protected(roots, o)
   local f = new_found(roots)
   if #roots == 0 then return f end

@@ -1,0 +1,243 @@
+/* notify_create.c: calls that make a name (mkdir, mknod, symlink, link, rename, open with
+ * O_CREAT), performed by the host. Judging the name and answering CONTINUE is no
+ * enforcement: the kernel reads the path from the caller's memory again, and another thread
+ * can change it in between (a name judged "x" becomes ".git"). So the host makes the call
+ * itself, on the directory the walk reached (a descriptor in the sandbox's mount namespace:
+ * its read-only mounts hold) with its own copy of the name, as the caller would: with the
+ * caller's umask, without the host's capabilities (the sandboxed process has none), and
+ * answers with the result; an opened file goes to the caller with SECCOMP_ADDFD. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "notify_int.h"
+
+static __thread int own_fs = -1; /* this thread has a umask of its own */
+
+static int caller_umask(pid_t tid) {
+  char path[48], buf[2048];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  const char *u = strstr(buf, "\nUmask:");
+  return u == NULL ? -1 : (int)strtol(u + 7, NULL, 8);
+}
+
+/* As the caller: its umask, no effective capability. 0, or -errno. */
+int emu_begin(sbx_call *c, emu_state *s) {
+  s->dropped = 0;
+  if (own_fs < 0) own_fs = unshare(CLONE_FS) == 0;
+  if (!own_fs) return -EPERM;
+  int um = caller_umask((pid_t)c->req->pid);
+  if (um < 0) return -ESRCH;
+  umask((mode_t)um);
+  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+  if (syscall(SYS_capget, &h, s->caps) < 0) return -errno;
+  if (s->caps[0].effective == 0 && s->caps[1].effective == 0) return 0;
+  struct __user_cap_data_struct none[2];
+  memcpy(none, s->caps, sizeof none);
+  none[0].effective = none[1].effective = 0;
+  if (syscall(SYS_capset, &h, none) < 0) return -errno;
+  s->dropped = 1;
+  return 0;
+}
+
+void emu_end(emu_state *s) {
+  if (!s->dropped) return;
+  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+  syscall(SYS_capset, &h, s->caps);
+  s->dropped = 0;
+}
+
+/* Answer with rc (a syscall's result: -1 and errno, or 0). */
+void emu_answer(sbx_call *c, int rc) {
+  answer(c, rc < 0 ? errno : 0);
+}
+
+/* Hand the host's descriptor fd (closed here) to the caller as the call's result. */
+void emu_give_fd(sbx_call *c, int fd, int cloexec) {
+  struct seccomp_notif_addfd a;
+  memset(&a, 0, sizeof a);
+  a.id = c->req->id;
+  a.flags = SECCOMP_ADDFD_FLAG_SEND;
+  a.srcfd = (__u32)fd;
+  a.newfd_flags = cloexec ? O_CLOEXEC : 0;
+  int rc = ioctl(c->m->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &a);
+  int e = errno;
+  close(fd);
+  if (rc >= 0 || e == ENOENT) {
+    c->handed_off = 1; /* answered (or the caller is gone) */
+    return;
+  }
+  answer(c, e == EINPROGRESS ? EBADF : e); /* EMFILE: the caller's limit */
+}
+
+/* The caller's controlling terminal, opened again through one of its descriptors on it
+ * (what its open of /dev/tty names); -1 with errno ENXIO when it has none there. */
+static int caller_tty(pid_t tid, int flags) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+  if (fd >= 0) close(fd);
+  if (n <= 0) return errno = ENXIO, -1;
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')');
+  unsigned long long tty = 0;
+  if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %llu", &tty) != 1 || tty == 0)
+    return errno = ENXIO, -1;
+  for (int i = 0; i < 256; i++) {
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)tid, i);
+    if (stat(path, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == (dev_t)tty)
+      return open(path, (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_NOCTTY | O_CLOEXEC);
+  }
+  return errno = ENXIO, -1;
+}
+
+typedef struct pending_open {
+  sbx_monitor *m;
+  uint64_t id;
+  int opath, flags;
+} pending_open;
+
+/* A fifo opened for writing waits for a reader: on a thread of its own, so the session's
+ * other calls (the reader's among them) keep being served; it looks every 10 ms. */
+static void *fifo_thread(void *arg) {
+  pending_open *po = arg;
+  char self[48];
+  snprintf(self, sizeof self, "/proc/self/fd/%d", po->opath);
+  int want = (po->flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_NOCTTY | O_CLOEXEC | O_NONBLOCK;
+  int fd;
+  /* tried again until a reader comes or the caller is gone (a blocking open would outlive
+   * a session whose processes were killed) */
+  while ((fd = open(self, want)) < 0 && errno == ENXIO) {
+    uint64_t id = po->id;
+    if (ioctl(po->m->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0) break;
+    poll(NULL, 0, 10);
+  }
+  if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  struct seccomp_notif_resp resp;
+  memset(&resp, 0, sizeof resp);
+  resp.id = po->id;
+  if (fd < 0) {
+    resp.error = -errno;
+    ioctl(po->m->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+  } else {
+    struct seccomp_notif_addfd a;
+    memset(&a, 0, sizeof a);
+    a.id = po->id;
+    a.flags = SECCOMP_ADDFD_FLAG_SEND;
+    a.srcfd = (__u32)fd;
+    a.newfd_flags = (po->flags & O_CLOEXEC) ? O_CLOEXEC : 0;
+    if (ioctl(po->m->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &a) < 0 && errno != ENOENT) {
+      resp.error = -errno;
+      ioctl(po->m->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+    }
+    close(fd);
+  }
+  close(po->opath);
+  sbx_monitor_release(po->m);
+  free(po);
+  return NULL;
+}
+
+/* Open the existing object at (dirfd, name), or the object dirfd itself when name is NULL
+ * (reached through a magic link), for an open with O_CREAT that found it; answered. */
+void emu_open_existing(sbx_call *c, int dirfd, const char *name, int flags, const struct stat *st) {
+  pid_t tid = (pid_t)c->req->pid;
+  int cloexec = (flags & O_CLOEXEC) != 0;
+  if (S_ISDIR(st->st_mode)) {
+    answer(c, EISDIR);
+    return;
+  }
+  if (S_ISSOCK(st->st_mode)) {
+    answer(c, ENXIO);
+    return;
+  }
+  if (S_ISCHR(st->st_mode) && st->st_rdev == makedev(5, 0)) { /* /dev/tty: the caller's */
+    int fd = caller_tty(tid, flags);
+    if (fd < 0) {
+      answer(c, errno);
+      return;
+    }
+    {
+      emu_give_fd(c, fd, cloexec);
+      return;
+    }
+  }
+  int opath = name == NULL ? fcntl(dirfd, F_DUPFD_CLOEXEC, 0)
+                           : openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (opath < 0) {
+    answer(c, errno);
+    return;
+  }
+  char self[48];
+  snprintf(self, sizeof self, "/proc/self/fd/%d", opath);
+  int want = (flags & ~(O_CREAT | O_EXCL)) | O_NOCTTY | O_CLOEXEC;
+  if (S_ISFIFO(st->st_mode) && !(flags & O_NONBLOCK)) {
+    int fd = open(self, want | O_NONBLOCK);
+    if (fd >= 0) { /* a reader (or a writer) is there: no wait */
+      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      close(opath);
+      {
+        emu_give_fd(c, fd, cloexec);
+        return;
+      }
+    }
+    if (errno != ENXIO) {
+      int e = errno;
+      close(opath);
+      {
+        answer(c, e);
+        return;
+      }
+    }
+    pending_open *po = malloc(sizeof *po);
+    pthread_t t;
+    pthread_attr_t at;
+    if (po != NULL) {
+      *po = (pending_open){.m = c->m, .id = c->req->id, .opath = opath, .flags = flags};
+      sbx_monitor_retain(c->m);
+      pthread_attr_init(&at);
+      pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+      int rc = pthread_create(&t, &at, fifo_thread, po);
+      pthread_attr_destroy(&at);
+      if (rc == 0) {
+        c->handed_off = 1;
+        return;
+      }
+      sbx_monitor_release(c->m);
+      free(po);
+    }
+    close(opath);
+    {
+      answer(c, EAGAIN);
+      return;
+    }
+  }
+  int fd = open(self, want);
+  int e = errno;
+  close(opath);
+  if (fd < 0) {
+    answer(c, e);
+    return;
+  }
+  emu_give_fd(c, fd, cloexec);
+}
