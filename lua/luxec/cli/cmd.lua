@@ -134,12 +134,16 @@ commands.serve = {
   description = "Serves JSON-RPC (Codex's exec-server protocol, with luxec's additions) "
     .. "on stdin and stdout, one message per line, or on a unix socket with --listen. "
     .. "On stdio the sessions end when stdin ends; on a socket they outlive the clients "
-    .. "until the server gets SIGTERM.",
+    .. "until the server gets SIGTERM. Only clients of the server's own uid are served.",
   epilog = "From Lua: luxec.remote.connect{command = {\"ssh\", \"-T\", \"host\", "
     .. "\"luxec\", \"serve\"}}\nExit status: 0 when stdin closed or after SIGTERM, 1 when "
     .. "it cannot serve, 2 for bad arguments.",
   options = {
     { "--listen", arg = "unix:PATH", help = "serve clients on this unix socket (mode 0600)" },
+    { "--daemon", help = "the lasting local server: listen on $XDG_RUNTIME_DIR/luxec/"
+      .. "serve.sock (else /tmp/luxec-UID/serve.sock; or --listen's) and exit when idle" },
+    { "--idle", arg = "SECONDS", positive = true, help = "with --daemon: exit after SECONDS "
+      .. "with no client and no running session (default 60)" },
     { "--sandbox", arg = "MODE", help = "run every process under this policy: read-only or "
       .. "workspace-write (the current directory; network denied); default full-access" },
     { "--max-queued", arg = "BYTES", positive = true, help = "a client with more than BYTES "
@@ -151,7 +155,12 @@ commands.serve = {
 
 --- luxec serve [--listen unix:PATH] [--sandbox MODE]: the exec-server (luxec.serve).
 function commands.serve.run(values)
+  if values.idle and not values.daemon then
+    io.stderr:write("luxec serve: --idle needs --daemon\n")
+    return 2
+  end
   return require("luxec.serve").main({ listen = values.listen, sandbox = values.sandbox,
+    daemon = values.daemon, idle = values.idle,
     max_queued = values.max_queued and math.floor(values.max_queued) })
 end
 

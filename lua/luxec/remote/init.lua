@@ -234,8 +234,9 @@ end
 
 --- Start argv on the host: the same options as luxec.spawn where the protocol carries them
 --- (env as the exact environment, cwd, arg0, tty, stdin, stderr, head, tail, log, sandbox,
---- grace_ms). Returns the Process, or nil and a message.
-function Host:spawn(argv, opts)
+--- grace_ms). `extra.meta`: a table kept with the session by the server (process/list and
+--- attach show it). Returns the Process, or nil and a message.
+function Host:spawn(argv, opts, extra)
   local ok, err = pcall(options.check, "spawn", argv, opts)
   if not ok then error(err, 2) end
   opts = opts or {}
@@ -254,7 +255,7 @@ function Host:spawn(argv, opts)
     luxec = { sandbox = opts.sandbox, head = opts.head, tail = opts.tail, log = opts.log,
       grace_ms = opts.grace_ms, stderr = not tty and (opts.stderr or "merge") or nil,
       rows = type(tty) == "table" and tty.rows or nil,
-      cols = type(tty) == "table" and tty.cols or nil } }
+      cols = type(tty) == "table" and tty.cols or nil, meta = extra and extra.meta } }
   if opts.env then
     params.env = {}
     for k, v in pairs(opts.env) do
@@ -348,6 +349,17 @@ function Host:list()
   local r, err = self.conn:call("process/list", {})
   if not r then return nil, err end
   return r.processes
+end
+
+--- The server's own state: {pid, uid, sessions, running, clients, ageMs, host}.
+function Host:status()
+  return self.conn:call("server/status", {})
+end
+
+--- A host on the local daemon (luxec.serve.daemon), started when none answers: opts
+--- socket, idle (seconds), start_timeout. Returns the host, or nil and a message.
+function M.daemon(opts)
+  return require("luxec.serve.daemon").connect(opts)
 end
 
 --- Close the connection. Over a command (ssh ... luxec serve) the server then ends every

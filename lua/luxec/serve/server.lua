@@ -41,6 +41,7 @@ function M.new(opts)
     sessions = {}, -- processId -> session
     finished = {}, -- processIds of finished sessions, oldest first
     conns = {},
+    started_ms = uv.now(),
     sandbox = opts.sandbox,
     workspace = opts.workspace or uv.cwd(),
     retain = opts.retain or M.defaults.retain,
@@ -206,7 +207,7 @@ function Server:adopt(id, p, conn, info)
     id = id, p = p, argv = info.argv, tty = info.tty, pipe_stdin = info.pipe_stdin,
     streams = info.streams or 1,
     subs = {}, chunks = {}, first = 1, held = 0, next_seq = 1, waiters = {}, totals = { 0, 0 },
-    exited = false, closed = false, started_ms = uv.now(),
+    exited = false, closed = false, started_ms = uv.now(), meta = info.meta,
   }
   s.subs[conn] = true
   self.sessions[id] = s
@@ -264,6 +265,15 @@ function Server:adopt(id, p, conn, info)
     wake(s)
   end)
   return s
+end
+
+--- Whether the server is idle: no client connected and no session running.
+function Server:idle()
+  if next(self.conns) then return false end
+  for _, s in pairs(self.sessions) do
+    if not s.exited then return false end
+  end
+  return true
 end
 
 --- Drop a session (its process is ended first if it still runs).
