@@ -124,16 +124,16 @@ end
 ---@param opts {socket: string|nil, idle: number|nil, start_timeout: number|nil}|nil
 function M.connect(opts)
   opts = opts or {}
-  local path, err = opts.socket, nil
+  local path = opts.socket
   if not path then
+    local err
     path, err = M.socket()
     if not path then return nil, "luxec daemon: " .. err end
   end
   local remote = require("luxec.remote")
   local target = { socket = path, name = opts.name or "the luxec daemon" }
   if not try_connect(path) then
-    local ok
-    ok, err = start(path, opts)
+    local ok, err = start(path, opts)
     if not ok then return nil, "luxec daemon: " .. err end
   end
   return remote.connect(target)
