@@ -101,6 +101,9 @@ commands.mcp = {
     { "--check-config", arg = "FILE", optional = true,
       help = "check FILE (or --config's, or the defaults), print the effective "
         .. "configuration and exit" },
+    { "--daemon", help = "run the sessions on the local daemon (luxec serve --daemon, "
+      .. "started when none runs): they outlive this server, which takes them back when it "
+      .. "starts again (the config key daemon = true does the same)" },
   },
   arguments = {},
 }
@@ -122,6 +125,7 @@ function commands.mcp.run(values)
     io.stderr:write("luxec mcp: ", err, "\n")
     return 1
   end
+  if values.daemon and not cfg.daemon then cfg.daemon = true end
   if check then
     io.write(config.describe(cfg))
     return 0

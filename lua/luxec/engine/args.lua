@@ -73,7 +73,7 @@ function M.exec(args)
   local err
   for _, f in ipairs({ { "cmd", "string" }, { "workdir", "string" }, { "shell", "string" },
     { "login", "boolean" }, { "tty", "boolean" }, { "clean", "boolean" },
-    { "input", "string" } }) do
+    { "input", "string" }, { "host", "string" } }) do
     a[f[1]], err = policy.arg(args, f[1], f[2], { required = f[1] == "cmd" })
     if err then return nil, err end
   end

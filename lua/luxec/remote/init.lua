@@ -40,6 +40,10 @@ end
 function Conn:_line(line)
   local msg = json.decode(line)
   if type(msg) ~= "table" then return end
+  if msg.method == nil and (msg.id == nil or msg.id == json.null) and type(msg.error) == "table"
+  then -- an error about no request: the server refuses this client (and hangs up)
+    return self:_lost(("%s: %s"):format(self.name, tostring(msg.error.message)))
+  end
   if msg.id ~= nil and msg.method == nil then
     local cb = self.pending[msg.id]
     self.pending[msg.id] = nil
