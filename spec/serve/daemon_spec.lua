@@ -160,6 +160,55 @@ describe("luxec serve --daemon", function()
   end)
 end)
 
+describe("luxec ps", function()
+  before_each(function()
+    run_dir = H.tmpdir()
+    uv.fs_chmod(run_dir, 448)
+    uv.os_setenv("XDG_RUNTIME_DIR", run_dir)
+  end)
+  after_each(function()
+    stop_daemon()
+    if saved_xdg then uv.os_setenv("XDG_RUNTIME_DIR", saved_xdg)
+    else uv.os_unsetenv("XDG_RUNTIME_DIR") end
+    H.rmtree(run_dir)
+    H.assert_clean()
+  end)
+
+  it("says no daemon runs (and starts none), then lists the daemon's sessions", function()
+    local r = H.run({ "ps" })
+    assert.same({ 0, ("no daemon runs (no socket %s/luxec/serve.sock)\n"):format(run_dir) },
+      { r.code, r.stdout })
+    assert.is_nil(uv.fs_lstat(run_dir .. "/luxec/serve.sock"))
+    local h = assert(remote.daemon())
+    local p = assert(h:spawn({ "sh", "-c", "read x" }, { stdin = "pipe" }, { meta = {
+      owner = "mcp:/src", session_id = 4242, cmd = "make test" } }))
+    local q = assert(h:spawn({ "sh", "-c", "exit 3" }))
+    q:wait({ timeout = 10 })
+    r = H.run({ "ps" })
+    assert.equals(0, r.code)
+    local lines = {}
+    for l in r.stdout:gmatch("[^\n]+") do lines[#lines + 1] = l end
+    assert.matches("^daemon pid %d+ on .+, 2 sessions %(1 running%), up ", lines[1])
+    assert.matches("^ID +PID +STATE +AGE +CLIENTS +HOST +OWNER +COMMAND$", lines[2])
+    local host = assert(h:status()).host
+    local function row(id)
+      for i = 3, #lines do
+        if lines[i]:find(id, 1, true) == 1 then return lines[i] end
+      end
+    end
+    assert.matches(("^%s +%d +running +%%d+s +1 +%s +mcp:/src #4242 +make test$"):format(
+      p.id:gsub("%.", "%%."), p.pid, host), row(p.id))
+    assert.matches(("^%s +%d +exited 3 +%%d+s +1 +%s +%%- +sh %%-c \"exit 3\"$"):format(
+      q.id:gsub("%.", "%%."), q.pid, host), row(q.id))
+    local j = require("cjson").decode(H.run({ "ps", "--json" }).stdout)
+    assert.equals(2, #j.sessions)
+    p:close()
+    q:close()
+    h:close()
+    assert.equals(0, H.run({ "ps", "--help" }).code)
+  end)
+end)
+
 describe("luxec mcp --daemon", function()
   local dir
   before_each(function()
@@ -199,12 +248,10 @@ describe("luxec mcp --daemon", function()
       arguments = { session_id = id, chars = "one\n", yield_time_ms = 30000,
         ["until"] = "never printed" } })
     local h = assert(remote.connect({ socket = run_dir .. "/luxec/serve.sock" }))
-    H.wait_for(function()
-      local list = assert(h:list())
-      return #list == 1 and list[1].nextSeq > 3 -- (started, the echo of one, got:one...)
-    end, 15000, "the command to take the input")
     local s = assert(h:list())[1]
     assert.equals(id, s.meta.session_id)
+    local seen = assert(h:attach(s.processId)) -- (a second client: it only looks)
+    seen:expect("tick3")
     h:close()
     uv.kill(P.pid, "sigkill")
     P:wait_exit()

@@ -6,7 +6,7 @@ local args = require("luxec.cli.args")
 local M = {}
 
 --- The subcommands in the order `luxec --help` lists them (src/main.c keeps the same list).
-M.names = { "mcp", "serve", "sandbox-check", "play" }
+M.names = { "mcp", "serve", "ps", "sandbox-check", "play" }
 
 ---@type table<string, luxec.cli.Command|{run: fun(values: table): integer}>
 local commands = {}
@@ -166,6 +166,27 @@ function commands.serve.run(values)
   return require("luxec.serve").main({ listen = values.listen, sandbox = values.sandbox,
     daemon = values.daemon, idle = values.idle,
     max_queued = values.max_queued and math.floor(values.max_queued) })
+end
+
+commands.ps = {
+  summary = "list the sessions of the local daemon (luxec serve --daemon)",
+  description = "Lists the sessions the local daemon holds: id, pid, state, age, clients "
+    .. "attached, host, owner (an MCP server and its session number) and command. The "
+    .. "daemon is asked over its socket ($XDG_RUNTIME_DIR/luxec/serve.sock, else "
+    .. "/tmp/luxec-UID/serve.sock) and never started to answer.",
+  epilog = "From Lua: luxec.remote.daemon():attach(ID) takes a session up again.\n"
+    .. "Exit status: 0 (also when no daemon runs), 1 when the daemon cannot be asked, 2 for "
+    .. "bad arguments.",
+  options = {
+    { "--socket", arg = "PATH", help = "ask the server on this socket instead" },
+    { "--json", help = "print one JSON object: {daemon, sessions}" },
+  },
+  arguments = {},
+}
+
+--- luxec ps [--socket PATH] [--json]: the daemon's sessions (luxec.serve.ps).
+function commands.ps.run(values)
+  return require("luxec.serve.ps").main({ socket = values.socket, json = values.json })
 end
 
 commands.play = {
