@@ -121,8 +121,13 @@ function M.spawn(srv)
       local h, err = host_conn(srv, info.host)
       if not h then return nil, err end
       -- the host's own environment, directory (unless named) and policy (its server's)
+      local wd = info.workdir
+      if wd and wd:sub(1, 1) ~= "/" then
+        return nil, ("host %s: workdir must be an absolute path there (got %q)"):format(
+          info.host, wd)
+      end
       local o = { tty = opts.tty, stdin = opts.stdin, head = opts.head, tail = opts.tail,
-        grace_ms = opts.grace_ms, cwd = info.workdir and opts.cwd or nil }
+        grace_ms = opts.grace_ms, cwd = wd }
       return h:spawn(argv, o)
     end
     if not srv.cfg.daemon then return process.spawn(argv, opts) end
