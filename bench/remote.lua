@@ -1,6 +1,6 @@
 --- Remote sessions over ssh (luxec.remote), one measurement a run; prints key=value lines.
 ---   luxec bench/remote.lua w4 N SSH_ARGV...      N round trips through `cat` on a remote
----                                                PTY (as bench/w4.lua does locally)
+---                                                PTY, each waited for with p:expect
 ---   luxec bench/remote.lua fan N SSH_ARGV... -- SSH_ARGV... -- ...
 ---                                                N `true` spread over the hosts, one
 ---                                                connection each, all at once
@@ -37,18 +37,8 @@ local function w4(argv)
   local t0 = uv.hrtime()
   for i = 0, n - 1 do
     local line = ("rt%06d"):format(i)
-    local want = 2 * (#line + 2)
     assert(p:write(line .. "\n"))
-    local got = p:read()
-    while #got < want do
-      if not p:wait_output({ timeout = 10 }) or p:finished() then
-        error(("no copy of %s: got %q"):format(line, got))
-      end
-      got = got .. p:read()
-    end
-    if got ~= line .. "\r\n" .. line .. "\r\n" then
-      error(("round trip %d: unexpected output %q"):format(i, got))
-    end
+    p:expect(line .. "\r\n" .. line .. "\r\n", { timeout = 10 })
   end
   local secs = (uv.hrtime() - t0) / 1e9
   p:close()
@@ -93,16 +83,15 @@ local function pipe(argv)
     local data = #piece <= n - sent and piece or piece:sub(1, n - sent)
     sent = sent + #data
     inflight = inflight + #data
-    conn:send_call("process/write", { processId = p.id,
-      chunk = require("luxec.serve.base64").encode(data) }, function(r, err)
-        assert(r and r.status == "accepted", err or (r and r.status))
-        inflight = inflight - #data
-        if waiting and inflight <= window then
-          local w = waiting
-          waiting = nil
-          w()
-        end
-      end)
+    conn:send_call("process/write", { processId = p.id }, function(r, err)
+      assert(r and r.status == "accepted", err or (r and r.status))
+      inflight = inflight - #data
+      if waiting and inflight <= window then
+        local w = waiting
+        waiting = nil
+        w()
+      end
+    end, require("luxec.serve.base64").encode(data))
     if inflight > window then
       require("luxec.sched").suspend(function(wake) waiting = wake end)
     end

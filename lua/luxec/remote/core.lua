@@ -213,13 +213,12 @@ end
 function Core:write(data)
   if self.exited then return nil, "EPIPE: the session ended", "EPIPE" end
   if self.write_error then return nil, self.write_error, "EPIPE" end
-  self.conn:send_call("process/write", { processId = self.id, chunk = base64.encode(data) },
-    function(r, err)
-      if not r then self.write_error = err
-      elseif r.status ~= "accepted" then
-        self.write_error = "EPIPE: " .. ((r.luxec or {}).error or r.status)
-      end
-    end)
+  self.conn:send_call("process/write", { processId = self.id }, function(r, err)
+    if not r then self.write_error = err
+    elseif r.status ~= "accepted" then
+      self.write_error = "EPIPE: " .. ((r.luxec or {}).error or r.status)
+    end
+  end, base64.encode(data))
   return #data
 end
 

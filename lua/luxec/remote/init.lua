@@ -4,6 +4,7 @@
 --- `spawn` gives the same Process as luxec.spawn, driven through the exec-server protocol.
 local core_mod = require("luxec.remote.core")
 local json = require("luxec.json")
+local proto = require("luxec.serve.protocol")
 local options = require("luxec.process.options")
 local process = require("luxec.process")
 local sched = require("luxec.sched")
@@ -81,14 +82,20 @@ function Conn:_lost(why)
   for _, c in pairs(self.cores) do c:_lost(why) end
 end
 
---- Send a request; `cb(result)` or `cb(nil, message, code)` later.
-function Conn:send_call(method, params, cb)
+--- Send a request; `cb(result)` or `cb(nil, message, code)` later. `chunk`: base64 bytes
+--- sent as params.chunk (spliced in, not escaped).
+function Conn:send_call(method, params, cb, chunk)
   if self.lost then return cb(nil, self.lost) end
   self.next_id = self.next_id + 1
   self.pending[self.next_id] = cb
   self:hold(1)
-  self.transport.write(json.encode({ id = self.next_id, method = method, params = params })
-    .. "\n")
+  local msg = { id = self.next_id, method = method, params = params }
+  if chunk then
+    params.chunk = ""
+    self.transport.write(proto.encode_chunked(msg, chunk))
+  else
+    self.transport.write(json.encode(msg) .. "\n")
+  end
 end
 
 --- A request, waited for: the result, or nil and a message naming the host.

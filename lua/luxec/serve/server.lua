@@ -191,12 +191,17 @@ local function wake(s)
 end
 
 -- Push a notification to every subscriber; output only to those keeping up.
--- (`extra`: luxec's fields, for the connections that asked for them at initialize)
-local function push(self, s, method, params, droppable, extra)
+-- (`extra`: luxec's fields, for the connections that asked for them at initialize; `chunk`:
+-- the base64 bytes of params.chunk, spliced in)
+local function push(self, s, method, params, droppable, extra, chunk)
   for c in pairs(s.subs) do
     if not (droppable and c.queued() > self.max_queued) then
       params.luxec = c.extras and extra or nil
-      c:send(proto.notification(method, params))
+      if chunk then
+        if c.open then c._write(proto.encode_chunked(proto.notification(method, params), chunk)) end
+      else
+        c:send(proto.notification(method, params))
+      end
     end
   end
 end
@@ -234,7 +239,7 @@ function Server:adopt(id, p, conn, info)
       s.first = 1
     end
     push(self, s, "process/output", { processId = id, seq = seq, stream = chunk.stream,
-      chunk = base64.encode(data) }, true, { offset = offset })
+      chunk = "" }, true, { offset = offset }, base64.encode(data))
   end
   p:on("output", function(_, stream)
     local data, dropped, gap_at = readers[stream].read()
