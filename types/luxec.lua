@@ -1,7 +1,7 @@
 ---@meta luxec
 -- luacheck: ignore
 --- luxec's public Lua API for lua-language-server (LuaCATS). Never loaded: it describes what
---- `require("luxec")` returns, as README.md documents it (luxec.sandbox.lua and
+--- `require("luxec")` returns, as the guides in docs/ document it (luxec.sandbox.lua and
 --- luxec.engine.lua beside it: those modules). .luarc.json puts this folder on the language
 --- server's library.
 

@@ -4,7 +4,6 @@ local H = require("helper")
 local R = require("mcp.raw")
 local uv = require("luv")
 local cjson = require("cjson")
-local luxec = require("luxec")
 
 local MODERN = {
   ["io.modelcontextprotocol/protocolVersion"] = "2026-07-28",
@@ -325,9 +324,12 @@ describe("luxec mcp protocol", function()
         yield_time_ms = 5000 })
       local id = r.structuredContent.session_id
       assert.is_number(id)
+      local flag = dir .. "/typed"
       local call = P:request("tools/call", { name = "write_stdin", arguments = {
-        session_id = id, chars = "sleep 2; echo after-the-cancel\n", yield_time_ms = 10000 } })
-      luxec.sleep(0.15) -- it wrote the chars and waits
+        session_id = id, chars = "touch " .. flag .. "; sleep 2; echo after-the-cancel\n",
+        yield_time_ms = 10000 } })
+      -- the chars were written: the shell ran their first command; the call waits now
+      H.wait_for(function() return uv.fs_stat(flag) ~= nil end, 10000, "the typed command")
       P:notify("notifications/cancelled", { requestId = call, reason = "spec" })
       local t0 = H.now_ms()
       assert.same({}, P:call("ping").result)

@@ -205,28 +205,3 @@ describe("text = \"codex\"", function()
     assert.is_nil(e:format(r):find("signal", 1, true))
   end)
 end)
-
-describe("the README's example of luxec's arguments", function()
-  after_each(clean_up)
-
-  it("runs and prints what its comments say", function()
-    local readme = H.read_file(H.root .. "/README.md")
-    local block = readme:match("\nFewer calls and less waiting, with luxec's arguments %b()"
-      .. ":\n\n```lua\n(.-)```")
-    assert(block, "the README has no example of luxec's arguments")
-    local printed = {}
-    local env = setmetatable({ print = function(...)
-      local parts = table.pack(...)
-      for i = 1, parts.n do parts[i] = tostring(parts[i]) end
-      printed[#printed + 1] = table.concat(parts, "   ")
-    end }, { __index = _G })
-    assert(load(block, "README", "t", env))()
-    local want = {}
-    for line in block:gmatch("%-%-> ([^\n]*)") do want[#want + 1] = line end
-    assert.equals(#want, #printed)
-    -- the port is the run's; \r\n in a comment stands for those bytes
-    assert.matches("^matched   port %d+$", printed[1])
-    assert.equals((want[2]:gsub("\\r", "\r"):gsub("\\n", "\n")), printed[2])
-    assert.equals(want[3], printed[3])
-  end)
-end)

@@ -407,8 +407,7 @@ describe("exec engine improvements", function()
       local t0 = H.now_ms()
       local poll = luxec.go(function()
         return e:write_stdin({ session_id = id, yield_time_ms = 20000 }) -- a long poll
-      end)
-      luxec.sleep(0.1)
+      end) -- a task runs until its first wait: the poll waits when go returns
       assert.is_true(e:interrupt(id))
       local ok, res = poll:wait()
       assert.is_true(ok)

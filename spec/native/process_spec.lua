@@ -27,7 +27,6 @@ describe("luxec.spawn with pipes", function()
     for _, opts in ipairs({ {}, { tty = true }, { stderr = "pipe" } }) do
       local warm = assert(luxec.spawn({ "sleep", "10" }, opts)) -- a pooled cgroup, if any
       warm:close()
-      luxec.sleep(0.02)
       local before = open_fds()
       local p = assert(luxec.spawn({ "sleep", "10" }, opts))
       assert.is_true(open_fds() > before)
@@ -108,8 +107,8 @@ describe("luxec.spawn with pipes", function()
   end)
 
   it("returns EPIPE when writing after the child closed its stdin, without dying", function()
-    local p = assert(luxec.spawn({ "sh", "-c", "exec 0<&-; sleep 0.2" }))
-    luxec.sleep(0.1)
+    local p = assert(luxec.spawn({ "sh", "-c", "exec 0<&-; echo closed; sleep 0.2" }))
+    assert(p:expect("closed", { timeout = 10 })) -- nothing holds the pipe's read end now
     local ok, msg, code = p:write(("x"):rep(100000))
     assert.is_nil(ok)
     assert.equals("EPIPE", code)

@@ -415,29 +415,6 @@ describe("network by name", function()
     assert.equals("connect", refused(r, "evil.test", port).op)
   end)
 
-  it("runs the README's example as it says", function()
-    local readme = H.read_file(H.root .. "/README.md")
-    local block = readme:match("\n### Network by name\n\n```lua\n(.-)```")
-    assert(block, "the README has no example under \"Network by name\"")
-    local want = {}
-    for line in block:gmatch("%-%-> ([^\n]*)") do
-      -- (the pids are the run's)
-      want[#want + 1] = "^" .. line:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")
-        :gsub("pid %d+", "pid %%d+") .. "$"
-    end
-    local dir = H.tmpdir()
-    H.write_file(dir .. "/example.lua", 'local luxec = require("luxec")\n' .. block)
-    -- (what it prints; stderr apart, where a sanitizer build adds its own warnings)
-    local r = luxec.run({ H.luxec, dir .. "/example.lua" }, { cwd = dir, timeout = 30,
-      env = { PATH = PATH, HOME = dir }, stderr = "pipe" })
-    H.rmtree(dir)
-    local got = {}
-    for line in r.output:gmatch("([^\n]*)\n") do got[#got + 1] = line end
-    assert.equals(#want, #got, r.output .. (r.stderr or ""))
-    for i = 1, #want do assert.matches(want[i], got[i]) end
-    assert.equals(0, r.code)
-  end)
-
   it("rejects a bad network policy with an error naming the entry, and spawns nothing", function()
     local cases = {
       { { allow = {} }, "'network.allow' is empty" },

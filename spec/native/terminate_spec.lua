@@ -218,6 +218,78 @@ describe("the host going away", function()
     end, 5000, "the escapees to die")
   end)
 
+  -- Processes of a sandboxed session print their own pid namespace's numbers: the sleeps are
+  -- found from outside by their command line, `sleep WORD`.
+  local function with_word(word)
+    local pids = {}
+    local req = assert(uv.fs_scandir("/proc"))
+    for name in uv.fs_scandir_next, req do
+      if name:match("^%d+$") then pids[#pids + 1] = tonumber(name) end
+    end
+    local found = {}
+    for _, pid in ipairs(pids) do
+      local cmdline = H.read_file(("/proc/%d/cmdline"):format(pid))
+      if cmdline == "sleep\0" .. word .. "\0" and H.alive(pid) then
+        found[#found + 1] = pid
+      end
+    end
+    return found
+  end
+
+  for _, user in ipairs({ { "root", {} },
+    { "an unprivileged user", { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups" } } })
+  do
+    it("SIGKILL of the host ends a sandboxed session's processes, escapees included, as "
+      .. user[1], function()
+      local usable, why = H.sandbox_usable()
+      if not usable then
+        pending(why)
+        return
+      end
+      if #user[2] > 0 and (uv.getuid() ~= 0 or not os.execute("command -v setpriv >/dev/null"))
+      then
+        pending("needs root and setpriv to drop to an unprivileged user")
+        return
+      end
+      local word = ("31%06d"):format(uv.os_getpid() % 1000000) -- sleep's argument, unique
+      local dir = H.tmpdir()
+      assert(uv.fs_chmod(dir, tonumber("777", 8)))
+      local script = ([[
+        local luxec = require("luxec")
+        local p = assert(luxec.spawn({ "sh", "-c",
+          "setsid sleep %s & (sleep %s &) ; nohup sleep %s >/dev/null 2>&1 & echo started" },
+          { cwd = %q, sandbox = { mode = "workspace-write", workspace = %q }, cgroup = false }))
+        assert(p:expect("started", { timeout = 20 }))
+        print("host ready")
+        io.stdout:flush()
+        luxec.sleep(60)
+      ]]):format(word, word, word, dir, dir)
+      local args = {}
+      for _, a in ipairs(user[2]) do args[#args + 1] = a end
+      args[#args + 1] = H.luxec
+      args[#args + 1] = "-e"
+      args[#args + 1] = script
+      local out, exited = {}, nil
+      local stdout = uv.new_pipe()
+      local handle = assert(uv.spawn(table.remove(args, 1), { args = args, cwd = dir,
+        stdio = { nil, stdout, 2 } }, function(code, sig) exited = { code, sig } end))
+      stdout:read_start(function(_, data) if data then out[#out + 1] = data end end)
+      H.wait_for(function() return table.concat(out):find("host ready") or exited end, 20000,
+        "the host to start its sandboxed session")
+      assert(not exited, "the host ended early: " .. table.concat(out))
+      H.wait_for(function() return #with_word(word) == 3 end, 5000,
+        "three sleeps of the sandboxed session")
+      handle:kill("sigkill")
+      H.wait_for(function() return exited end, 10000, "the host to die")
+      handle:close()
+      stdout:close()
+      uv.run("nowait")
+      H.wait_for(function() return #with_word(word) == 0 end, 5000,
+        "the sandboxed session's processes to die with the host")
+      H.rmtree(dir)
+    end)
+  end
+
   it("os.exit ends every session, escapees included", function()
     local handle, stdout, out, get_exited = host_with_escapees("os.exit(0)")
     local pids = escapee_pids(table.concat(out))

@@ -213,27 +213,6 @@ describe("a client killed with SIGKILL", function()
   end)
 end)
 
-describe("the README's luxec.remote example", function()
-  after_each(H.assert_clean)
-
-  it("prints what the README says", function()
-    local readme = H.read_file(H.root .. "/README.md")
-    local block = readme:match("\n## Sessions elsewhere:.-```lua\n(.-)```")
-    assert(block, "the README has no Lua example under \"Sessions elsewhere\"")
-    local want = {}
-    for line in block:gmatch("%-%-> ([^\n]*)") do want[#want + 1] = line end
-    local dir = H.tmpdir()
-    H.write_file(dir .. "/example.lua", 'local luxec = require("luxec")\n' .. block)
-    local r = luxec.run({ H.luxec, dir .. "/example.lua" }, { cwd = dir, timeout = 30,
-      env = { PATH = H.build .. "/bin:" .. os.getenv("PATH"), HOME = dir } })
-    H.rmtree(dir)
-    local got = {}
-    for line in r.output:gmatch("([^\n]*)\n") do got[#got + 1] = line end
-    assert.same(want, got)
-    assert.equals(0, r.code)
-  end)
-end)
-
 describe("luxec serve --listen on a socket already there", function()
   local dir
   before_each(function() dir = H.tmpdir() end)

@@ -130,6 +130,19 @@ describe("luxec.process over a fake core", function()
     p:close()
   end)
 
+  it("status says waiting for input only with nothing unread (as the engine asks it)",
+    function()
+      local p = assert(process.spawn({ "prog" }))
+      local h = fake.last
+      h.waiting, h.unread = true, 4 -- an answer written, the program not scheduled yet
+      assert.is_false(p:status().waiting_for_input)
+      h.unread = 0
+      assert.is_true(p:status().waiting_for_input)
+      h.unread = nil -- stdin that cannot be asked (closed, /dev/null): the read decides
+      assert.is_true(p:status().waiting_for_input)
+      p:close()
+    end)
+
   it("builds the environment and resolves the sandbox once per spawn", function()
     local options = require("luxec.process.options")
     local sandbox = require("luxec.sandbox")

@@ -503,7 +503,11 @@ function Process:status()
     st.sandbox.limits_hit = limits.explain(st.sandbox.limits)
   end
   if st.running then
+    -- Nothing unread first, then blocked reading: in that order both held together (input
+    -- written a moment ago and not yet read is not a wait for more).
+    local unread = self._core:input_unread()
     st.waiting_for_input, st.echo_off, st.canonical = self._core:input_state()
+    if unread ~= nil and unread > 0 then st.waiting_for_input = false end
   else
     st.waiting_for_input = false
   end

@@ -17,7 +17,7 @@ M.DEFAULT_PROTECT = {
   ".gemini",                 -- Gemini CLI settings: MCP servers
   ".vscode",                 -- tasks.json (run on folder open), launch.json, settings.json
   ".idea",                   -- JetBrains run configurations and external tools
-  ".luxec-mcp.lua",          -- luxec mcp --config (the README's name for it)
+  ".luxec-mcp.lua",          -- luxec mcp --config (docs/config.md's name for it)
   ".envrc",                  -- direnv
   ".pre-commit-config.yaml", -- pre-commit: runs at the host's next git commit
   ".husky",                  -- husky: the scripts its hooksPath runs

@@ -157,11 +157,11 @@ scenarios.concurrent = async () => {
   const { client, errors } = await connect();
   const flag = `luxec-spec-flag-${process.pid}`;
   const t0 = Date.now();
+  // sent first on the one stdio stream, so the server has the first call before the second
   const first = exec(client, {
     cmd: `while [ ! -e ${flag} ]; do sleep 0.02; done; rm -f ${flag}; echo first-done`,
     yield_time_ms: 20000,
   });
-  await sleep(200);
   const second = await exec(client, { cmd: `echo second-done; touch ${flag}` });
   const secondMs = Date.now() - t0;
   const a = await first;
@@ -178,9 +178,12 @@ scenarios.cancel = async () => {
   const marker = `${process.env.LUXEC_CWD}/cancel-marker`;
   const controller = new AbortController();
   const t0 = Date.now();
-  const pending = exec(client, { cmd: `sleep 1; echo ran > ${marker}; echo finished`,
+  const started = `${process.env.LUXEC_CWD}/cancel-started`;
+  const pending = exec(client, {
+    cmd: `touch ${started}; sleep 1; echo ran > ${marker}; echo finished`,
     yield_time_ms: 20000 }, { signal: controller.signal });
-  await sleep(300);
+  // cancelled once the command runs (its first act makes the file)
+  for (let i = 0; i < 600 && !existsSync(started); i++) await sleep(10);
   controller.abort('changed my mind');
   let abortError = null;
   try {
