@@ -39,7 +39,7 @@ function Conn:hold(delta)
 end
 
 function Conn:_line(line)
-  local msg = json.decode(line)
+  local msg = proto.decode(line)
   if type(msg) ~= "table" then return end
   if msg.method == nil and (msg.id == nil or msg.id == json.null) and type(msg.error) == "table"
   then -- an error about no request: the server refuses this client (and hangs up)

@@ -87,7 +87,7 @@ end
 --- Handle one line from the client.
 function Conn:line(text)
   if text:match("^%s*$") then return end
-  local msg, err = json.decode(text)
+  local msg, err = proto.decode(text)
   if msg == nil then
     return self:send(proto.error(nil, proto.PARSE_ERROR, "parse error: " .. tostring(err)))
   end
