@@ -234,6 +234,24 @@ describe("luxec mcp --daemon", function()
     return P
   end
 
+  it("leaves its sessions on the daemon when it ends normally; terminate_session ends one",
+    function()
+    local P = start()
+    local r = P:tool("exec_command", { cmd = "echo up; exec sleep 1000", yield_time_ms = 1000,
+      ["until"] = "up" })
+    local id = assert(r.structuredContent.session_id)
+    P:close() -- (EOF: a normal end)
+    local Q = start()
+    local list = Q:tool("list_sessions", {}).structuredContent.sessions
+    assert.same({ 1, id, true }, { #list, list[1].session_id, list[1].running })
+    local pid = list[1].pid
+    assert.is_true(H.alive(pid))
+    assert.is_true(Q:tool("terminate_session", { session_id = id }).structuredContent.terminated)
+    H.wait_for(function() return not H.alive(pid) end, 10000, "the session's end")
+    assert.same({}, Q:tool("list_sessions", {}).structuredContent.sessions)
+    Q:close()
+  end)
+
   it("keeps its sessions across a kill -9 mid-command: list_sessions shows them, write_stdin "
     .. "continues them with the output printed meanwhile", function()
     local P = start()
