@@ -79,6 +79,19 @@ describe("luxec serve --daemon", function()
     h3:close()
   end)
 
+  it("starts a session in the caller's directory and environment unless told otherwise",
+    function()
+    local h = assert(remote.daemon())
+    uv.os_setenv("LUXEC_DAEMON_SPEC", "mine")
+    local r = assert(h:run({ "sh", "-c", "pwd; echo ${LUXEC_DAEMON_SPEC:-unset}" }))
+    assert.equals(uv.cwd() .. "\nmine\n", r.output)
+    r = assert(h:run({ "sh", "-c", "pwd; echo ${LUXEC_DAEMON_SPEC:-unset}" },
+      { cwd = "/", env = { PATH = os.getenv("PATH") } }))
+    assert.equals("/\nunset\n", r.output)
+    uv.os_unsetenv("LUXEC_DAEMON_SPEC")
+    h:close()
+  end)
+
   it("replaces a stale socket left by a dead daemon", function()
     local first = assert(remote.daemon())
     local pid = assert(first:status()).pid

@@ -261,15 +261,21 @@ function Host:spawn(argv, opts, extra)
   serial = serial + 1
   local id = ("%d.%d"):format(uv.os_getpid(), serial)
   local tty = opts.tty
-  local params = { processId = id, argv = json.array(argv), cwd = opts.cwd, arg0 = opts.arg0,
+  -- (the local daemon: the caller's directory and environment unless given, as luxec.spawn)
+  local cwd, env = opts.cwd, opts.env
+  if self.local_defaults then
+    cwd = cwd or uv.cwd()
+    env = env or uv.os_environ()
+  end
+  local params = { processId = id, argv = json.array(argv), cwd = cwd, arg0 = opts.arg0,
     tty = tty and true or false, pipeStdin = opts.stdin ~= "null",
     luxec = { sandbox = opts.sandbox, head = opts.head, tail = opts.tail, log = opts.log,
       grace_ms = opts.grace_ms, stderr = not tty and (opts.stderr or "merge") or nil,
       rows = type(tty) == "table" and tty.rows or nil,
       cols = type(tty) == "table" and tty.cols or nil, meta = extra and extra.meta } }
-  if opts.env then
+  if env then
     params.env = {}
-    for k, v in pairs(opts.env) do
+    for k, v in pairs(env) do
       if v then params.env[k] = v end
     end
   end

@@ -85,7 +85,8 @@ local function start(path, opts)
   if opts.socket then args[#args + 1] = "--listen"; args[#args + 1] = "unix:" .. path end
   if opts.idle then args[#args + 1] = "--idle"; args[#args + 1] = tostring(opts.idle) end
   local exited, said = nil, ""
-  local h, err = uv.spawn(exe, { args = args, detached = true, stdio = { nil, nil, stderr } },
+  local h, err = uv.spawn(exe, { args = args, detached = true, cwd = "/",
+    stdio = { nil, nil, stderr } },
     function(code, signal) exited = { code = code, signal = signal } end)
   if not h then
     stderr:close()
@@ -119,8 +120,10 @@ local function start(path, opts)
 end
 
 --- A host (luxec.remote) on the daemon, started when none answers (a stale socket left by
---- a dead daemon is replaced). opts: socket (a path instead of the default), idle (seconds,
---- for a daemon started here), start_timeout, name. Returns the host, or nil and a message.
+--- a dead daemon is replaced). Its sessions start in the caller's directory and environment
+--- unless spawn's cwd and env say otherwise (the daemon itself runs in /). opts: socket (a
+--- path instead of the default), idle (seconds, for a daemon started here), start_timeout,
+--- name. Returns the host, or nil and a message.
 ---@param opts {socket: string|nil, idle: number|nil, start_timeout: number|nil}|nil
 function M.connect(opts)
   opts = opts or {}
@@ -136,7 +139,9 @@ function M.connect(opts)
     local ok, err = start(path, opts)
     if not ok then return nil, "luxec daemon: " .. err end
   end
-  return remote.connect(target)
+  local host, err = remote.connect(target)
+  if host then host.local_defaults = true end
+  return host, err
 end
 
 return M
