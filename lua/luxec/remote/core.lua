@@ -183,7 +183,7 @@ end
 function Core.holders() return nil end
 
 function Core:ref(on)
-  if self.reffed ~= on then
+  if (self.reffed or false) ~= on then -- (one never held lets go of nothing)
     self.reffed = on
     self.conn:hold(on and 1 or -1)
   end
