@@ -28,6 +28,7 @@ static const struct {
 } subcommands[] = {
     {"mcp", "serve MCP on stdio: exec_command, write_stdin, ... for AI agents"},
     {"serve", "serve the exec-server protocol: sessions for remote and lasting clients"},
+    {"ps", "list the sessions of the local daemon (luxec serve --daemon)"},
     {"sandbox-check", "show which sandbox layers this machine offers, by doing one spawn"},
     {"play", "replay a recorded session (asciicast v2) with its timing"},
     {NULL, NULL},

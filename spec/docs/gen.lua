@@ -182,6 +182,10 @@ local KIND = {
   string = "string", string_list = "list of strings", string_map = "table of strings",
   dir = "an existing directory", shell = "a shell (name or path)",
   sandbox = "a sandbox policy, a mode string, or false", ["function"] = "function",
+  hosts = "name = {command = argv} (or the argv): where exec_command's `host` runs "
+    .. "([remote.md](remote.md))",
+  daemon = "true, false, or {socket, owner, idle}: sessions on the local daemon "
+    .. "([remote.md](remote.md))",
 }
 
 local function value_text(v)

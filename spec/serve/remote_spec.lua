@@ -32,6 +32,12 @@ describe("luxec.remote over a command stream", function()
     H.assert_clean()
   end)
 
+  it("keeps the connection held while a call waits, after sessions closed unwaited", function()
+    for _ = 1, 3 do assert(host:spawn({ "true" })):close() end
+    local r = assert(host:run({ "sh", "-c", "echo still here" }))
+    assert.equals("still here\n", r.output)
+  end)
+
   it("reads, writes, expects and waits exactly as a local session does", function()
     local p = assert(host:spawn({ "sh", "-c", "echo hi; read x; echo got:$x; exit 4" }))
     assert.equals(1, p:expect("hi"))

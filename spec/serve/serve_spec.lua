@@ -98,7 +98,7 @@ describe("luxec serve (stdio)", function()
         "invalid params: 'tty' must be true or false (got \"yes\")" },
       { "process/start", { processId = "a", argv = { "true" }, luxec = { bogus = 1 } }, -32602,
         "invalid params: unknown field 'bogus' in 'luxec' (known: cols, grace_ms, head, log, "
-          .. "rows, sandbox, stderr, tail)" },
+          .. "meta, rows, sandbox, stderr, tail)" },
       { "process/start", { processId = "a", argv = { "/nonexistent/x" } }, -32603,
         "cannot start /nonexistent/x: ENOENT" },
       { "process/read", { processId = "nope" }, -32600, "unknown process id nope" },

@@ -6,7 +6,7 @@ local args = require("luxec.cli.args")
 local M = {}
 
 --- The subcommands in the order `luxec --help` lists them (src/main.c keeps the same list).
-M.names = { "mcp", "serve", "sandbox-check", "play" }
+M.names = { "mcp", "serve", "ps", "sandbox-check", "play" }
 
 ---@type table<string, luxec.cli.Command|{run: fun(values: table): integer}>
 local commands = {}
@@ -101,6 +101,9 @@ commands.mcp = {
     { "--check-config", arg = "FILE", optional = true,
       help = "check FILE (or --config's, or the defaults), print the effective "
         .. "configuration and exit" },
+    { "--daemon", help = "run the sessions on the local daemon (luxec serve --daemon, "
+      .. "started when none runs): they outlive this server, which takes them back when it "
+      .. "starts again (the config key daemon = true does the same)" },
   },
   arguments = {},
 }
@@ -122,6 +125,7 @@ function commands.mcp.run(values)
     io.stderr:write("luxec mcp: ", (err:gsub("\n", "\nluxec mcp: ")), "\n") -- every problem
     return 1
   end
+  if values.daemon and not cfg.daemon then cfg.daemon = true end
   if check then
     io.write(config.describe(cfg))
     return 0
@@ -134,12 +138,16 @@ commands.serve = {
   description = "Serves JSON-RPC (Codex's exec-server protocol, with luxec's additions) "
     .. "on stdin and stdout, one message per line, or on a unix socket with --listen. "
     .. "On stdio the sessions end when stdin ends; on a socket they outlive the clients "
-    .. "until the server gets SIGTERM.",
+    .. "until the server gets SIGTERM. Only clients of the server's own uid are served.",
   epilog = "From Lua: luxec.remote.connect{command = {\"ssh\", \"-T\", \"host\", "
     .. "\"luxec\", \"serve\"}}\nExit status: 0 when stdin closed or after SIGTERM, 1 when "
     .. "it cannot serve, 2 for bad arguments.",
   options = {
     { "--listen", arg = "unix:PATH", help = "serve clients on this unix socket (mode 0600)" },
+    { "--daemon", help = "the lasting local server: listen on $XDG_RUNTIME_DIR/luxec/"
+      .. "serve.sock (else /tmp/luxec-UID/serve.sock; or --listen's) and exit when idle" },
+    { "--idle", arg = "SECONDS", positive = true, help = "with --daemon: exit after SECONDS "
+      .. "with no client and no running session (default 60)" },
     { "--sandbox", arg = "MODE", help = "run every process under this policy: read-only or "
       .. "workspace-write (the current directory; network denied); default full-access" },
     { "--max-queued", arg = "BYTES", positive = true, help = "a client with more than BYTES "
@@ -151,8 +159,34 @@ commands.serve = {
 
 --- luxec serve [--listen unix:PATH] [--sandbox MODE]: the exec-server (luxec.serve).
 function commands.serve.run(values)
+  if values.idle and not values.daemon then
+    io.stderr:write("luxec serve: --idle needs --daemon\n")
+    return 2
+  end
   return require("luxec.serve").main({ listen = values.listen, sandbox = values.sandbox,
+    daemon = values.daemon, idle = values.idle,
     max_queued = values.max_queued and math.floor(values.max_queued) })
+end
+
+commands.ps = {
+  summary = "list the sessions of the local daemon (luxec serve --daemon)",
+  description = "Lists the sessions the local daemon holds: id, pid, state, age, clients "
+    .. "attached, host, owner (an MCP server and its session number) and command. The "
+    .. "daemon is asked over its socket ($XDG_RUNTIME_DIR/luxec/serve.sock, else "
+    .. "/tmp/luxec-UID/serve.sock) and never started to answer.",
+  epilog = "From Lua: luxec.remote.daemon():attach(ID) takes a session up again.\n"
+    .. "Exit status: 0 (also when no daemon runs), 1 when the daemon cannot be asked, 2 for "
+    .. "bad arguments.",
+  options = {
+    { "--socket", arg = "PATH", help = "ask the server on this socket instead" },
+    { "--json", help = "print one JSON object: {daemon, sessions}" },
+  },
+  arguments = {},
+}
+
+--- luxec ps [--socket PATH] [--json]: the daemon's sessions (luxec.serve.ps).
+function commands.ps.run(values)
+  return require("luxec.serve.ps").main({ socket = values.socket, json = values.json })
 end
 
 commands.play = {

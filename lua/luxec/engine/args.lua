@@ -109,7 +109,8 @@ function M.exec(args)
   local a = {}
   local err
   for _, f in ipairs({ { "cmd", "string" }, { "workdir", "string" }, { "shell", "string" },
-    { "login", "boolean" }, { "tty", "boolean" }, { "clean", "boolean" } }) do
+    { "login", "boolean" }, { "tty", "boolean" }, { "clean", "boolean" },
+    { "host", "string" } }) do
     a[f[1]], err = policy.arg(args, f[1], f[2], { required = f[1] == "cmd" })
     if err then return nil, err end
   end

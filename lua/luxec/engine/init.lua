@@ -142,6 +142,9 @@ function Engine:_exec(args, ctx, lim, no_sandbox)
   local cfg = self._cfg
   local a, err = args_.exec(args)
   if not a then return nil, err end
+  if a.host and cfg.spawn == process.spawn then
+    return nil, ("unknown host %q: this engine runs commands here only"):format(a.host)
+  end
   local argv, cwd = self:_argv(a)
   if not argv then return nil, cwd end
   if a.input and not (a.tty or cfg.pipe_stdin == "pipe") then
@@ -155,7 +158,7 @@ function Engine:_exec(args, ctx, lim, no_sandbox)
   id, err = self._store:reserve()
   if not id then return nil, err end
   local log
-  log, err = self:_log_path(id)
+  if not a.host then log, err = self:_log_path(id) end -- (a host's session: in its memory)
   if err then
     self._store:release(id)
     return nil, err
@@ -168,7 +171,10 @@ function Engine:_exec(args, ctx, lim, no_sandbox)
     grace_ms = cfg.drain_ms, tty = tty and { rows = cfg.rows, cols = cfg.cols } or nil,
     stdin = not tty and cfg.pipe_stdin or nil, sandbox = sandbox,
   }
-  local ok, p, serr = pcall(cfg.spawn, argv, opts)
+  -- (a front end's spawn learns the host named and what it needs to find the session again)
+  local ok, p, serr = pcall(cfg.spawn, argv, opts, { host = a.host, session_id = id,
+    cmd = a.cmd, workdir = a.workdir, tty = tty, sandboxed = sandbox ~= nil,
+    stdin_pipe = not tty and cfg.pipe_stdin == "pipe", clean = a.clean })
   if not ok or not p then
     if log then os.remove(log) end
     self._store:release(id)
@@ -179,6 +185,7 @@ function Engine:_exec(args, ctx, lim, no_sandbox)
   if do_clean == nil then do_clean = tty and cfg.clean_tty or (not tty and cfg.clean_pipe) end
   local s = {
     id = id, p = p, tty = tty, cmd = a.cmd, cwd = cwd, log = log, log_max = cfg.log_max,
+    host = a.host,
     started = start,
     input_possible = tty or cfg.pipe_stdin == "pipe", stdin_pipe = not tty
       and cfg.pipe_stdin == "pipe", sandboxed = sandbox ~= nil,

@@ -15,7 +15,8 @@ local KEEP_ENDED = 256 -- ended sessions `describe` and `read_output` still know
 --- What describe tells of a session (live or ended).
 function M.info(s, now)
   return { session_id = s.id, pid = s.p.pid, command = s.cmd, tty = s.tty, cwd = s.cwd,
-    running = not s.closed and not s.p:finished(), age_ms = now - s.started, log = s.log }
+    running = not s.closed and not s.p:finished(), age_ms = now - s.started, log = s.log,
+    host = s.host }
 end
 
 --- Remember a session the model knew that is now gone (called when it is forgotten); past

@@ -83,11 +83,13 @@ local SCHEMA = {
   on_command = "function",
   on_input = "function",
   on_denial = "function",
+  hosts = "hosts", -- (luxec.mcp.remote checks these two)
+  daemon = "daemon",
 }
 
 -- The order sections and keys are printed in (the rest follow, sorted).
 local ORDER = { "sandbox", "cwd", "shell", "login", "allow_login_shell", "env", "output", "exec",
-  "server", "on_command", "on_input", "on_denial" }
+  "server", "on_command", "on_input", "on_denial", "hosts", "daemon" }
 
 local TOOLS_TEXT = "Run shell commands with exec_command; when it returns a session_id the "
   .. "process is still running: send it input (tty=true for interactive programs) or poll it "
@@ -300,6 +302,8 @@ local function check_value(key, kind, v, base)
       fail(key, "%q is not an executable file", v)
     end
     return path
+  elseif kind == "hosts" or kind == "daemon" then
+    return require("luxec.mcp.remote")["check_" .. kind](key, v)
   elseif kind == "sandbox" then
     if v == false then return { mode = "full-access" } end
     if type(v) == "string" then v = { mode = v } end

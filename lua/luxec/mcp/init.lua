@@ -13,6 +13,7 @@ local uv = require("luv")
 local core = require("luxec.core")
 local sched = require("luxec.sched")
 local exec = require("luxec.engine")
+local remote = require("luxec.mcp.remote")
 local config = require("luxec.mcp.config")
 local json = require("luxec.json")
 local tools = require("luxec.mcp.tools")
@@ -397,6 +398,7 @@ function Server:shutdown(reason)
   self:log("info", "shutting down: " .. reason)
   if self.input then self.input:close() end
   sched.go(function()
+    remote.detach(self)
     self.engine:shutdown()
     local deadline = now_ms() + 5000
     while next(self.calls) and now_ms() < deadline do sched.sleep(5) end
@@ -424,6 +426,9 @@ function M.new(cfg, seams)
   -- the engine spawns through luxec.spawn and owns every session; the server asks it
   local ecfg = config.engine_config(cfg)
   if seams then ecfg.spawn, ecfg.clock = seams.spawn, seams.clock end
+  if not ecfg.spawn and (cfg.hosts or cfg.daemon) then -- (luxec.mcp.remote)
+    ecfg.spawn, ecfg.log_dir = remote.spawn(self), ecfg.log_dir or remote.log_dir(cfg)
+  end
   self.engine = exec.new(ecfg)
   self.instructions = config.instructions(cfg)
   return self
@@ -455,6 +460,12 @@ end
 ---@return integer
 function M.serve(cfg)
   local srv = M.new(cfg)
+  if cfg.daemon then -- the sessions an earlier run left on the daemon, before any call
+    local n, err = remote.adopt(srv)
+    if not n then srv:log("warn", err) elseif n > 0 then
+      srv:log("info", ("took back %d session(s) from the daemon"):format(n))
+    end
+  end
   sched.suspend(function(wake)
     srv.on_done = wake
     srv:start()

@@ -122,6 +122,7 @@ local function facts(cfg)
     yield = ex.exec_yield_ms, min_yield = ex.min_yield_ms, max_yield = ex.max_yield_ms,
     write_yield = ex.write_yield_ms, poll_min = ex.poll_min_ms,
     early = ex.early_return ~= false, codex = out.text == "codex",
+    hosts = cfg and cfg.hosts,
   }
 end
 
@@ -164,6 +165,14 @@ local function exec_tool(f)
     clean = bool("Strip escape sequences and keep only the final state of rewritten lines "
       .. "(default: true on pipes, false on a TTY)."),
   }
+  if f.hosts and next(f.hosts) then
+    local names = {}
+    for n in pairs(f.hosts) do names[#names + 1] = n end
+    table.sort(names)
+    props.host = { type = "string", enum = array(names), description = "Run the command on "
+      .. "this configured host (in its environment and its server's directory unless "
+      .. "workdir is given); omitted: here." }
+  end
   local early = f.early and ", when the program waits for input (a prompt, a password, a "
     .. "REPL: the result says so)" or ""
   return {
@@ -234,6 +243,7 @@ local LIST_TOOL = {
             command = { type = "string" }, tty = { type = "boolean" },
             cwd = { type = "string" }, running = { type = "boolean" },
             age_ms = { type = "number" }, log = { type = "string" },
+            host = { type = "string" },
           },
           required = array({ "session_id", "pid", "command", "tty", "cwd", "running",
             "age_ms" }),

@@ -247,10 +247,10 @@ function tools.list_sessions(srv)
   for _, s in ipairs(srv.engine:list()) do
     list[#list + 1] = { session_id = s.session_id, pid = s.pid, command = s.command,
       tty = s.tty, cwd = s.cwd, running = s.running, age_ms = math.floor(s.age_ms),
-      log = s.log }
-    lines[#lines + 1] = ("%d  %s  pid %d  %s  %.1f s  %s"):format(s.session_id,
+      log = s.log, host = s.host }
+    lines[#lines + 1] = ("%d  %s  pid %d  %s  %.1f s  %s%s"):format(s.session_id,
       s.running and "running" or "exited ", s.pid, s.tty and "tty " or "pipe",
-      s.age_ms / 1000, s.command)
+      s.age_ms / 1000, s.host and ("[" .. s.host .. "] ") or "", s.command)
   end
   local head = #list == 0 and "No open sessions" or ("%d open session%s (id, state, pid, "
     .. "stdio, age, command):"):format(#list, #list == 1 and "" or "s")

@@ -183,7 +183,7 @@ end
 function Core.holders() return nil end
 
 function Core:ref(on)
-  if self.reffed ~= on then
+  if (self.reffed or false) ~= on then -- (one never held lets go of nothing)
     self.reffed = on
     self.conn:hold(on and 1 or -1)
   end
@@ -213,13 +213,12 @@ end
 function Core:write(data)
   if self.exited then return nil, "EPIPE: the session ended", "EPIPE" end
   if self.write_error then return nil, self.write_error, "EPIPE" end
-  self.conn:send_call("process/write", { processId = self.id, chunk = base64.encode(data) },
-    function(r, err)
-      if not r then self.write_error = err
-      elseif r.status ~= "accepted" then
-        self.write_error = "EPIPE: " .. ((r.luxec or {}).error or r.status)
-      end
-    end)
+  self.conn:send_call("process/write", { processId = self.id }, function(r, err)
+    if not r then self.write_error = err
+    elseif r.status ~= "accepted" then
+      self.write_error = "EPIPE: " .. ((r.luxec or {}).error or r.status)
+    end
+  end, base64.encode(data))
   return #data
 end
 

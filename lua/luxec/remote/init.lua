@@ -4,6 +4,7 @@
 --- `spawn` gives the same Process as luxec.spawn, driven through the exec-server protocol.
 local core_mod = require("luxec.remote.core")
 local json = require("luxec.json")
+local proto = require("luxec.serve.protocol")
 local options = require("luxec.process.options")
 local process = require("luxec.process")
 local sched = require("luxec.sched")
@@ -38,8 +39,12 @@ function Conn:hold(delta)
 end
 
 function Conn:_line(line)
-  local msg = json.decode(line)
+  local msg = proto.decode(line)
   if type(msg) ~= "table" then return end
+  if msg.method == nil and (msg.id == nil or msg.id == json.null) and type(msg.error) == "table"
+  then -- an error about no request: the server refuses this client (and hangs up)
+    return self:_lost(("%s: %s"):format(self.name, tostring(msg.error.message)))
+  end
   if msg.id ~= nil and msg.method == nil then
     local cb = self.pending[msg.id]
     self.pending[msg.id] = nil
@@ -77,14 +82,20 @@ function Conn:_lost(why)
   for _, c in pairs(self.cores) do c:_lost(why) end
 end
 
---- Send a request; `cb(result)` or `cb(nil, message, code)` later.
-function Conn:send_call(method, params, cb)
+--- Send a request; `cb(result)` or `cb(nil, message, code)` later. `chunk`: base64 bytes
+--- sent as params.chunk (spliced in, not escaped).
+function Conn:send_call(method, params, cb, chunk)
   if self.lost then return cb(nil, self.lost) end
   self.next_id = self.next_id + 1
   self.pending[self.next_id] = cb
   self:hold(1)
-  self.transport.write(json.encode({ id = self.next_id, method = method, params = params })
-    .. "\n")
+  local msg = { id = self.next_id, method = method, params = params }
+  if chunk then
+    params.chunk = ""
+    self.transport.write(proto.encode_chunked(msg, chunk))
+  else
+    self.transport.write(json.encode(msg) .. "\n")
+  end
 end
 
 --- A request, waited for: the result, or nil and a message naming the host.
@@ -234,8 +245,9 @@ end
 
 --- Start argv on the host: the same options as luxec.spawn where the protocol carries them
 --- (env as the exact environment, cwd, arg0, tty, stdin, stderr, head, tail, log, sandbox,
---- grace_ms). Returns the Process, or nil and a message.
-function Host:spawn(argv, opts)
+--- grace_ms). `extra.meta`: a table kept with the session by the server (process/list and
+--- attach show it). Returns the Process, or nil and a message.
+function Host:spawn(argv, opts, extra)
   local ok, err = pcall(options.check, "spawn", argv, opts)
   if not ok then error(err, 2) end
   opts = opts or {}
@@ -249,15 +261,21 @@ function Host:spawn(argv, opts)
   serial = serial + 1
   local id = ("%d.%d"):format(uv.os_getpid(), serial)
   local tty = opts.tty
-  local params = { processId = id, argv = json.array(argv), cwd = opts.cwd, arg0 = opts.arg0,
+  -- (the local daemon: the caller's directory and environment unless given, as luxec.spawn)
+  local cwd, env = opts.cwd, opts.env
+  if self.local_defaults then
+    cwd = cwd or uv.cwd()
+    env = env or uv.os_environ()
+  end
+  local params = { processId = id, argv = json.array(argv), cwd = cwd, arg0 = opts.arg0,
     tty = tty and true or false, pipeStdin = opts.stdin ~= "null",
     luxec = { sandbox = opts.sandbox, head = opts.head, tail = opts.tail, log = opts.log,
       grace_ms = opts.grace_ms, stderr = not tty and (opts.stderr or "merge") or nil,
       rows = type(tty) == "table" and tty.rows or nil,
-      cols = type(tty) == "table" and tty.cols or nil } }
-  if opts.env then
+      cols = type(tty) == "table" and tty.cols or nil, meta = extra and extra.meta } }
+  if env then
     params.env = {}
-    for k, v in pairs(opts.env) do
+    for k, v in pairs(env) do
       if v then params.env[k] = v end
     end
   end
@@ -348,6 +366,17 @@ function Host:list()
   local r, err = self.conn:call("process/list", {})
   if not r then return nil, err end
   return r.processes
+end
+
+--- The server's own state: {pid, uid, sessions, running, clients, ageMs, host}.
+function Host:status()
+  return self.conn:call("server/status", {})
+end
+
+--- A host on the local daemon (luxec.serve.daemon), started when none answers: opts
+--- socket, idle (seconds), start_timeout. Returns the host, or nil and a message.
+function M.daemon(opts)
+  return require("luxec.serve.daemon").connect(opts)
 end
 
 --- Close the connection. Over a command (ssh ... luxec serve) the server then ends every

@@ -4,6 +4,7 @@
 local server_mod = require("luxec.serve.server")
 local stdio = require("luxec.mcp.stdio")
 local sched = require("luxec.sched")
+local daemon = require("luxec.serve.daemon")
 local uv = require("luv")
 
 local M = {}
@@ -98,9 +99,26 @@ local function answers(path)
   return result
 end
 
---- Serve clients on the unix socket `path` (mode 0600) until SIGTERM or SIGINT; a stale
---- socket left by a server that died is replaced, a live one is an error.
-function M.listen(srv, path)
+-- A timer that calls done() once the server has had no client and no running session for
+-- `idle` seconds.
+local function idle_watch(srv, idle, done)
+  local since = uv.now()
+  local t = uv.new_timer()
+  t:start(100, math.max(50, math.min(1000, math.floor(idle * 250))), function()
+    if not srv:idle() then
+      since = uv.now()
+    elseif uv.now() - since >= idle * 1000 then
+      t:stop()
+      done("idle")
+    end
+  end)
+  return t
+end
+
+--- Serve clients on the unix socket `path` (mode 0600) until SIGTERM or SIGINT (or, with
+--- `idle` seconds, once idle that long); only peers of this uid are served (SO_PEERCRED). A
+--- stale socket left by a server that died is replaced, a live one is an error.
+function M.listen(srv, path, idle)
   if uv.fs_lstat(path) then
     if answers(path) then
       io.stderr:write(("luxec serve: %s: a server already listens there\n"):format(path))
@@ -116,10 +134,18 @@ function M.listen(srv, path)
     return 1
   end
   uv.fs_chmod(path, 384)
+  local bound = uv.fs_lstat(path)
   l:listen(64, function(lerr)
     if lerr then return end
     local c = uv.new_pipe(false)
     if not pcall(l.accept, l, c) then return c:close() end
+    local _, uid, why = require("luxec.core").peer_cred(c)
+    local admitted, reason = daemon.admit(uid, uid == nil and why or nil)
+    if not admitted then -- told why, then hung up on
+      local msg = require("luxec.serve.protocol").error(nil, -32600, "refused: " .. reason)
+      c:write(require("luxec.serve.protocol").encode(msg), function() c:close() end)
+      return
+    end
     local conn
     local w = stream_writer(c, function() if conn then conn:close() end end)
     conn = srv:connect(w.write, w.count, function()
@@ -131,23 +157,27 @@ function M.listen(srv, path)
       reader:feed(data)
     end)
   end)
-  local signals = {}
+  local signals, idle_timer = {}, nil
   sched.suspend(function(done)
     for _, name in ipairs({ "sigterm", "sigint", "sighup" }) do
       local s = uv.new_signal()
       s:start(name, done)
       signals[#signals + 1] = s
     end
+    if idle then idle_timer = idle_watch(srv, idle, done) end
   end)
   for _, s in ipairs(signals) do s:close() end
+  if idle_timer then idle_timer:close() end
   l:close()
-  uv.fs_unlink(path)
+  local now = uv.fs_lstat(path) -- (unless another server has replaced it since)
+  if now and bound and now.ino == bound.ino and now.dev == bound.dev then uv.fs_unlink(path) end
   srv:shutdown()
   return 0
 end
 
---- `luxec serve` with its parsed options: listen ("unix:PATH" or nil for stdio), sandbox
---- (a mode or nil), max_queued (bytes). Returns the exit status.
+--- `luxec serve` with its parsed options: listen ("unix:PATH" or nil for stdio), daemon
+--- (listen on the daemon's socket unless `listen` names one, and exit when idle), idle
+--- (seconds), sandbox (a mode or nil), max_queued (bytes). Returns the exit status.
 function M.main(opts)
   local policy
   if opts.sandbox and opts.sandbox ~= "full-access" then
@@ -159,6 +189,20 @@ function M.main(opts)
     end
   end
   local srv = server_mod.new({ sandbox = policy, max_queued = opts.max_queued })
+  if opts.daemon then
+    local path, err = opts.listen and opts.listen:match("^unix:(.+)$"), nil
+    if not path and opts.listen then
+      io.stderr:write(("luxec serve: --listen: unix:PATH expected, got '%s'\n")
+        :format(opts.listen))
+      return 2
+    end
+    if not path then path, err = daemon.socket() end
+    if not path then
+      io.stderr:write("luxec serve --daemon: ", err, "\n")
+      return 1
+    end
+    return M.listen(srv, path, opts.idle or daemon.defaults.idle)
+  end
   if opts.listen then
     local path = opts.listen:match("^unix:(.+)$")
     if not path then

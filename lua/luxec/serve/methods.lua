@@ -11,7 +11,7 @@ local fail, INVALID_REQUEST, INVALID_PARAMS = proto.fail, proto.INVALID_REQUEST,
   proto.INVALID_PARAMS
 
 local LUXEC_START = { sandbox = true, head = true, tail = true, stderr = true, rows = true,
-  cols = true, log = true, grace_ms = true }
+  cols = true, log = true, grace_ms = true, meta = true }
 
 local function null_if_nil(v)
   if v == nil then return json.null end
@@ -30,6 +30,11 @@ local function spawn_options(server, p)
     head = ext.head,
     tail = ext.tail or server.session_tail, log = ext.log, grace_ms = ext.grace_ms,
   }
+  if ext.meta ~= nil and type(ext.meta) ~= "table" then
+    fail(INVALID_PARAMS, "invalid params: 'luxec.meta' must be an object (got %s)",
+      type(ext.meta))
+  end
+  local meta = ext.meta -- (kept with the session, shown by process/list and process/attach)
   local env = proto.table(p, "env")
   if env then
     opts.env = {}
@@ -55,7 +60,7 @@ local function spawn_options(server, p)
   elseif server.sandbox then
     opts.sandbox = server.sandbox
   end
-  return opts, tty
+  return opts, tty, meta
 end
 
 local function status_result(s)
@@ -63,7 +68,12 @@ local function status_result(s)
   return { processId = s.id, argv = json.array(s.argv), pid = s.p.pid, tty = s.tty,
     exited = s.exited, exitCode = null_if_nil(s.exit_code), closed = s.closed,
     nextSeq = s.next_seq, streams = s.streams, rows = null_if_nil(rows),
-    cols = null_if_nil(cols) }
+    cols = null_if_nil(cols), ageMs = require("luv").now() - s.started_ms,
+    clients = (function()
+      local n = 0
+      for c in pairs(s.subs) do if c.open then n = n + 1 end end
+      return n
+    end)(), meta = s.meta }
 end
 
 return function(server)
@@ -73,7 +83,7 @@ return function(server)
     local id = proto.string(p, "processId", true)
     local argv = proto.argv(p, "argv")
     if server.sessions[id] then fail(INVALID_REQUEST, "process %s already exists", id) end
-    local opts, tty = spawn_options(server, p)
+    local opts, tty, meta = spawn_options(server, p)
     local ok, proc, err = pcall(require("luxec").spawn, argv, opts)
     if not ok then fail(INVALID_PARAMS, "invalid params: %s", tostring(proc)) end
     if not proc then fail(proto.INTERNAL_ERROR, "cannot start %s: %s", argv[1], err) end
@@ -81,7 +91,7 @@ return function(server)
       proc:close()
       fail(INVALID_REQUEST, "process %s already exists", id)
     end
-    server:adopt(id, proc, conn, { argv = argv, tty = tty,
+    server:adopt(id, proc, conn, { argv = argv, tty = tty, meta = meta,
       pipe_stdin = opts.stdin == "pipe", streams = opts.stderr == "pipe" and 2 or 1 })
     local result = { processId = id }
     if p.luxec then result.luxec = { pid = proc.pid } end
@@ -143,6 +153,18 @@ return function(server)
     local s = server:session(proto.string(p, "processId", true))
     s.subs[conn] = true
     return status_result(s)
+  end
+
+  M["server/status"] = function()
+    local running, held, clients = 0, 0, 0
+    for _, s in pairs(server.sessions) do
+      held = held + 1
+      if not s.exited then running = running + 1 end
+    end
+    for c in pairs(server.conns) do if c.open then clients = clients + 1 end end
+    local uv = require("luv")
+    return { pid = uv.os_getpid(), uid = uv.getuid(), sessions = held, running = running,
+      clients = clients, ageMs = uv.now() - server.started_ms, host = uv.os_gethostname() }
   end
 
   M["process/list"] = function()

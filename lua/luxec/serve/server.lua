@@ -41,6 +41,7 @@ function M.new(opts)
     sessions = {}, -- processId -> session
     finished = {}, -- processIds of finished sessions, oldest first
     conns = {},
+    started_ms = uv.now(),
     sandbox = opts.sandbox,
     workspace = opts.workspace or uv.cwd(),
     retain = opts.retain or M.defaults.retain,
@@ -86,7 +87,7 @@ end
 --- Handle one line from the client.
 function Conn:line(text)
   if text:match("^%s*$") then return end
-  local msg, err = json.decode(text)
+  local msg, err = proto.decode(text)
   if msg == nil then
     return self:send(proto.error(nil, proto.PARSE_ERROR, "parse error: " .. tostring(err)))
   end
@@ -190,12 +191,17 @@ local function wake(s)
 end
 
 -- Push a notification to every subscriber; output only to those keeping up.
--- (`extra`: luxec's fields, for the connections that asked for them at initialize)
-local function push(self, s, method, params, droppable, extra)
+-- (`extra`: luxec's fields, for the connections that asked for them at initialize; `chunk`:
+-- the base64 bytes of params.chunk, spliced in)
+local function push(self, s, method, params, droppable, extra, chunk)
   for c in pairs(s.subs) do
     if not (droppable and c.queued() > self.max_queued) then
       params.luxec = c.extras and extra or nil
-      c:send(proto.notification(method, params))
+      if chunk then
+        if c.open then c._write(proto.encode_chunked(proto.notification(method, params), chunk)) end
+      else
+        c:send(proto.notification(method, params))
+      end
     end
   end
 end
@@ -206,7 +212,7 @@ function Server:adopt(id, p, conn, info)
     id = id, p = p, argv = info.argv, tty = info.tty, pipe_stdin = info.pipe_stdin,
     streams = info.streams or 1,
     subs = {}, chunks = {}, first = 1, held = 0, next_seq = 1, waiters = {}, totals = { 0, 0 },
-    exited = false, closed = false, started_ms = uv.now(),
+    exited = false, closed = false, started_ms = uv.now(), meta = info.meta,
   }
   s.subs[conn] = true
   self.sessions[id] = s
@@ -233,7 +239,7 @@ function Server:adopt(id, p, conn, info)
       s.first = 1
     end
     push(self, s, "process/output", { processId = id, seq = seq, stream = chunk.stream,
-      chunk = base64.encode(data) }, true, { offset = offset })
+      chunk = "" }, true, { offset = offset }, base64.encode(data))
   end
   p:on("output", function(_, stream)
     local data, dropped, gap_at = readers[stream].read()
@@ -264,6 +270,15 @@ function Server:adopt(id, p, conn, info)
     wake(s)
   end)
   return s
+end
+
+--- Whether the server is idle: no client connected and no session running.
+function Server:idle()
+  if next(self.conns) then return false end
+  for _, s in pairs(self.sessions) do
+    if not s.exited then return false end
+  end
+  return true
 end
 
 --- Drop a session (its process is ended first if it still runs).

@@ -1,0 +1,115 @@
+-- `luxec mcp` with configured hosts over real OpenSSH (an sshd on the loopback, a generated
+-- host key and client key, `luxec serve` from the build tree): exec_command's `host`, the
+-- host's own environment, list_sessions, write_stdin, and errors that name the host and quote
+-- ssh.
+local H = require("helper")
+local R = require("mcp.raw")
+local luxec = require("luxec")
+local openssh = require("lib.sshd")
+local uv = require("luv")
+
+describe("luxec mcp with hosts", function()
+  local dir, port, sshd, P
+
+  local function ssh(key, ...)
+    local argv = { "ssh", "-T", "-i", dir .. "/" .. key, "-p", tostring(port),
+      "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+      "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "root@127.0.0.1" }
+    for _, a in ipairs({ ... }) do argv[#argv + 1] = a end
+    return argv
+  end
+
+  local function lua_list(t)
+    local parts = {}
+    for i, a in ipairs(t) do parts[i] = ("%q"):format(a) end
+    return "{" .. table.concat(parts, ", ") .. "}"
+  end
+
+  before_each(function()
+    local why_not = openssh.skip_reason()
+    if why_not then return pending(why_not) end
+    if not uv.fs_stat("/run/sshd") then uv.fs_mkdir("/run/sshd", 493) end
+    dir = H.tmpdir()
+    port = H.free_port()
+    openssh.keygen(dir .. "/host_key")
+    openssh.keygen(dir .. "/client_key")
+    openssh.keygen(dir .. "/other_key")
+    H.write_file(dir .. "/authorized_keys", H.read_file(dir .. "/client_key.pub"))
+    openssh.config(dir, dir .. "/host_key", { "Port " .. port, "ListenAddress 127.0.0.1",
+      "PermitRootLogin prohibit-password", "PasswordAuthentication no",
+      "PidFile " .. dir .. "/sshd.pid" })
+    sshd = assert(luxec.spawn({ openssh.path, "-D", "-e", "-f", dir .. "/sshd_config" }))
+    sshd:expect("Server listening on 127.0.0.1", { timeout = 10 })
+    local env = { "MCP_SIDE_ONLY=here" }
+    for k, v in pairs(uv.os_environ()) do env[#env + 1] = k .. "=" .. v end
+    P = R.start({ cwd = dir, env = env, args = { "--config", R.config(dir, ([[
+      return { login = false, sandbox = false, hosts = {
+        box = { command = %s },
+        nokey = %s,
+        nolux = { command = %s },
+      } }]]):format(lua_list(ssh("client_key", H.luxec, "serve")),
+        lua_list(ssh("other_key", H.luxec, "serve")),
+        lua_list(ssh("client_key", "/nonexistent/luxec", "serve")))) } })
+    P:handshake()
+  end)
+
+  after_each(function()
+    if P then P:close() end
+    P = nil
+    if sshd then
+      sshd:terminate()
+      sshd:close()
+      sshd = nil
+    end
+    if dir then H.rmtree(dir) end
+    dir = nil
+    H.assert_clean()
+  end)
+
+  it("runs exec_command on the host named, in the host's environment; list_sessions shows "
+    .. "the host and write_stdin continues the session", function()
+    local tools = P:call("tools/list", {}).result.tools
+    local exec
+    for _, t in ipairs(tools) do if t.name == "exec_command" then exec = t end end
+    assert.same({ "box", "nokey", "nolux" }, exec.inputSchema.properties.host.enum)
+    local here = P:tool("exec_command", { cmd = "echo ${MCP_SIDE_ONLY:-unset}" })
+    assert.matches("^here\n", here.structuredContent.output)
+    local there = P:tool("exec_command", { cmd = "echo ${MCP_SIDE_ONLY:-unset}; "
+      .. "echo $SSH_CONNECTION", host = "box" })
+    assert.matches("^unset\n127%.0%.0%.1 %d+ 127%.0%.0%.1 " .. port .. "\n",
+      there.structuredContent.output)
+    assert.equals(0, there.structuredContent.exit_code)
+    local r = P:tool("exec_command", { cmd = "echo ready; read x; echo got:$x", tty = true,
+      host = "box", workdir = "/tmp" })
+    local id = assert(r.structuredContent.session_id)
+    local list = P:tool("list_sessions", {})
+    assert.same({ id, "box", true }, { list.structuredContent.sessions[1].session_id,
+      list.structuredContent.sessions[1].host, list.structuredContent.sessions[1].running })
+    assert.matches("%[box%] echo ready", list.content[1].text)
+    local w = P:tool("write_stdin", { session_id = id, chars = "hi\n", yield_time_ms = 10000 })
+    assert.matches("got:hi", w.structuredContent.output)
+    assert.equals(0, w.structuredContent.exit_code)
+  end)
+
+  it("names the host and quotes ssh when it cannot run there", function()
+    local r = P:tool("exec_command", { cmd = "true", host = "nokey" })
+    assert.is_true(r.isError)
+    assert.matches("host nokey: connection to nokey lost: root@127%.0%.0%.1: Permission "
+      .. "denied %(publickey%)%.", r.content[1].text)
+    r = P:tool("exec_command", { cmd = "true", host = "nolux" })
+    assert.is_true(r.isError)
+    assert.matches("host nolux: connection to nolux lost: .*/nonexistent/luxec: .*No such "
+      .. "file", r.content[1].text)
+    r = P:tool("exec_command", { cmd = "true", host = "elsewhere" })
+    assert.is_true(r.isError)
+    assert.matches('unknown host "elsewhere" %(the configured hosts: box, nokey, nolux%)',
+      r.content[1].text)
+    sshd:terminate()
+    sshd:close()
+    sshd = nil
+    r = P:tool("exec_command", { cmd = "true", host = "box" })
+    assert.is_true(r.isError)
+    assert.matches(("host box: connection to box lost: ssh: connect to host 127%%.0%%.0%%.1 "
+      .. "port %d: Connection refused"):format(port), r.content[1].text)
+  end)
+end)
