@@ -26,6 +26,7 @@ local function wait_trees(procs, ms)
     end)
   end
   for p in pairs(pending) do arm(p) end
+  uv.update_time() -- the loop's clock is stale after the signals and the first look
   local deadline = uv.now() + ms
   local timer = uv.new_timer()
   local ok, err = pcall(function()
