@@ -263,6 +263,15 @@ function Process:_finish(holders)
   end
 end
 
+-- Whether the program exited, and every stream reached EOF (the native core answers without
+-- building a status table; another backend's core through its status).
+function Process:_ended()
+  local core = self._core
+  if core.ended then return core:ended() end
+  local st = core:status()
+  return st.exited, st.eof
+end
+
 function Process:_event(kind, stream, count)
   if kind == "output" then
     if #self._listeners.output > 0 then
@@ -275,10 +284,10 @@ function Process:_event(kind, stream, count)
       self._eof = self._eof or {}
       self._eof[stream] = true
     end
-    local st = self._core:status()
-    if st.exited and st.eof then
+    local exited, eof = self:_ended()
+    if exited and eof then
       self:_finish(nil)
-    elseif st.exited and not self._grace_timer and not self._finished then
+    elseif exited and not self._grace_timer and not self._finished then
       -- Exited, but something still holds the output open: give it a bounded grace.
       local t = uv.new_timer()
       self._grace_timer = t

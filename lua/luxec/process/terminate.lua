@@ -90,7 +90,7 @@ local function terminate_many(fname, procs, opts)
       error(("bad argument #1 to '%s' (entry %d is not a process)"):format(fname, i), 3)
     end
     check_open(p, fname)
-    local exited = p._core:status().exited
+    local exited = p._core:ended()
     if not exited or p._core:tree_alive() > 0 then
       if not exited then p._killed_by = "terminate" end
       live[#live + 1] = p
@@ -133,7 +133,9 @@ local function terminate_many(fname, procs, opts)
   end
   result.method = live[1]._core:status().cgroup and "cgroup" or "process group and sweep"
   for _, p in ipairs(live) do
-    p:_wait_until(function() return p._finished end, M.defaults.finish_wait_ms, true)
+    if not p._finished then
+      p:_wait_until(function() return p._finished end, M.defaults.finish_wait_ms, true)
+    end
   end
   return result
 end
