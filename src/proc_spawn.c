@@ -94,7 +94,7 @@ static const char **string_array(lua_State *L, int t, const char *what) {
 
 /* core.spawn(argv, opts) -> proc, pid | nil, message, code.
  * opts (already validated by luxec.process): env (array of "K=V"), cwd, arg0, tty, rows,
- * cols, no_echo, stdin ("pipe"|"null"), stderr ("merge"|"pipe"), head, tail, log, log_stderr, log_max,
+ * cols, no_echo, raw, stdin ("pipe"|"null"), stderr ("merge"|"pipe"), head, tail, log, log_stderr, log_max,
  * cgroup (bool: use one when available), marker (the "K=V" entry of env that tells this
  * session's orphans apart when there is no cgroup), on_event (function). */
 int proc_core_spawn(lua_State *L) {
@@ -118,6 +118,7 @@ int proc_core_spawn(lua_State *L) {
   const char *arg0 = opt_string(L, 2, "arg0");
   req.tty = proc_opt_bool(L, 2, "tty", NULL);
   req.no_echo = proc_opt_bool(L, 2, "no_echo", NULL);
+  req.raw = proc_opt_bool(L, 2, "raw", NULL);
   lua_Integer rows = opt_int(L, 2, "rows", 1), cols = opt_int(L, 2, "cols", 1);
   if (rows < 1 || rows > 65535 || cols < 1 || cols > 65535)
     return luaL_error(L, "bad option 'rows'/'cols' to 'spawn' (1..65535 expected)");

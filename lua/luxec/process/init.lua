@@ -57,7 +57,8 @@ M.Process = Process
 ---@field inherit_env boolean|nil  start from the host's environment (default when env is nil)
 ---@field cwd string|nil
 ---@field arg0 string|nil  argv[0] as the program sees it
----@field tty boolean|{rows: integer, cols: integer}|nil  a new PTY (24x80 by default)
+---@field tty boolean|{rows: integer, cols: integer, raw: boolean}|nil  a new PTY (24x80 by
+---default; raw: in raw mode before the program runs, every byte through as it is)
 ---@field echo boolean|nil  false: the terminal starts without echo (a pipe never echoes)
 ---@field stdin "pipe"|"null"|nil  pipes only (default "pipe")
 ---@field stderr "merge"|"pipe"|nil  pipes only: merged in arrival order (default) or apart
@@ -159,6 +160,7 @@ local function start(argv, spec)
     arg0 = opts.arg0,
     tty = opts.tty and true or false,
     no_echo = opts.echo == false, -- the terminal starts without echo (before the program runs)
+    raw = type(opts.tty) == "table" and opts.tty.raw == true, -- raw mode, before it runs
     rows = spec.rows,
     cols = spec.cols,
     stdin = opts.stdin or "pipe",
