@@ -164,8 +164,8 @@ int launch_resolve(const char *file, char *const *envp, char *out, size_t size) 
 }
 
 int launch_set_nonblock(int fd) {
-  int fl = fcntl(fd, F_GETFL);
-  return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+  int on = 1; /* (one call, where F_GETFL + F_SETFL make two) */
+  return ioctl(fd, FIONBIO, &on);
 }
 
 static void close_all(int *fds, int n) {

@@ -406,8 +406,12 @@ static void adopt(proc *p, pid_t pid) {
 int proc_end_close(proc *p, const char *why) {
   norphans = 0;
   int known_empty = p->reaped && p->te != NULL && p->te->cg_empty;
-  int alive = !p->reaped || (p->init_pid > 0 && !p->init_killed) ||
-              (p->cg.id != 0 && !known_empty && cg_session_populated(&p->cg) == 1);
+  int cg_alive = 0;
+  if (p->cg.id != 0 && !known_empty) {
+    cg_alive = cg_session_populated(&p->cg) == 1;
+    known_empty = !cg_alive && p->reaped; /* with its program gone it cannot fill again */
+  }
+  int alive = !p->reaped || (p->init_pid > 0 && !p->init_killed) || cg_alive;
   if (alive) {
     const char *method;
     if (p->killed_by[0] == '\0') snprintf(p->killed_by, sizeof p->killed_by, "%s", why);

@@ -12,11 +12,6 @@
 #include "launch.h"
 #include "sandbox.h"
 
-static void pipe_name(int fd, char out[256]) {
-  struct stat st;
-  if (fstat(fd, &st) == 0) snprintf(out, 256, "pipe:[%lu]", (unsigned long)st.st_ino);
-}
-
 static const char *opt_string(lua_State *L, int t, const char *k) {
   lua_getfield(L, t, k);
   const char *s = lua_isnil(L, -1) ? NULL : lua_tostring(L, -1);
@@ -242,13 +237,6 @@ int proc_core_spawn(lua_State *L) {
   p->in_fd = res.in_fd;
   p->out[0].fd = res.out_fd;
   if (p->nout == 2) p->out[1].fd = res.err_fd;
-  if (req.tty) {
-    ptsname_r(res.out_fd, p->out[0].target, sizeof p->out[0].target);
-    strcpy(p->in_target, p->out[0].target);
-  } else { /* how /proc names these pipes in other processes: "pipe:[inode]" */
-    for (int i = 0; i < p->nout; i++) pipe_name(p->out[i].fd, p->out[i].target);
-    if (p->in_fd >= 0) pipe_name(p->in_fd, p->in_target);
-  }
   box->p = p;
   p->box = box;
   lua_pushvalue(L, 6); /* the event function, in the handle's user value */
