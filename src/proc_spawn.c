@@ -90,8 +90,9 @@ static const char **string_array(lua_State *L, int t, const char *what) {
 /* core.spawn(argv, opts) -> proc, pid | nil, message, code.
  * opts (already validated by luxec.process): env (array of "K=V"), cwd, arg0, tty, rows,
  * cols, no_echo, raw, stdin ("pipe"|"null"), stderr ("merge"|"pipe"), head, tail, log, log_stderr, log_max,
- * cgroup (bool: use one when available), marker (the "K=V" entry of env that tells this
- * session's orphans apart when there is no cgroup), on_event (function). */
+ * cgroup (bool: use one when available), marker (the "K=V" entry of the environment that
+ * tells this session's orphans apart when there is no cgroup: part of env when env is given,
+ * else added to the host's environment here), on_event (function). */
 int proc_core_spawn(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -141,6 +142,16 @@ int proc_core_spawn(lua_State *L) {
   req.path = path;
   extern char **environ;
   req.envp = envp ? (char *const *)envp : environ;
+  if (envp == NULL && marker != NULL) { /* the host's environment and the marker, no copies */
+    size_t n = 0;
+    while (environ[n] != NULL) n++;
+    const char **e = lua_newuserdatauv(L, sizeof(char *) * (n + 2), 0);
+    lua_replace(L, 5); /* kept in env's slot, nil until now */
+    memcpy(e, environ, sizeof(char *) * n);
+    e[n] = marker;
+    e[n + 1] = NULL;
+    req.envp = (char *const *)e;
+  }
   if (arg0 != NULL) argv[0] = arg0;
   req.argv = (char *const *)argv;
 

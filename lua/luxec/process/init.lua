@@ -103,15 +103,19 @@ local function prepare(argv, opts)
     -- a variable they inherit.
     session_serial = session_serial + 1
     marker = ("LUXEC_SESSION=%d.%d"):format(uv.os_getpid(), session_serial)
-    env = env or options.build_env({ inherit_env = true })
-    env[#env + 1] = marker
+    -- (with no env of its own, the core adds it to the host's environment: no copy here)
+    if env then env[#env + 1] = marker end
   end
   local cwd, sbx = opts.cwd, nil
   if opts.sandbox then
     cwd = cwd or uv.cwd() -- a new mount namespace needs the directory looked up again
     sbx = sandbox.resolve(opts.sandbox, cwd, sandbox.home_of(env))
     if sbx.net then -- network by name: every client is pointed at the session's proxy
-      env = sandbox.proxy_env(env or options.build_env({ inherit_env = true }), sbx)
+      if not env then
+        env = options.build_env({ inherit_env = true })
+        env[#env + 1] = marker
+      end
+      env = sandbox.proxy_env(env, sbx)
     end
   end
   local tty = opts.tty
@@ -219,13 +223,24 @@ function M._spawn_at(level, argv, opts)
   return start(argv, spec)
 end
 
+-- Wake every waiter of a list. The list is swapped for a spare one first (a woken waiter that
+-- waits again joins the next list), and becomes the spare once emptied: an event allocates no
+-- table.
+local SPARE = { _waiters = "_waiters_spare", _end_waiters = "_end_waiters_spare" }
+
 local function wake_list(self, field)
   local waiters = self[field]
-  if #waiters == 0 then return end
-  self[field] = {}
-  for _, wake in ipairs(waiters) do
+  local n = #waiters
+  if n == 0 then return end
+  local spare = SPARE[field]
+  self[field] = self[spare] or {}
+  self[spare] = nil
+  for i = 1, n do
+    local wake = waiters[i]
+    waiters[i] = nil
     wake()
   end
+  if self[spare] == nil then self[spare] = waiters end
 end
 
 local function wake_all(self, output_only)
@@ -332,7 +347,20 @@ function Process:_wait_until(pred, timeout_ms, ends_only)
   self:_hold(1)
   if not ends_only then self:_watch(1) end
   local deadline = timeout_ms and (uv.hrtime() / 1e6 + timeout_ms)
-  local timer = timeout_ms and uv.new_timer()
+  -- One timer per session serves its timed waits (another is made only for a second wait at
+  -- the same time): a wait arms it, it is never made and closed per wait.
+  local timer, own = nil, false
+  if timeout_ms then
+    timer = self._timer
+    if timer and not self._timer_busy then
+      self._timer_busy = true
+    else
+      timer, own = uv.new_timer(), true
+      if not self._timer then
+        self._timer, self._timer_busy, own = timer, true, false
+      end
+    end
+  end
   local ok, err = pcall(function()
     while not pred() do
       if deadline and uv.hrtime() / 1e6 >= deadline then break end
@@ -347,7 +375,17 @@ function Process:_wait_until(pred, timeout_ms, ends_only)
       if timer then timer:stop() end
     end
   end)
-  if timer then timer:close() end
+  if own then
+    timer:close()
+  elseif timer then
+    self._timer_busy = false
+    if self._core then
+      timer:stop()
+    else -- closed meanwhile: this was its last use
+      timer:close()
+      self._timer = nil
+    end
+  end
   self:_hold(-1)
   if not ends_only then self:_watch(-1) end
   if not ok then error(err, 0) end
@@ -533,6 +571,10 @@ function Process:close()
     end
     self._core:close()
     self._core = nil
+    if self._timer and not self._timer_busy then -- (else the wait using it closes it)
+      self._timer:close()
+      self._timer = nil
+    end
     if self._proxy then self._proxy:close() end
     wake_all(self)
   end
