@@ -46,7 +46,9 @@ local function wait_trees(procs, ms)
       for _, p in ipairs(woken) do
         if pending[p] and not batch[p] then
           batch[p] = true
-          if p._core then
+          if p._core and not p._core:ended() then
+            arm(p) -- (its EOF came first: nothing to look at before its exit)
+          elseif p._core then
             hs[#hs + 1] = p._core
             batch[#hs] = p
           else
