@@ -347,20 +347,7 @@ function Process:_wait_until(pred, timeout_ms, ends_only)
   self:_hold(1)
   if not ends_only then self:_watch(1) end
   local deadline = timeout_ms and (uv.hrtime() / 1e6 + timeout_ms)
-  -- One timer per session serves its timed waits (another is made only for a second wait at
-  -- the same time): a wait arms it, it is never made and closed per wait.
-  local timer, own = nil, false
-  if timeout_ms then
-    timer = self._timer
-    if timer and not self._timer_busy then
-      self._timer_busy = true
-    else
-      timer, own = uv.new_timer(), true
-      if not self._timer then
-        self._timer, self._timer_busy, own = timer, true, false
-      end
-    end
-  end
+  local timer = timeout_ms and sched.take_timer() -- (kept stopped between waits)
   local ok, err = pcall(function()
     while not pred() do
       if deadline and uv.hrtime() / 1e6 >= deadline then break end
@@ -375,17 +362,7 @@ function Process:_wait_until(pred, timeout_ms, ends_only)
       if timer then timer:stop() end
     end
   end)
-  if own then
-    timer:close()
-  elseif timer then
-    self._timer_busy = false
-    if self._core then
-      timer:stop()
-    else -- closed meanwhile: this was its last use
-      timer:close()
-      self._timer = nil
-    end
-  end
+  if timer then sched.release_timer(timer) end
   self:_hold(-1)
   if not ends_only then self:_watch(-1) end
   if not ok then error(err, 0) end
@@ -571,10 +548,6 @@ function Process:close()
     end
     self._core:close()
     self._core = nil
-    if self._timer and not self._timer_busy then -- (else the wait using it closes it)
-      self._timer:close()
-      self._timer = nil
-    end
     if self._proxy then self._proxy:close() end
     wake_all(self)
   end

@@ -28,7 +28,7 @@ local function wait_trees(procs, ms)
   for p in pairs(pending) do arm(p) end
   uv.update_time() -- the loop's clock is stale after the signals and the first look
   local deadline = uv.now() + ms
-  local timer = uv.new_timer()
+  local timer = sched.take_timer()
   local ok, err = pcall(function()
     while left > 0 do
       if #dirty == 0 then
@@ -66,7 +66,7 @@ local function wait_trees(procs, ms)
       end
     end
   end)
-  timer:close()
+  sched.release_timer(timer)
   if not ok then error(err, 0) end
   return pending, left
 end
