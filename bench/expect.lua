@@ -1,7 +1,7 @@
 --- W4 written as an automation script: COUNT round trips through CAT on a PTY with
 --- p:sendline + p:expect (both copies of the line: the terminal's echo and cat's output),
---- against pexpect doing the same, tuned as a careful user would (no delay before sends,
---- a large maxread, expect_exact, bytes, no echo handling of its own).
+--- against pexpect doing the same, tuned as a careful user would (no delay before sends
+--- nor after reads, a large maxread, expect_exact, bytes, no echo handling of its own).
 ---   luxec bench/expect.lua luxec COUNT CAT      the luxec side: prints secs=
 ---   luxec bench/expect.lua pexpect COUNT CAT    pexpect in python3: prints secs=
 ---   luxec bench/expect.lua compare COUNT CAT [RUNS]   both, alternated, medians and ratio
@@ -18,6 +18,7 @@ import sys, time, pexpect
 count, cat = int(sys.argv[1]), sys.argv[2]
 p = pexpect.spawn(cat, [], maxread=65536, searchwindowsize=None, echo=True)
 p.delaybeforesend = None
+p.delayafterread = None  # pexpect sleeps 100 us after every read by default
 p.delayafterclose = 0
 p.delayafterterminate = 0
 t0 = time.monotonic()

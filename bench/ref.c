@@ -8,6 +8,7 @@
  *   bench-ref w2 BYTES READ_SIZE poll|block HEAD     HEAD -c BYTES /dev/zero through a pipe,
  *                                                    read non-blocking after poll(), or blocking
  *   bench-ref w3 BYTES READ_SIZE poll|block HEAD     the same through a PTY
+ *   bench-ref w3raw BYTES READ_SIZE poll|block HEAD  the same, the terminal in raw mode
  *   bench-ref w4 COUNT CAT                           COUNT line round trips through CAT on a PTY
  *   bench-ref w5 COUNT SLEEP                         COUNT PTY sessions of SLEEP 60, then kill all
  */
@@ -75,6 +76,8 @@ static pid_t spawn_pipes(char *const argv[], int *in_w, int *out_r) {
 
 /* A child on a new PTY that becomes its controlling terminal. Returns the pid; *master is
  * the parent's end (close-on-exec, blocking). */
+static int pty_raw = 0; /* the terminal in raw mode (cfmakeraw) before the child runs */
+
 static pid_t spawn_pty(char *const argv[], int *master) {
   int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
   if (m < 0) die("posix_openpt");
@@ -84,6 +87,11 @@ static pid_t spawn_pty(char *const argv[], int *master) {
   if (s < 0) die("open pty slave");
   struct winsize ws = {.ws_row = 24, .ws_col = 80};
   ioctl(s, TIOCSWINSZ, &ws);
+  struct termios tio;
+  if (pty_raw && tcgetattr(s, &tio) == 0) {
+    cfmakeraw(&tio);
+    tcsetattr(s, TCSANOW, &tio);
+  }
   pid_t pid = vfork();
   if (pid == 0) {
     if (setsid() < 0 || ioctl(s, TIOCSCTTY, 0) < 0) _exit(126);
@@ -296,7 +304,7 @@ static int w5(int count, const char *sleep_prog) {
 
 static void usage(void) {
   fputs("usage: bench-ref w1 pipe|pty COUNT PROG | w2|w3 BYTES READ_SIZE poll|block HEAD |"
-        " w4 COUNT CAT | w5 COUNT SLEEP\n", stderr);
+        " w3raw ... | w4 COUNT CAT | w5 COUNT SLEEP\n", stderr);
   exit(2);
 }
 
@@ -305,6 +313,8 @@ int main(int argc, char **argv) {
   if (argc < 2) usage();
   const char *w = argv[1];
   if (strcmp(w, "w1") == 0 && argc == 5) return w1(argv[2], atoi(argv[3]), argv[4]);
+  pty_raw = strcmp(w, "w3raw") == 0;
+  if (pty_raw) w = "w3";
   if ((strcmp(w, "w2") == 0 || strcmp(w, "w3") == 0) && argc == 6 &&
       (strcmp(argv[4], "poll") == 0 || strcmp(argv[4], "block") == 0))
     return w2w3(w[1] == '3', atoll(argv[2]), (size_t)atoll(argv[3]), argv[4][0] == 'p', argv[5]);

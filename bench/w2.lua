@@ -1,11 +1,13 @@
 --- W2 (pipe) and W3 (tty): HEAD -c BYTES /dev/zero, the output kept as head + tail in memory
 --- by luxec and nobody reading it: just p:wait(). Prints the host's peak RSS (VmHWM) too.
----   luxec bench/w2.lua pipe|pty BYTES HEAD
+---   luxec bench/w2.lua pipe|pty|ptyraw BYTES HEAD   (ptyraw: tty = {raw = true})
 local luxec = require("luxec")
 local uv = require("luv")
 
 local mode, bytes, head = arg[1], math.tointeger(tonumber(arg[2])), arg[3]
-assert((mode == "pipe" or mode == "pty") and bytes and head, "usage: w2.lua pipe|pty BYTES HEAD")
+assert((mode == "pipe" or mode == "pty" or mode == "ptyraw") and bytes and head,
+  "usage: w2.lua pipe|pty|ptyraw BYTES HEAD")
+local tty = mode == "ptyraw" and { raw = true } or mode == "pty"
 
 local function status_kib(field)
   local f = assert(io.open("/proc/self/status"))
@@ -15,7 +17,7 @@ local function status_kib(field)
 end
 
 local t0 = uv.hrtime()
-local p = assert(luxec.spawn({ head, "-c", tostring(bytes), "/dev/zero" }, { tty = mode == "pty" }))
+local p = assert(luxec.spawn({ head, "-c", tostring(bytes), "/dev/zero" }, { tty = tty }))
 local st = p:wait()
 local secs = (uv.hrtime() - t0) / 1e9
 local total = p:snapshot().total

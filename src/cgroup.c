@@ -26,8 +26,10 @@ static int host_fd = -1;
 static int watchdog_pipe = -1; /* write end; the watchdog acts when it reads EOF */
 static pid_t watchdog = -1;
 static unsigned next_id = 1;
-/* Emptied session cgroups kept for reuse: a spawn then costs no mkdir or rmdir. */
-#define POOL_MAX 64
+/* Emptied session cgroups kept for reuse: a spawn then costs no mkdir or rmdir. As many as
+ * a host with a few hundred sessions at once ends together (an empty cgroup costs the
+ * kernel a few KiB; the rest are removed at host exit). */
+#define POOL_MAX 256
 static unsigned pool[POOL_MAX];
 static int pooled = 0;
 /* One inotify descriptor tells when any session's cgroup.events changes (a change of

@@ -164,8 +164,8 @@ int launch_resolve(const char *file, char *const *envp, char *out, size_t size) 
 }
 
 int launch_set_nonblock(int fd) {
-  int fl = fcntl(fd, F_GETFL);
-  return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+  int on = 1; /* (one call, where F_GETFL + F_SETFL make two) */
+  return ioctl(fd, FIONBIO, &on);
 }
 
 static void close_all(int *fds, int n) {
@@ -180,6 +180,7 @@ int launch_pty_slave_setup(const launch_req *req, int slave) {
   if (tcgetattr(slave, &tio) == 0) {
     tio.c_iflag |= IUTF8;
     if (req->no_echo) tio.c_lflag &= ~(tcflag_t)ECHO;
+    if (req->raw) cfmakeraw(&tio); /* bytes through as they are: no echo, no line editing */
     tcsetattr(slave, TCSANOW, &tio);
   }
   struct winsize ws = {.ws_row = req->rows, .ws_col = req->cols};
@@ -189,15 +190,14 @@ int launch_pty_slave_setup(const launch_req *req, int slave) {
 /* The PTY: master (non-blocking, close-on-exec) and slave with IUTF8 and the window size. */
 static int open_pty(const launch_req *req, int *master, int *slave) {
   char name[64];
-  *master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  *master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
   if (*master < 0) return -1;
   if (grantpt(*master) < 0 || unlockpt(*master) < 0 || ptsname_r(*master, name, sizeof name)) {
     return -1;
   }
   *slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
   if (*slave < 0) return -1;
-  if (launch_pty_slave_setup(req, *slave) < 0) return -1;
-  return launch_set_nonblock(*master);
+  return launch_pty_slave_setup(req, *slave) < 0 ? -1 : 0; /* (the master opened non-blocking) */
 }
 
 char *launch_stack(int i) {

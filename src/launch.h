@@ -16,6 +16,7 @@ typedef struct launch_req {
   int tty;                 /* 1: new PTY with rows x cols */
   unsigned short rows, cols;
   int no_echo;             /* tty only: the terminal starts without echo */
+  int raw;                 /* tty only: the terminal starts in raw mode (cfmakeraw) */
   int stdin_pipe;          /* pipes only: 1 pipe, 0 /dev/null */
   int stderr_apart;        /* pipes only: 1 separate stderr pipe, 0 merged into stdout */
   int cgroup_procs_fd;     /* -1, or an open cgroup.procs the child moves itself into */

@@ -368,6 +368,15 @@ static int proc_status(lua_State *L) {
   return 1;
 }
 
+/* p:ended() -> exited, eof: the two facts the Lua side needs after an exit or EOF event,
+ * without building a status table */
+static int proc_ended(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  lua_pushboolean(L, p->exited);
+  lua_pushboolean(L, all_eof(p));
+  return 2;
+}
+
 /* p:ref(keep): whether the session keeps the loop (and so the host) alive, and its handle
  * from the collector. Sessions start unreferenced: a script that ends ends its sessions, as
  * Expect's and pexpect's do, and one it drops is collected; the Lua layer references it
@@ -408,6 +417,7 @@ static int proc_tostring(lua_State *L) {
 
 static const luaL_Reg proc_methods[] = {
   {"close", proc_close},
+  {"ended", proc_ended},
   {"ref", proc_ref},
   {"status", proc_status},
   {NULL, NULL}

@@ -27,7 +27,8 @@ typedef struct pstream {
   int eof;
   int poll_open;
   outbuf buf;
-  char target[256];      /* what holders of this stream's write side have open */
+  char target[256];      /* what holders of this stream's write side have open ("": not
+                          * looked up yet, proc_tree.c) */
 } pstream;
 
 struct pbox;

@@ -111,8 +111,21 @@ static void scan_begin(void) {
   nkids = k;
 }
 
+static int batch = 0; /* within one call on many sessions: the scan is shared */
+
 static void scan_end(void) {
   nkids = -1;
+}
+
+/* One call on many sessions: the host's children are scanned once, and only if one of
+ * them needs it (a session with a cgroup does not). */
+static void batch_begin(void) {
+  batch = 1;
+}
+
+static void batch_end(void) {
+  batch = 0;
+  scan_end();
 }
 
 static void add_live(pid_t pid, pid_t *out, int *n) {
@@ -125,7 +138,7 @@ static void add_live(pid_t pid, pid_t *out, int *n) {
  * its marker in their environment (setsid daemons). Zombie orphans of it are reaped. */
 static int members(proc *p, pid_t *out) {
   static pid_t tmp[MAX_TREE];
-  int n = 0, own = nkids < 0;
+  int n = 0;
   norphans = 0;
   if (!p->reaped) { /* first: one that leaves it now for the host is in the host's list next */
     int m = pfs_descendants(p->pid, tmp, MAX_TREE);
@@ -136,7 +149,7 @@ static int members(proc *p, pid_t *out) {
     for (int i = 0; i < m; i++)
       if (tmp[i] != p->pid) add_live(tmp[i], out, &n);
   }
-  if (own) scan_begin();
+  if (nkids < 0) scan_begin();
   for (int i = 0; i < nkids; i++) {
     if (kid_pgid[i] != p->pid && kid_sid[i] != p->pid &&
         (p->marker[0] == '\0' || !pfs_has_env(kids[i], p->marker)))
@@ -150,7 +163,7 @@ static int members(proc *p, pid_t *out) {
     int m = pfs_descendants(kids[i], tmp, MAX_TREE);
     for (int j = 0; j < m; j++) add_live(tmp[j], out, &n);
   }
-  if (own) scan_end();
+  if (!batch) scan_end();
   return n;
 }
 
@@ -333,22 +346,30 @@ int proc_end_watch(proc *p) {
   struct tree_end *te = end_of(p);
   if (te == NULL) return -ENOMEM;
   if (te->empty) return 1;
+  /* While the program runs its "exit" event comes first, and the caller asks again then:
+   * nothing is watched yet. What of its tree outlives it is found then (in its cgroup, or
+   * come back to the host as its subreaper), so a session whose tree dies with its program
+   * costs no watch at all. */
+  if (!p->reaped) return 0;
   if (p->cg.id != 0 && !te->cg_empty) {
     if (te->wd >= 0) return 0; /* watched: its event comes */
-    if (ensure_cg_poll(p) == 0) {
-      te->wd = cg_session_watch(&p->cg); /* first, then read: no change falls between */
-      if (te->wd >= 0) {
-        te->next = watching;
-        watching = te;
+    /* Empty now: with the program gone nothing can fill it again, and no watch is needed.
+     * Else watched first, then read again: no change falls between. */
+    if (cg_session_populated(&p->cg) == 1) {
+      if (ensure_cg_poll(p) == 0) {
+        te->wd = cg_session_watch(&p->cg);
+        if (te->wd >= 0) {
+          te->next = watching;
+          watching = te;
+        }
       }
+      if (cg_session_populated(&p->cg) == 1) return 0;
+      unwatch_cgroup(te);
     }
-    if (cg_session_populated(&p->cg) == 1) return 0;
-    unwatch_cgroup(te);
-    te->cg_empty = p->reaped; /* once the program is gone nothing can fill it again */
+    te->cg_empty = 1;
   } else if (te->left > 0 || arm_pidfds(te) > 0) {
     return 0;
   }
-  if (!p->reaped) return 0;
   te->empty = 1;
   return 1;
 }
@@ -385,8 +406,12 @@ static void adopt(proc *p, pid_t pid) {
 int proc_end_close(proc *p, const char *why) {
   norphans = 0;
   int known_empty = p->reaped && p->te != NULL && p->te->cg_empty;
-  int alive = !p->reaped || (p->init_pid > 0 && !p->init_killed) ||
-              (p->cg.id != 0 && !known_empty && cg_session_populated(&p->cg) == 1);
+  int cg_alive = 0;
+  if (p->cg.id != 0 && !known_empty) {
+    cg_alive = cg_session_populated(&p->cg) == 1;
+    known_empty = !cg_alive && p->reaped; /* with its program gone it cannot fill again */
+  }
+  int alive = !p->reaped || (p->init_pid > 0 && !p->init_killed) || cg_alive;
   if (alive) {
     const char *method;
     if (p->killed_by[0] == '\0') snprintf(p->killed_by, sizeof p->killed_by, "%s", why);
@@ -475,14 +500,14 @@ static int core_kill_trees(lua_State *L) {
   const char *reason = luaL_optstring(L, 2, "terminate");
   lua_Integer n = check_list(L);
   int total = 0;
-  scan_begin();
+  batch_begin();
   for (lua_Integer i = 1; i <= n; i++) {
     lua_rawgeti(L, 1, i);
     proc *p = proc_check(L, -1);
     lua_pop(L, 1);
     total += proc_end_kill(p, reason);
   }
-  scan_end();
+  batch_end();
   lua_pushinteger(L, total);
   return 1;
 }
@@ -493,13 +518,13 @@ static int core_signal_trees(lua_State *L) {
   int sig = proc_checksignal(L, 2);
   lua_Integer n = check_list(L);
   int total = 0;
-  scan_begin();
+  batch_begin();
   for (lua_Integer i = 1; i <= n; i++) {
     lua_rawgeti(L, 1, i);
     total += proc_tree_signal(proc_check(L, -1), sig);
     lua_pop(L, 1);
   }
-  scan_end();
+  batch_end();
   lua_pushinteger(L, total);
   return 1;
 }
@@ -508,7 +533,7 @@ static int core_signal_trees(lua_State *L) {
 static int core_watch_trees(lua_State *L) {
   lua_Integer n = check_list(L);
   lua_createtable(L, (int)n, 0);
-  scan_begin();
+  batch_begin();
   for (lua_Integer i = 1; i <= n; i++) {
     lua_rawgeti(L, 1, i);
     int rc = proc_end_watch(proc_check(L, -1)); /* (no Lua runs in it) */
@@ -516,7 +541,7 @@ static int core_watch_trees(lua_State *L) {
     lua_pushboolean(L, rc == 1);
     lua_rawseti(L, -2, i);
   }
-  scan_end();
+  batch_end();
   return 1;
 }
 

@@ -98,7 +98,30 @@ static int proc_tty_echo(lua_State *L) {
   return 1;
 }
 
+/* p:tty_raw(on) -> true: the terminal in raw mode (cfmakeraw: no echo, no line editing, no
+ * signal characters, no output processing), or back to cooked mode with echo (as a new
+ * terminal starts); nil, message, code for a pipe session or a terminal that is gone. */
+static int proc_tty_raw(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  int on = lua_toboolean(L, 2);
+  struct termios tio;
+  int fd = p->out[0].fd >= 0 ? p->out[0].fd : p->in_fd;
+  if (!p->tty || fd < 0) return luxec_push_error(L, ENOTTY);
+  if (tcgetattr(fd, &tio) != 0) return luxec_push_error(L, errno);
+  if (on) {
+    cfmakeraw(&tio);
+  } else {
+    tio.c_iflag |= ICRNL | IXON | IUTF8;
+    tio.c_oflag |= OPOST | ONLCR;
+    tio.c_lflag |= ECHO | ECHOE | ECHOK | ICANON | ISIG | IEXTEN | ECHOCTL | ECHOKE;
+  }
+  if (tcsetattr(fd, TCSANOW, &tio) != 0) return luxec_push_error(L, errno);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 const luaL_Reg proc_input_methods[] = {{"input_unread", proc_input_unread},
+                                       {"tty_raw", proc_tty_raw},
                                        {"tty_char", proc_tty_char},
                                        {"tty_echo", proc_tty_echo},
                                        {NULL, NULL}};

@@ -9,6 +9,10 @@
 
 #define READ_CHUNK (256 * 1024)
 #define READS_PER_TURN 16 /* then let other handles have the loop */
+/* A read shorter than this drained what a program wrote in one go (a prompt, a line): back
+ * to the loop without a read that would only say EAGAIN. A longer one is likely a stream
+ * still being written (a PTY hands it over a few KiB at a time): read on while it lasts. */
+#define SMALL_READ 4000
 
 static char read_buf[READ_CHUNK];
 
@@ -48,7 +52,7 @@ static void out_cb(uv_poll_t *h, int status, int events) {
     if (n > 0) {
       outbuf_push(&s->buf, read_buf, (size_t)n);
       got += (size_t)n;
-      if ((size_t)n < READ_CHUNK) break; /* a short read: drained for now */
+      if ((size_t)n < SMALL_READ) break;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;

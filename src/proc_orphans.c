@@ -23,6 +23,7 @@ static int watching = 0;        /* the two handles below are open */
 static uv_signal_t orphan_sig;  /* SIGCHLD, while there are sessions without a cgroup or with
                                  * a sandbox's init, both of which leave children to reap */
 static uv_timer_t orphan_timer; /* and a slow sweep, for a SIGCHLD that went elsewhere */
+static uv_check_t orphan_check; /* the SIGCHLDs of one turn of the loop: one sweep after them */
 static int watchdog_fd = -1;    /* write end: session ids in, EOF when the host ends */
 
 /* Adopted orphans known to be the sessions', with their start time: a pid that someone else
@@ -180,10 +181,17 @@ void proc_orphans_reap(void) {
   }
 }
 
+static void orphan_check_cb(uv_check_t *h) {
+  uv_check_stop(h);
+  proc_orphans_reap();
+}
+
+/* Many children ending together send many SIGCHLDs in one turn: the sweep runs once, after
+ * the turn's events (the sessions' own programs reaped by then). */
 static void orphan_cb(uv_signal_t *h, int signum) {
   (void)h;
   (void)signum;
-  proc_orphans_reap();
+  uv_check_start(&orphan_check, orphan_check_cb);
 }
 
 static void orphan_timer_cb(uv_timer_t *h) {
@@ -326,6 +334,9 @@ static void watch(uv_loop_t *loop) {
   orphan_timer.data = NULL;
   uv_timer_start(&orphan_timer, orphan_timer_cb, 1000, 1000);
   uv_unref((uv_handle_t *)&orphan_timer);
+  uv_check_init(loop, &orphan_check);
+  orphan_check.data = NULL;
+  uv_unref((uv_handle_t *)&orphan_check);
 }
 
 /* A session started. Without a cgroup, its session id (and its sandbox's init) is the
@@ -357,5 +368,6 @@ void proc_orphans_close(void) {
   if (watching && !uv_is_closing((uv_handle_t *)&orphan_sig)) {
     uv_close((uv_handle_t *)&orphan_sig, NULL);
     uv_close((uv_handle_t *)&orphan_timer, NULL);
+    uv_close((uv_handle_t *)&orphan_check, NULL);
   }
 }

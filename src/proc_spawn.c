@@ -12,11 +12,6 @@
 #include "launch.h"
 #include "sandbox.h"
 
-static void pipe_name(int fd, char out[256]) {
-  struct stat st;
-  if (fstat(fd, &st) == 0) snprintf(out, 256, "pipe:[%lu]", (unsigned long)st.st_ino);
-}
-
 static const char *opt_string(lua_State *L, int t, const char *k) {
   lua_getfield(L, t, k);
   const char *s = lua_isnil(L, -1) ? NULL : lua_tostring(L, -1);
@@ -94,9 +89,10 @@ static const char **string_array(lua_State *L, int t, const char *what) {
 
 /* core.spawn(argv, opts) -> proc, pid | nil, message, code.
  * opts (already validated by luxec.process): env (array of "K=V"), cwd, arg0, tty, rows,
- * cols, no_echo, stdin ("pipe"|"null"), stderr ("merge"|"pipe"), head, tail, log, log_stderr, log_max,
- * cgroup (bool: use one when available), marker (the "K=V" entry of env that tells this
- * session's orphans apart when there is no cgroup), on_event (function). */
+ * cols, no_echo, raw, stdin ("pipe"|"null"), stderr ("merge"|"pipe"), head, tail, log, log_stderr, log_max,
+ * cgroup (bool: use one when available), marker (the "K=V" entry of the environment that
+ * tells this session's orphans apart when there is no cgroup: part of env when env is given,
+ * else added to the host's environment here), on_event (function). */
 int proc_core_spawn(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -118,6 +114,7 @@ int proc_core_spawn(lua_State *L) {
   const char *arg0 = opt_string(L, 2, "arg0");
   req.tty = proc_opt_bool(L, 2, "tty", NULL);
   req.no_echo = proc_opt_bool(L, 2, "no_echo", NULL);
+  req.raw = proc_opt_bool(L, 2, "raw", NULL);
   lua_Integer rows = opt_int(L, 2, "rows", 1), cols = opt_int(L, 2, "cols", 1);
   if (rows < 1 || rows > 65535 || cols < 1 || cols > 65535)
     return luaL_error(L, "bad option 'rows'/'cols' to 'spawn' (1..65535 expected)");
@@ -145,6 +142,16 @@ int proc_core_spawn(lua_State *L) {
   req.path = path;
   extern char **environ;
   req.envp = envp ? (char *const *)envp : environ;
+  if (envp == NULL && marker != NULL) { /* the host's environment and the marker, no copies */
+    size_t n = 0;
+    while (environ[n] != NULL) n++;
+    const char **e = lua_newuserdatauv(L, sizeof(char *) * (n + 2), 0);
+    lua_replace(L, 5); /* kept in env's slot, nil until now */
+    memcpy(e, environ, sizeof(char *) * n);
+    e[n] = marker;
+    e[n + 1] = NULL;
+    req.envp = (char *const *)e;
+  }
   if (arg0 != NULL) argv[0] = arg0;
   req.argv = (char *const *)argv;
 
@@ -242,13 +249,6 @@ int proc_core_spawn(lua_State *L) {
   p->in_fd = res.in_fd;
   p->out[0].fd = res.out_fd;
   if (p->nout == 2) p->out[1].fd = res.err_fd;
-  if (req.tty) {
-    ptsname_r(res.out_fd, p->out[0].target, sizeof p->out[0].target);
-    strcpy(p->in_target, p->out[0].target);
-  } else { /* how /proc names these pipes in other processes: "pipe:[inode]" */
-    for (int i = 0; i < p->nout; i++) pipe_name(p->out[i].fd, p->out[i].target);
-    if (p->in_fd >= 0) pipe_name(p->in_fd, p->in_target);
-  }
   box->p = p;
   p->box = box;
   lua_pushvalue(L, 6); /* the event function, in the handle's user value */

@@ -6,7 +6,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -180,6 +182,20 @@ static int proc_resize(lua_State *L) {
   return 1;
 }
 
+/* What /proc shows for the child's end of one of our descriptors ("pipe:[inode]", or the
+ * terminal's path), looked up the first time it is asked rather than at every spawn; ""
+ * once our end is closed (the stream at EOF, stdin closed) before anyone asked. */
+static const char *target_of(proc *p, char target[256], int fd) {
+  if (target[0] != '\0' || fd < 0) return target;
+  struct stat st;
+  if (p->tty) {
+    if (ptsname_r(fd, target, 256) != 0) target[0] = '\0';
+  } else if (fstat(fd, &st) == 0) {
+    snprintf(target, 256, "pipe:[%lu]", (unsigned long)st.st_ino);
+  }
+  return target;
+}
+
 /* p:holders() -> {{pid=, cmd=}, ...}: processes other than the host that hold an output
  * stream's write side open. */
 static int proc_holders(lua_State *L) {
@@ -189,7 +205,7 @@ static int proc_holders(lua_State *L) {
   lua_newtable(L);
   int k = 0;
   for (int i = 0; i < p->nout; i++) {
-    if (p->out[i].eof || p->out[i].target[0] == '\0') continue;
+    if (p->out[i].eof || target_of(p, p->out[i].target, p->out[i].fd)[0] == '\0') continue;
     pid_t found[64];
     int m = pfs_holders(cands, n < 0 ? 0 : n, p->out[i].target, found, 64);
     for (int j = 0; j < m; j++) {
@@ -216,7 +232,8 @@ static int proc_input_state(lua_State *L) {
   int waiting = 0;
   pid_t fg = -1;
   if (p->tty && p->out[0].fd >= 0) fg = tcgetpgrp(p->out[0].fd);
-  if (p->in_target[0] != '\0' && !p->stdin_closed && (!p->tty || fg > 0)) {
+  int in_fd = p->tty ? p->out[0].fd : p->in_fd;
+  if (!p->stdin_closed && target_of(p, p->in_target, in_fd)[0] != '\0' && (!p->tty || fg > 0)) {
     pid_t pids[1024];
     int n;
     if (p->cg.id != 0) {

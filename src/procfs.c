@@ -14,24 +14,51 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+/* The pids listed in one task's "children" file (plain reads: no stdio on this path). */
+static int task_children(const char *file, pid_t *out, int max) {
+  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[4096];
+  int n = 0;
+  ssize_t r;
+  pid_t cur = 0;
+  int digits = 0;
+  while (n < max && (r = read(fd, buf, sizeof buf)) > 0) {
+    for (ssize_t i = 0; i < r && n < max; i++) {
+      if (buf[i] >= '0' && buf[i] <= '9') {
+        cur = cur * 10 + (buf[i] - '0');
+        digits = 1;
+      } else if (digits) {
+        out[n++] = cur;
+        cur = 0;
+        digits = 0;
+      }
+    }
+  }
+  if (digits && n < max) out[n++] = cur;
+  close(fd);
+  return n;
+}
+
 int pfs_children(pid_t pid, pid_t *out, int max) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-  DIR *d = opendir(path);
-  if (d == NULL) return 0;
+  int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return 0;
   int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL && n < max) {
-    if (!isdigit((unsigned char)e->d_name[0])) continue;
-    char file[300];
-    snprintf(file, sizeof file, "/proc/%d/task/%s/children", (int)pid, e->d_name);
-    FILE *f = fopen(file, "re");
-    if (f == NULL) continue;
-    int child;
-    while (n < max && fscanf(f, "%d", &child) == 1) out[n++] = child;
-    fclose(f);
+  char ents[4096] __attribute__((aligned(8)));
+  long len;
+  while (n < max && (len = syscall(SYS_getdents64, dfd, ents, sizeof ents)) > 0) {
+    for (long off = 0; off < len && n < max;) {
+      struct dirent64 *e = (struct dirent64 *)(ents + off);
+      off += e->d_reclen;
+      if (!isdigit((unsigned char)e->d_name[0])) continue;
+      char file[300];
+      snprintf(file, sizeof file, "/proc/%d/task/%s/children", (int)pid, e->d_name);
+      n += task_children(file, out + n, max - n);
+    }
   }
-  closedir(d);
+  close(dfd);
   return n;
 }
 

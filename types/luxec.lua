@@ -88,7 +88,7 @@ function luxec.in_task() end
 ---@field inherit_env boolean|nil  start from the host's environment
 ---@field cwd string|nil  the working directory
 ---@field arg0 string|nil  argv[0] as the program sees it
----@field tty boolean|{rows: integer|nil, cols: integer|nil}|nil  a new PTY (24x80 by default), the child its session leader
+---@field tty boolean|{rows: integer|nil, cols: integer|nil, raw: boolean|nil}|nil  a new PTY (24x80 by default), the child its session leader; raw: in raw mode before the program runs
 ---@field stdin "pipe"|"null"|nil  pipe sessions only ("pipe")
 ---@field stderr "merge"|"pipe"|nil  pipe sessions only: merged in arrival order ("merge") or a second stream
 ---@field head integer|nil  bytes kept from the start of each stream (512 KiB)
@@ -317,6 +317,15 @@ function Process:wait_input(opts) end
 ---@return string|nil err
 ---@return string|nil code
 function Process:setecho(on) end
+
+--- The terminal in raw mode (on true or nil: no echo, no line editing, no signal characters,
+--- no output processing) or back to cooked mode with echo (false): true, or nil,
+--- "ENOTTY: ...", "ENOTTY" for a pipe session.
+---@param on boolean|nil
+---@return boolean|nil ok
+---@return string|nil err
+---@return string|nil code
+function Process:set_raw(on) end
 
 --- Whether the terminal echoes now (false for a pipe session).
 ---@return boolean

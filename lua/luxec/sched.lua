@@ -144,6 +144,31 @@ function Task:wait()
   return false, self.error
 end
 
+-- Stopped timers kept for the next timed wait: a wait takes one and gives it back, so no
+-- handle is made and closed per wait. (A stopped timer keeps nothing alive.)
+local free_timers, nfree, FREE_MAX = {}, 0, 64
+
+--- A stopped timer for one timed wait; give it back with release_timer when the wait is over.
+---@return uv.uv_timer_t
+function M.take_timer()
+  if nfree == 0 then return uv.new_timer() end
+  local t = free_timers[nfree]
+  free_timers[nfree], nfree = nil, nfree - 1
+  return t
+end
+
+--- Stop a timer from take_timer and keep it for the next wait (or close it).
+---@param t uv.uv_timer_t
+function M.release_timer(t)
+  t:stop()
+  if nfree < FREE_MAX then
+    nfree = nfree + 1
+    free_timers[nfree] = t
+  else
+    t:close()
+  end
+end
+
 --- Wait `ms` milliseconds (see the module comment for where a wait may happen).
 ---@param ms number
 function M.sleep(ms)
@@ -151,12 +176,12 @@ function M.sleep(ms)
     error(("bad argument #1 to 'sleep' (non-negative finite number expected, got %s)")
       :format(type(ms) == "number" and tostring(ms) or type(ms)), 2)
   end
-  local timer = uv.new_timer()
+  local timer = M.take_timer()
   uv.update_time() -- the loop's clock is stale after top-level code ran for a while
   local ok, err = pcall(M.suspend, function(wake)
     timer:start(math.floor(ms), 0, wake)
   end)
-  timer:close()
+  M.release_timer(timer)
   if not ok then
     error(err, 0)
   end

@@ -254,7 +254,7 @@ describe("the core's options", function()
   after_each(H.assert_clean)
 
   local function copts(over)
-    local o = { tty = false, no_echo = false, rows = 24, cols = 80, stdin = "pipe",
+    local o = { tty = false, no_echo = false, raw = false, rows = 24, cols = 80, stdin = "pipe",
       stderr = "merge", head = 1024, tail = 1024, cgroup = false, on_event = function() end,
       sandbox = { mode = "read-only", network = "deny", best_effort = true,
         evidence_net = false, evidence_files = false, roots = {}, unix_sockets = {},
@@ -286,7 +286,7 @@ describe("the core's options", function()
     end)
 
   it("refuses a missing value instead of a default of its own", function()
-    for _, k in ipairs({ "stdin", "stderr", "tty", "cgroup", "rows", "head", "on_event" }) do
+    for _, k in ipairs({ "stdin", "stderr", "tty", "raw", "cgroup", "rows", "head", "on_event" }) do
       local o = copts({})
       o[k] = nil
       local ok, err = pcall(core.spawn, { "true" }, o)

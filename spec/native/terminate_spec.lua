@@ -96,6 +96,17 @@ H.each_cgroup_mode("terminate", function(cgroup)
     p:close()
   end)
 
+  it("counts the grace from the call, however long the host ran before without the loop",
+    function()
+      local p = assert(luxec.spawn({ "sleep", "300" }, { cgroup = cgroup }))
+      uv.sleep(3200) -- blocks the host: the loop's clock now lags by as much
+      local r = p:terminate({ grace_ms = 3000 })
+      assert.is_true(r.graceful) -- sleep ends on TERM: no kill after a grace cut short
+      assert.equals(0, r.killed)
+      assert.same({ "TERM", "terminate" }, { p:status().signal_name, p:status().killed_by })
+      p:close()
+    end)
+
   it("accepts another signal and a zero grace", function()
     local p = assert(luxec.spawn({ "sh", "-c",
       "trap 'exit 7' INT; echo armed; while :; do :; done" }, { cgroup = cgroup }))

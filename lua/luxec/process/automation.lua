@@ -186,6 +186,24 @@ return function(Process)
     return true
   end
 
+  --- Put the terminal in raw mode (on true or nil: no echo, no line editing, no signal
+  --- characters, no output processing: every byte through as it is, for binary protocols
+  --- and bulk output) or back to cooked mode with echo (on false). Returns true, or nil,
+  --- "ENOTTY: ...", "ENOTTY" for a pipe session. (spawn's tty = {raw = true} sets it before
+  --- the program runs.)
+  ---@param on boolean|nil
+  ---@return boolean|nil, string|nil, string|nil
+  function Process:set_raw(on)
+    if on ~= nil and type(on) ~= "boolean" then
+      error(("bad argument #1 to 'set_raw' (boolean expected, got %s)"):format(type(on)), 2)
+    end
+    closed_error(self, "set_raw")
+    if not self:size() then
+      return nil, "ENOTTY: a pipe session has no terminal to set raw", "ENOTTY"
+    end
+    return self._core:tty_raw(on ~= false)
+  end
+
   --- Whether the terminal echoes what is written to the session now (false for a pipe
   --- session: nothing echoes it).
   ---@return boolean

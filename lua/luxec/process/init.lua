@@ -57,7 +57,8 @@ M.Process = Process
 ---@field inherit_env boolean|nil  start from the host's environment (default when env is nil)
 ---@field cwd string|nil
 ---@field arg0 string|nil  argv[0] as the program sees it
----@field tty boolean|{rows: integer, cols: integer}|nil  a new PTY (24x80 by default)
+---@field tty boolean|{rows: integer, cols: integer, raw: boolean}|nil  a new PTY (24x80 by
+---default; raw: in raw mode before the program runs, every byte through as it is)
 ---@field echo boolean|nil  false: the terminal starts without echo (a pipe never echoes)
 ---@field stdin "pipe"|"null"|nil  pipes only (default "pipe")
 ---@field stderr "merge"|"pipe"|nil  pipes only: merged in arrival order (default) or apart
@@ -102,15 +103,19 @@ local function prepare(argv, opts)
     -- a variable they inherit.
     session_serial = session_serial + 1
     marker = ("LUXEC_SESSION=%d.%d"):format(uv.os_getpid(), session_serial)
-    env = env or options.build_env({ inherit_env = true })
-    env[#env + 1] = marker
+    -- (with no env of its own, the core adds it to the host's environment: no copy here)
+    if env then env[#env + 1] = marker end
   end
   local cwd, sbx = opts.cwd, nil
   if opts.sandbox then
     cwd = cwd or uv.cwd() -- a new mount namespace needs the directory looked up again
     sbx = sandbox.resolve(opts.sandbox, cwd, sandbox.home_of(env))
     if sbx.net then -- network by name: every client is pointed at the session's proxy
-      env = sandbox.proxy_env(env or options.build_env({ inherit_env = true }), sbx)
+      if not env then
+        env = options.build_env({ inherit_env = true })
+        env[#env + 1] = marker
+      end
+      env = sandbox.proxy_env(env, sbx)
     end
   end
   local tty = opts.tty
@@ -159,6 +164,7 @@ local function start(argv, spec)
     arg0 = opts.arg0,
     tty = opts.tty and true or false,
     no_echo = opts.echo == false, -- the terminal starts without echo (before the program runs)
+    raw = type(opts.tty) == "table" and opts.tty.raw == true, -- raw mode, before it runs
     rows = spec.rows,
     cols = spec.cols,
     stdin = opts.stdin or "pipe",
@@ -217,13 +223,24 @@ function M._spawn_at(level, argv, opts)
   return start(argv, spec)
 end
 
+-- Wake every waiter of a list. The list is swapped for a spare one first (a woken waiter that
+-- waits again joins the next list), and becomes the spare once emptied: an event allocates no
+-- table.
+local SPARE = { _waiters = "_waiters_spare", _end_waiters = "_end_waiters_spare" }
+
 local function wake_list(self, field)
   local waiters = self[field]
-  if #waiters == 0 then return end
-  self[field] = {}
-  for _, wake in ipairs(waiters) do
+  local n = #waiters
+  if n == 0 then return end
+  local spare = SPARE[field]
+  self[field] = self[spare] or {}
+  self[spare] = nil
+  for i = 1, n do
+    local wake = waiters[i]
+    waiters[i] = nil
     wake()
   end
+  if self[spare] == nil then self[spare] = waiters end
 end
 
 local function wake_all(self, output_only)
@@ -263,6 +280,15 @@ function Process:_finish(holders)
   end
 end
 
+-- Whether the program exited, and every stream reached EOF (the native core answers without
+-- building a status table; another backend's core through its status).
+function Process:_ended()
+  local core = self._core
+  if core.ended then return core:ended() end
+  local st = core:status()
+  return st.exited, st.eof
+end
+
 function Process:_event(kind, stream, count)
   if kind == "output" then
     if #self._listeners.output > 0 then
@@ -275,10 +301,10 @@ function Process:_event(kind, stream, count)
       self._eof = self._eof or {}
       self._eof[stream] = true
     end
-    local st = self._core:status()
-    if st.exited and st.eof then
+    local exited, eof = self:_ended()
+    if exited and eof then
       self:_finish(nil)
-    elseif st.exited and not self._grace_timer and not self._finished then
+    elseif exited and not self._grace_timer and not self._finished then
       -- Exited, but something still holds the output open: give it a bounded grace.
       local t = uv.new_timer()
       self._grace_timer = t
@@ -321,7 +347,7 @@ function Process:_wait_until(pred, timeout_ms, ends_only)
   self:_hold(1)
   if not ends_only then self:_watch(1) end
   local deadline = timeout_ms and (uv.hrtime() / 1e6 + timeout_ms)
-  local timer = timeout_ms and uv.new_timer()
+  local timer = timeout_ms and sched.take_timer() -- (kept stopped between waits)
   local ok, err = pcall(function()
     while not pred() do
       if deadline and uv.hrtime() / 1e6 >= deadline then break end
@@ -336,7 +362,7 @@ function Process:_wait_until(pred, timeout_ms, ends_only)
       if timer then timer:stop() end
     end
   end)
-  if timer then timer:close() end
+  if timer then sched.release_timer(timer) end
   self:_hold(-1)
   if not ends_only then self:_watch(-1) end
   if not ok then error(err, 0) end

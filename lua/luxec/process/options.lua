@@ -120,10 +120,14 @@ function M.check_spawn_opts(opts)
   end
   if type(opts.tty) == "table" then
     for k, v in pairs(opts.tty) do
-      if k ~= "rows" and k ~= "cols" then
+      if k ~= "rows" and k ~= "cols" and k ~= "raw" then
         error(("bad option 'tty' to 'spawn' (unknown field '%s')"):format(tostring(k)), 0)
       end
-      if math.type(v) ~= "integer" or v < 1 or v > 65535 then
+      if k == "raw" then
+        if type(v) ~= "boolean" then
+          error(("bad option 'tty.raw' to 'spawn' (boolean expected, got %s)"):format(type(v)), 0)
+        end
+      elseif math.type(v) ~= "integer" or v < 1 or v > 65535 then
         error(("bad option 'tty.%s' to 'spawn' (integer 1..65535 expected, got %s)")
           :format(k, tostring(v)), 0)
       end

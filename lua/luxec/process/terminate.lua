@@ -26,8 +26,9 @@ local function wait_trees(procs, ms)
     end)
   end
   for p in pairs(pending) do arm(p) end
+  uv.update_time() -- the loop's clock is stale after the signals and the first look
   local deadline = uv.now() + ms
-  local timer = uv.new_timer()
+  local timer = sched.take_timer()
   local ok, err = pcall(function()
     while left > 0 do
       if #dirty == 0 then
@@ -45,7 +46,9 @@ local function wait_trees(procs, ms)
       for _, p in ipairs(woken) do
         if pending[p] and not batch[p] then
           batch[p] = true
-          if p._core then
+          if p._core and not p._core:ended() then
+            arm(p) -- (its EOF came first: nothing to look at before its exit)
+          elseif p._core then
             hs[#hs + 1] = p._core
             batch[#hs] = p
           else
@@ -63,7 +66,7 @@ local function wait_trees(procs, ms)
       end
     end
   end)
-  timer:close()
+  sched.release_timer(timer)
   if not ok then error(err, 0) end
   return pending, left
 end
@@ -93,7 +96,7 @@ local function terminate_many(fname, procs, opts)
         and "a stream, which has no process to terminate: close it" or "not a process"), 3)
     end
     check_open(p, fname)
-    local exited = p._core:status().exited
+    local exited = p._core:ended()
     if not exited or p._core:tree_alive() > 0 then
       if not exited then p._killed_by = "terminate" end
       live[#live + 1] = p
@@ -136,7 +139,9 @@ local function terminate_many(fname, procs, opts)
   end
   result.method = live[1]._core:status().cgroup and "cgroup" or "process group and sweep"
   for _, p in ipairs(live) do
-    p:_wait_until(function() return p._finished end, M.defaults.finish_wait_ms, true)
+    if not p._finished then
+      p:_wait_until(function() return p._finished end, M.defaults.finish_wait_ms, true)
+    end
   end
   return result
 end
