@@ -303,8 +303,10 @@ static int w5(int count, const char *sleep_prog) {
 }
 
 static void usage(void) {
-  fputs("usage: bench-ref w1 pipe|pty COUNT PROG | w2|w3 BYTES READ_SIZE poll|block HEAD |"
-        " w3raw ... | w4 COUNT CAT | w5 COUNT SLEEP\n", stderr);
+  fputs(
+      "usage: bench-ref w1 pipe|pty COUNT PROG | w2|w3 BYTES READ_SIZE poll|block HEAD |"
+      " w3raw ... | w4 COUNT CAT | w5 COUNT SLEEP\n",
+      stderr);
   exit(2);
 }
 

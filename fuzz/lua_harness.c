@@ -165,16 +165,12 @@ static int f_trace(lua_State *l) {
 }
 
 static const luaL_Reg native_functions[] = {
-  {"exceeded", f_exceeded},
-  {"set_budget", f_set_budget},
-  {"trace", f_trace},
-  {NULL, NULL}
-};
+    {"exceeded", f_exceeded}, {"set_budget", f_set_budget}, {"trace", f_trace}, {NULL, NULL}};
 
 /* require("fuzz.native"): what the checkers get from C. */
 static int open_native(lua_State *l) {
   luaL_newlib(l, native_functions);
-  luxec_open_outbuf(l); /* .outbuf(head, tail): src/outbuf.c, as core.outbuf */
+  luxec_open_outbuf(l);       /* .outbuf(head, tail): src/outbuf.c, as core.outbuf */
   lua_pushstring(l, tmp_dir); /* .tmpdir: for the files a target writes */
   lua_setfield(l, -2, "tmpdir");
   return 1;
@@ -215,7 +211,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
   luaL_openlibs(L);
 
-  lua_getglobal(L, "package"); /* package */
+  lua_getglobal(L, "package");                      /* package */
   lua_pushstring(L, FUZZ_SOURCE_DIR "/lua/?.lua;"); /* luxec's modules, then the checkers' */
   lua_pushstring(L, FUZZ_SOURCE_DIR "/lua/?/init.lua;");
   lua_pushstring(L, FUZZ_SOURCE_DIR "/fuzz/lua/?.lua");

@@ -200,23 +200,13 @@ static uint64_t pick_offset(input *in, const model *m) {
   uint8_t sel = take(in);
   uint64_t d = take(in) % 8, base;
   switch (sel % 8) {
-    case 0:
-      return d;
-    case 1:
-      base = m->total;
-      break;
-    case 2:
-      return m->total + 1 + take(in);
-    case 3:
-      base = m_head(m);
-      break;
-    case 4:
-      base = m_tail_start(m);
-      break;
-    case 5:
-      return UINT64_MAX - d;
-    default:
-      return m->total ? take16(in) % m->total : 0;
+    case 0: return d;
+    case 1: base = m->total; break;
+    case 2: return m->total + 1 + take(in);
+    case 3: base = m_head(m); break;
+    case 4: base = m_tail_start(m); break;
+    case 5: return UINT64_MAX - d;
+    default: return m->total ? take16(in) % m->total : 0;
   }
   return (sel & 8) ? base + d : (base > d ? base - d : 0);
 }
@@ -224,14 +214,10 @@ static uint64_t pick_offset(input *in, const model *m) {
 static size_t pick_len(input *in) {
   uint8_t sel = take(in);
   switch (sel % 4) {
-    case 0:
-      return take(in) % 8;
-    case 1:
-      return take16(in);
-    case 2:
-      return SIZE_MAX - (sel >> 2); /* clamped to the end of the stream */
-    default:
-      return take(in);
+    case 0: return take(in) % 8;
+    case 1: return take16(in);
+    case 2: return SIZE_MAX - (sel >> 2); /* clamped to the end of the stream */
+    default: return take(in);
   }
 }
 

@@ -38,7 +38,10 @@ static int inotify_fd = -1;
 /* Cgroups of closed sessions that were killed but not yet empty: removed (or pooled) when
  * their cgroup.events says so, or at host exit. */
 #define DRAIN_MAX 4096
-static struct { unsigned id; int wd, fresh; } draining[DRAIN_MAX];
+static struct {
+  unsigned id;
+  int wd, fresh;
+} draining[DRAIN_MAX];
 static int ndraining = 0;
 
 static int find_mount(char *out, size_t size) {
@@ -138,7 +141,8 @@ static void watchdog_main(int rd, int dir_fd, int parent_fd, const char *name) {
   }
   cg_write_text(dir_fd, "cgroup.kill", "1");
   struct timespec tick = {0, 5 * 1000 * 1000};
-  for (int i = 0; i < 1000 && read_populated(dir_fd, "cgroup.events") == 1; i++) nanosleep(&tick, NULL);
+  for (int i = 0; i < 1000 && read_populated(dir_fd, "cgroup.events") == 1; i++)
+    nanosleep(&tick, NULL);
   char buf[4096];
   long n;
   while ((n = syscall(SYS_getdents64, dir_fd, buf, sizeof buf)) > 0) {
@@ -337,8 +341,10 @@ int cg_watch_read(int *wds, int max) {
 
 /* Into the pool when it can be reused at once, else removed. */
 static void put_back(cg_session *s) {
-  if (!s->fresh && s->dir_fd < 0 && pooled < POOL_MAX && state == 1) pool[pooled++] = s->id;
-  else cg_session_destroy(s);
+  if (!s->fresh && s->dir_fd < 0 && pooled < POOL_MAX && state == 1)
+    pool[pooled++] = s->id;
+  else
+    cg_session_destroy(s);
   s->id = 0;
 }
 
@@ -438,7 +444,8 @@ int cg_enable_controller(const char *name, char *why_out, size_t len) {
     snprintf(why_out, len, "no cgroup v2 directory for sessions (%s)", why ? why : "?");
     return -1;
   }
-  if (cg_read_text(host_fd, "cgroup.subtree_control", have, sizeof have) == 0 && has_word(have, name))
+  if (cg_read_text(host_fd, "cgroup.subtree_control", have, sizeof have) == 0 &&
+      has_word(have, name))
     return 0;
   snprintf(plus, sizeof plus, "+%s", name);
   if (cg_read_text(host_fd, "cgroup.controllers", have, sizeof have) < 0 || !has_word(have, name)) {
@@ -451,9 +458,10 @@ int cg_enable_controller(const char *name, char *why_out, size_t len) {
     if (pfd >= 0) cg_read_text(pfd, "cgroup.controllers", offered, sizeof offered);
     offered[strcspn(offered, "\n")] = '\0';
     if (!has_word(offered, name)) {
-      snprintf(why_out, len, "the cgroup v2 tree offers no '%s' controller here (%s/cgroup.controllers:"
-               " \"%s\": bound to a cgroup v1 hierarchy, or not delegated to this user)", name,
-               parent_dir, offered);
+      snprintf(why_out, len,
+               "the cgroup v2 tree offers no '%s' controller here (%s/cgroup.controllers:"
+               " \"%s\": bound to a cgroup v1 hierarchy, or not delegated to this user)",
+               name, parent_dir, offered);
       if (pfd >= 0) close(pfd);
       return -1;
     }
@@ -463,7 +471,8 @@ int cg_enable_controller(const char *name, char *why_out, size_t len) {
       snprintf(why_out, len, "cannot enable '%s' in %s/cgroup.subtree_control: %s%s", name,
                parent_dir, strerror(-rc),
                rc == -EBUSY ? " (that cgroup has processes of its own: start luxec in a cgroup of "
-                              "its own, e.g. systemd-run --user --scope -p Delegate=yes)" : "");
+                              "its own, e.g. systemd-run --user --scope -p Delegate=yes)"
+                            : "");
       return -1;
     }
   }

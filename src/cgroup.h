@@ -6,9 +6,9 @@
 #include <sys/types.h>
 
 typedef struct cg_session {
-  unsigned id;    /* 0: none; else the directory s<id> in the host's, opened only when needed */
-  int fresh;      /* made for this session alone (limits: counters from zero); never pooled */
-  int dir_fd;     /* a fresh one's directory, open for its limits' files; else -1 */
+  unsigned id; /* 0: none; else the directory s<id> in the host's, opened only when needed */
+  int fresh;   /* made for this session alone (limits: counters from zero); never pooled */
+  int dir_fd;  /* a fresh one's directory, open for its limits' files; else -1 */
 } cg_session;
 
 /* Whether sessions can have cgroups here; the first call sets up the host's directory and
@@ -18,7 +18,7 @@ int cg_available(const char **reason);
  * with limits, whose event counters must start at zero) */
 int cg_session_create(cg_session *s, int fresh);
 int cg_session_open(const cg_session *s, const char *file, int flags); /* fd or -errno */
-int cg_session_populated(const cg_session *s); /* 1, 0, or -errno */
+int cg_session_populated(const cg_session *s);                         /* 1, 0, or -errno */
 /* SIGKILL everything in it; 0 or -errno (async-signal-safe) */
 int cg_session_kill(const cg_session *s);
 int cg_session_signal(const cg_session *s, int sig); /* every process in it; count or -errno */
@@ -27,16 +27,16 @@ int cg_session_pids(const cg_session *s, pid_t *out, int max);
  * and 1; else 0: it is removed once empty (cg_drain_fired) or at host exit. Either way s has
  * no cgroup afterwards. */
 int cg_session_release(cg_session *s, int known_empty);
-void cg_session_destroy(cg_session *s);        /* rmdir (must be empty) */
+void cg_session_destroy(cg_session *s); /* rmdir (must be empty) */
 /* Watching "populated": one inotify descriptor for the host (-1 when none), a watch per
  * cgroup (no descriptor). cg_watch_read fills the watches that changed. */
 int cg_watch_fd(void);
-int cg_session_watch(const cg_session *s);     /* watch descriptor or -errno */
+int cg_session_watch(const cg_session *s); /* watch descriptor or -errno */
 void cg_unwatch(int wd);
 int cg_watch_read(int *wds, int max);
-int cg_drain_fired(int wd);                    /* 1 when wd was a released cgroup's */
-int cg_draining(void);                         /* released cgroups not yet empty */
-void cg_shutdown(void);                        /* remove the host's directory, stop the watchdog */
+int cg_drain_fired(int wd); /* 1 when wd was a released cgroup's */
+int cg_draining(void);      /* released cgroups not yet empty */
+void cg_shutdown(void);     /* remove the host's directory, stop the watchdog */
 pid_t cg_watchdog_pid(void);
 /* Make a controller ("memory", "pids", "cpu") usable in every session cgroup: enabled in the
  * host's directory, and first in the cgroup the host lives in when it is not already. 0, or

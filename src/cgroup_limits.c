@@ -42,7 +42,8 @@ static long long read_keyed(int dir_fd, const char *file, const char *key) {
 static long long read_number(int dir_fd, const char *file) {
   char buf[64];
   return cg_read_text(dir_fd, file, buf, sizeof buf) == 0 && buf[0] >= '0' && buf[0] <= '9'
-             ? atoll(buf) : -1;
+             ? atoll(buf)
+             : -1;
 }
 
 static int host_has_swap(void) {
@@ -136,7 +137,8 @@ static int v1_available(int i) {
   c->host_fd = -1;
   char own[4096], host[4200];
   if (v1_own_dir(cgl_names[i], own, sizeof own) < 0) {
-    snprintf(c->why, sizeof c->why, "cgroup v1: no hierarchy has the '%s' controller", cgl_names[i]);
+    snprintf(c->why, sizeof c->why, "cgroup v1: no hierarchy has the '%s' controller",
+             cgl_names[i]);
     return 0;
   }
   v1_sweep_stale(own);
@@ -210,8 +212,7 @@ static int v1_apply(cg_limits_state *st, int i, char *why, size_t len) {
 
 /* --- cgroup v2 ---------------------------------------------------------------------------- */
 
-static int v2_apply(const cg_limits_state *st, const cg_session *cg, int i, char *why,
-                    size_t len) {
+static int v2_apply(const cg_limits_state *st, const cg_session *cg, int i, char *why, size_t len) {
   if (cg_enable_controller(cgl_names[i], why, len) < 0) return -1;
   const cg_limits *w = &st->want;
   char val[64];
@@ -235,7 +236,7 @@ static int v2_apply(const cg_limits_state *st, const cg_session *cg, int i, char
   if (rc < 0) {
     snprintf(why, len, "cgroup v2: writing %s: %s%s", file, strerror(-rc),
              rc == -ENOENT && i == CGL_MEMORY ? " (no swap accounting, and the host has swap)"
-                                             : "");
+                                              : "");
     return -1;
   }
   return 0;
@@ -282,8 +283,8 @@ int cgl_setup(cg_limits_state *st, const cg_limits *want, const cg_session *cg, 
       cgl_release(st);
       return -1;
     }
-    snprintf(st->degraded[i], sizeof st->degraded[i], "limits.%s: %s%s%s: %s", cgl_names[i],
-             why2, why1[0] ? "; " : "", why1, instead);
+    snprintf(st->degraded[i], sizeof st->degraded[i], "limits.%s: %s%s%s: %s", cgl_names[i], why2,
+             why1[0] ? "; " : "", why1, instead);
     st->via[i] = i == CGL_MEMORY ? CGL_RLIMIT : CGL_NONE;
   }
   return 0;
@@ -351,7 +352,8 @@ void cgl_read(const cg_limits_state *st, const cg_session *cg, cg_limits_stats *
     int v2 = st->via[CGL_CPU] == CGL_CGROUP2;
     char buf[1024];
     snprintf(f, sizeof f, "s%u/cpu.stat", st->v1_id);
-    if (cg_read_text(v2 ? cg->dir_fd : v1[CGL_CPU].host_fd, v2 ? "cpu.stat" : f, buf, sizeof buf) == 0) {
+    if (cg_read_text(v2 ? cg->dir_fd : v1[CGL_CPU].host_fd, v2 ? "cpu.stat" : f, buf, sizeof buf) ==
+        0) {
       out->cpu_periods = keyed(buf, "nr_periods");
       out->cpu_throttled = keyed(buf, "nr_throttled");
       long long t = keyed(buf, v2 ? "throttled_usec" : "throttled_time"); /* v1: ns */

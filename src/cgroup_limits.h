@@ -14,11 +14,11 @@ enum { CGL_MEMORY, CGL_PIDS, CGL_CPU, CGL_N };
 enum { CGL_NONE, CGL_CGROUP2, CGL_CGROUP1, CGL_RLIMIT };
 
 typedef struct cg_limits {
-  long long memory;        /* bytes; 0: no limit */
-  long long pids;          /* 0: no limit */
-  long long cpu_quota_us;  /* per period; 0: no limit */
+  long long memory;       /* bytes; 0: no limit */
+  long long pids;         /* 0: no limit */
+  long long cpu_quota_us; /* per period; 0: no limit */
   long long cpu_period_us;
-  int best_effort;         /* enforce what the host can and report the rest as degraded */
+  int best_effort; /* enforce what the host can and report the rest as degraded */
 } cg_limits;
 
 typedef struct cg_limits_state {

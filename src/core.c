@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-void luxec_open_base64(lua_State *L); /* base64.c */
+void luxec_open_base64(lua_State *L);   /* base64.c */
 void luxec_open_peercred(lua_State *L); /* peercred.c */
 
 /* core.report_error(msg [, where]): report an error that happened outside the main chunk (a task, a
@@ -39,12 +39,10 @@ static int core_active_handles(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg core_functions[] = {
-  {"active_handles", core_active_handles},
-  {"callback_errors", core_callback_errors},
-  {"report_error", core_report_error},
-  {NULL, NULL}
-};
+static const luaL_Reg core_functions[] = {{"active_handles", core_active_handles},
+                                          {"callback_errors", core_callback_errors},
+                                          {"report_error", core_report_error},
+                                          {NULL, NULL}};
 
 void luxec_core_shutdown(lua_State *L) {
   (void)L;

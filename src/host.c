@@ -122,7 +122,7 @@ void luxec_report_callback_error(lua_State *L, const char *where, const char *ms
  * function and its arguments, leaves nresults values or returns -status), but an error is
  * reported and counted and the loop keeps serving the other callbacks. */
 int luxec_callback_pcall(lua_State *L, int nargs, int nresults, int flags) {
-  int base = lua_gettop(L) - nargs;  /* index of the function */
+  int base = lua_gettop(L) - nargs; /* index of the function */
   lua_pushcfunction(L, luxec_traceback);
   lua_insert(L, base);
   int status = lua_pcall(L, nargs, nresults, base);
@@ -230,9 +230,9 @@ int luxec_host_init(luxec_host *h, int ignore_env) {
   luxec_find_lua_dir(h->lua_dir, sizeof h->lua_dir, ignore_env);
   luxec_set_paths(L, h->lua_dir);
   luxec_host_attach(h, L);
-  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);  /* loaded */
-  luaopen_luv(L);                                            /* loaded luv */
-  lua_setfield(L, -2, "luv");                                /* loaded */
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE); /* loaded */
+  luaopen_luv(L);                                           /* loaded luv */
+  lua_setfield(L, -2, "luv");                               /* loaded */
   lua_pop(L, 1);
   return 0;
 }

@@ -50,7 +50,6 @@
 #define P_PIDFD 3
 #endif
 
-
 typedef struct child_report {
   int err;
   const char *stage; /* a string literal: the same address in a forked copy */
@@ -237,11 +236,11 @@ int launch(const launch_req *req, launch_res *res) {
   res->init_pid = -1;
   child_ctx c = {.req = req, .parent = getpid(), .ctty = -1, .report_fd = -1};
 
-#define FAIL(what)        \
-  do {                    \
-    res->err = errno;     \
-    res->stage = (what);  \
-    goto fail;            \
+#define FAIL(what)       \
+  do {                   \
+    res->err = errno;    \
+    res->stage = (what); \
+    goto fail;           \
   } while (0)
 
   if (stack == NULL) FAIL("stack");

@@ -9,23 +9,23 @@
 #include "sandbox.h"
 
 typedef struct launch_req {
-  const char *path;        /* resolved program path */
-  char *const *argv;       /* argv[0] may be arg0 */
+  const char *path;  /* resolved program path */
+  char *const *argv; /* argv[0] may be arg0 */
   char *const *envp;
-  const char *cwd;         /* NULL: inherit */
-  int tty;                 /* 1: new PTY with rows x cols */
+  const char *cwd; /* NULL: inherit */
+  int tty;         /* 1: new PTY with rows x cols */
   unsigned short rows, cols;
-  int no_echo;             /* tty only: the terminal starts without echo */
-  int raw;                 /* tty only: the terminal starts in raw mode (cfmakeraw) */
-  int stdin_pipe;          /* pipes only: 1 pipe, 0 /dev/null */
-  int stderr_apart;        /* pipes only: 1 separate stderr pipe, 0 merged into stdout */
-  int cgroup_procs_fd;     /* -1, or an open cgroup.procs the child moves itself into */
-  int ncgroup_more;        /* more cgroup.procs to join (cgroup v1 hierarchies of limits) */
+  int no_echo;         /* tty only: the terminal starts without echo */
+  int raw;             /* tty only: the terminal starts in raw mode (cfmakeraw) */
+  int stdin_pipe;      /* pipes only: 1 pipe, 0 /dev/null */
+  int stderr_apart;    /* pipes only: 1 separate stderr pipe, 0 merged into stdout */
+  int cgroup_procs_fd; /* -1, or an open cgroup.procs the child moves itself into */
+  int ncgroup_more;    /* more cgroup.procs to join (cgroup v1 hierarchies of limits) */
   int cgroup_more_fds[3];
-  int nrlimits;            /* rlimits set right before exec (limits without a cgroup) */
+  int nrlimits; /* rlimits set right before exec (limits without a cgroup) */
   int rlimit_res[3];
   struct rlimit rlimit_val[3];
-  sandbox_prep *sandbox;   /* NULL, or the layers to apply before exec */
+  sandbox_prep *sandbox; /* NULL, or the layers to apply before exec */
 } launch_req;
 
 /* What a running session holds in the host: its pidfd and the descriptors below. 2 on a PTY
@@ -36,16 +36,16 @@ typedef struct launch_req {
 typedef struct launch_res {
   pid_t pid;
   int pidfd;
-  int in_fd;               /* write end of stdin, or the PTY master (the same descriptor as
+  int in_fd;         /* write end of stdin, or the PTY master (the same descriptor as
                             * out_fd, not a second one); -1 for null */
-  int out_fd;              /* read end of stdout (merged), or the PTY master */
-  int err_fd;              /* read end of stderr when apart, else -1 */
-  int listener_fd;         /* the sandbox's seccomp listener, or -1 */
-  pid_t init_pid;          /* the init of the sandbox's pid namespace (a child of the host), or
+  int out_fd;        /* read end of stdout (merged), or the PTY master */
+  int err_fd;        /* read end of stderr when apart, else -1 */
+  int listener_fd;   /* the sandbox's seccomp listener, or -1 */
+  pid_t init_pid;    /* the init of the sandbox's pid namespace (a child of the host), or
                             * -1; killing it kills everything in the namespace */
-  void *init_stack;        /* its stack (LAUNCH_INIT_STACK bytes): unmap once it is killed */
-  int err;                 /* on failure: the errno */
-  const char *stage;       /* on failure: what failed ("exec", "cwd", "pty", ...) */
+  void *init_stack;  /* its stack (LAUNCH_INIT_STACK bytes): unmap once it is killed */
+  int err;           /* on failure: the errno */
+  const char *stage; /* on failure: what failed ("exec", "cwd", "pty", ...) */
 } launch_res;
 
 #define LAUNCH_INIT_STACK (16 * 1024)

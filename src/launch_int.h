@@ -10,13 +10,13 @@
 typedef struct child_ctx {
   const launch_req *req;
   pid_t parent;
-  int fd0, fd1, fd2;  /* what becomes 0, 1, 2 */
-  int ctty;           /* the PTY slave to make the controlling terminal, or -1 */
-  volatile int err;   /* written by the child before _exit, read by the parent */
+  int fd0, fd1, fd2; /* what becomes 0, 1, 2 */
+  int ctty;          /* the PTY slave to make the controlling terminal, or -1 */
+  volatile int err;  /* written by the child before _exit, read by the parent */
   volatile const char *stage;
-  int report_fd;      /* -1, or the write end of the failure pipe when memory is not shared */
-  int contained;      /* cloned into a sandbox's pid namespace: its parent is outside it */
-  int files_shared;   /* started on the host's descriptor table (CLONE_FILES) */
+  int report_fd;    /* -1, or the write end of the failure pipe when memory is not shared */
+  int contained;    /* cloned into a sandbox's pid namespace: its parent is outside it */
+  int files_shared; /* started on the host's descriptor table (CLONE_FILES) */
 } child_ctx;
 
 /* The program's side of a launch: from clone to exec (async-signal-safe). */

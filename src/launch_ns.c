@@ -38,9 +38,9 @@
 
 typedef struct setup_ctx {
   const launch_req *req;
-  child_ctx *g;             /* the program's launch context */
-  char *init_stack;         /* the init's own stack: it outlives this launch */
-  int alive_fd;             /* read end of the pipe whose EOF tells the init the host is gone */
+  child_ctx *g;     /* the program's launch context */
+  char *init_stack; /* the init's own stack: it outlives this launch */
+  int alive_fd;     /* read end of the pipe whose EOF tells the init the host is gone */
   volatile pid_t pid, init_pid;
   volatile int pidfd, master, slave;
   volatile int err;
@@ -134,8 +134,9 @@ static int setup_main(void *arg) {
   char *stack = launch_stack(1);
   launch_stack_clean(stack);
   s->g->files_shared = 1; /* this table is the host's */
-  pid_t pid = clone(launch_child_main, stack + CHILD_STACK,
-                    CLONE_VM | CLONE_VFORK | CLONE_PARENT | CLONE_PIDFD | CLONE_FILES, s->g, &pidfd);
+  pid_t pid =
+      clone(launch_child_main, stack + CHILD_STACK,
+            CLONE_VM | CLONE_VFORK | CLONE_PARENT | CLONE_PIDFD | CLONE_FILES, s->g, &pidfd);
   if (pid < 0) setup_fail(s, "clone");
   s->pid = pid;
   s->pidfd = pidfd;
@@ -165,8 +166,14 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
     res->stage = "stack";
     return -1;
   }
-  setup_ctx s = {.req = req, .g = g, .alive_fd = alive_pipe[0], .pid = -1, .init_pid = -1,
-                 .pidfd = -1, .master = -1, .slave = -1};
+  setup_ctx s = {.req = req,
+                 .g = g,
+                 .alive_fd = alive_pipe[0],
+                 .pid = -1,
+                 .init_pid = -1,
+                 .pidfd = -1,
+                 .master = -1,
+                 .slave = -1};
   void *istack = NULL;
   if (req->sandbox->want_pidns) {
     istack = mmap(NULL, LAUNCH_INIT_STACK, PROT_READ | PROT_WRITE,
@@ -183,8 +190,8 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  pid_t setup = clone(setup_main, stack + CHILD_STACK,
-                      CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &s);
+  pid_t setup =
+      clone(setup_main, stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &s);
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (setup < 0) {
@@ -197,7 +204,7 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
   if (s.slave >= 0) close(s.slave); /* the program has it as 0, 1 and 2 */
   int err = s.err ? s.err : g->err;
   if (err != 0 || s.pid < 0) {
-    if (s.pid > 0) reap(s.pid);          /* the program failed before exec */
+    if (s.pid > 0) reap(s.pid); /* the program failed before exec */
     if (s.pidfd >= 0) close(s.pidfd);
     if (s.init_pid > 0) {
       kill(s.init_pid, SIGKILL);

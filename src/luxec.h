@@ -10,16 +10,16 @@
 #include <stddef.h>
 
 #ifndef container_of
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 #endif
 
 /* One host per process: the loop, the Lua state and what happened on the loop. */
 typedef struct luxec_host {
   uv_loop_t loop;
   lua_State *L;
-  uv_async_t wake;      /* woken from signal handlers so a blocked loop returns */
-  int callback_errors;  /* errors raised in loop callbacks and tasks */
-  int ignore_env;       /* -E: LUXEC_LUA_DIR, LUA_PATH and LUA_INIT are ignored */
+  uv_async_t wake;     /* woken from signal handlers so a blocked loop returns */
+  int callback_errors; /* errors raised in loop callbacks and tasks */
+  int ignore_env;      /* -E: LUXEC_LUA_DIR, LUA_PATH and LUA_INIT are ignored */
   char lua_dir[PATH_MAX];
 } luxec_host;
 
@@ -28,8 +28,8 @@ typedef struct luxec_host {
 extern struct rlimit luxec_nofile_original; /* what children get back before exec */
 extern int luxec_nofile_raised;
 int luxec_host_init(luxec_host *h, int ignore_env);
-void luxec_host_process_setup(int sigint); /* signals, SIGPIPE, open-file limit, atexit */
-int luxec_host_loop_init(luxec_host *h);    /* the loop and its wake-up handle */
+void luxec_host_process_setup(int sigint);           /* signals, SIGPIPE, open-file limit, atexit */
+int luxec_host_loop_init(luxec_host *h);             /* the loop and its wake-up handle */
 void luxec_host_attach(luxec_host *h, lua_State *L); /* registry, luv's loop, preloads */
 void luxec_host_signals(void);
 void luxec_host_close(luxec_host *h);
@@ -46,11 +46,11 @@ void luxec_find_lua_dir(char *out, size_t size, int ignore_env);
 void luxec_set_paths(lua_State *L, const char *lua_dir);
 
 /* core.c */
-int luxec_open_core(lua_State *L);     /* the luxec.core table */
+int luxec_open_core(lua_State *L);    /* the luxec.core table */
 void luxec_open_outbuf(lua_State *L); /* outbuf_lua.c */
 void luxec_open_stream(lua_State *L); /* stream.c: sessions over a descriptor */
 void luxec_streams_shutdown(void);
-void luxec_open_relay(lua_State *L);  /* relay.c: core.relay */
+void luxec_open_relay(lua_State *L);    /* relay.c: core.relay */
 void luxec_core_shutdown(lua_State *L); /* ends every session the core started */
 void luxec_procs_kill_all(void);        /* the same without Lua, for exit paths */
 

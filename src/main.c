@@ -73,8 +73,7 @@ static void print_usage(const char *badoption) {
 }
 
 static void print_version(void) {
-  printf("luxec %s (%s, libuv %s), MIT License\n", LUXEC_VERSION, LUA_RELEASE,
-         uv_version_string());
+  printf("luxec %s (%s, libuv %s), MIT License\n", LUXEC_VERSION, LUA_RELEASE, uv_version_string());
   fflush(stdout);
 }
 
@@ -182,8 +181,7 @@ static int collectargs(char **argv, int *first) {
         if (argv[i][2] != '\0') return has_error;
         args |= has_help;
         break;
-      case '\0':
-        return args; /* "-": the script is stdin */
+      case '\0': return args; /* "-": the script is stdin */
       case 'E':
         if (argv[i][2] != '\0') return has_error;
         args |= has_E;
@@ -207,8 +205,7 @@ static int collectargs(char **argv, int *first) {
           if (argv[i] == NULL || argv[i][0] == '-') return has_error;
         }
         break;
-      default:
-        return has_error;
+      default: return has_error;
     }
   }
   *first = i;
@@ -228,9 +225,7 @@ static int runargs(lua_State *L, char **argv, int n) {
         if (status != LUA_OK) return 0;
         break;
       }
-      case 'W':
-        lua_warning(L, "@on", 0);
-        break;
+      case 'W': lua_warning(L, "@on", 0); break;
     }
   }
   return 1;

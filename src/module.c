@@ -131,8 +131,10 @@ static void take_luv_loop(lua_State *L, uv_loop_t *old) {
   int handles = 0;
   uv_walk(old, count_handle, &handles);
   if (handles > 0 || uv_loop_alive(old))
-    luaL_error(L, "luxec.core: luv's loop already has %d handle(s): require \"luxec\" before "
-               "making luv handles (luxec and luv share one loop, luxec's)", handles);
+    luaL_error(L,
+               "luxec.core: luv's loop already has %d handle(s): require \"luxec\" before "
+               "making luv handles (luxec and luv share one loop, luxec's)",
+               handles);
   int top = lua_gettop(L);
   lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
   lua_getfield(L, -1, "luv");
@@ -155,7 +157,8 @@ static int start_host(lua_State *L, lua_State *main_L) {
               lua_touserdata(L, -1) == (void *)luv_own;
     lua_settop(L, top);
     if (!own)
-      return luaL_error(L, "luxec.core: luv runs on a loop this program made, and luxec needs "
+      return luaL_error(L,
+                        "luxec.core: luv runs on a loop this program made, and luxec needs "
                         "its own: run the program with the luxec binary instead");
   }
   if (luv_own != NULL) take_luv_loop(L, luv_own);
@@ -185,8 +188,8 @@ static int start_host(lua_State *L, lua_State *main_L) {
  * it is the binary's core that answers. */
 __attribute__((visibility("default"))) int luaopen_luxec_core(lua_State *L) {
   lua_getfield(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
-  lua_CFunction preloaded = lua_getfield(L, -1, "luxec.core") == LUA_TFUNCTION
-                                ? lua_tocfunction(L, -1) : NULL;
+  lua_CFunction preloaded =
+      lua_getfield(L, -1, "luxec.core") == LUA_TFUNCTION ? lua_tocfunction(L, -1) : NULL;
   lua_pop(L, 2);
   if (preloaded != NULL && preloaded != luaopen_luxec_core && preloaded != luxec_open_core)
     return preloaded(L);
@@ -194,7 +197,8 @@ __attribute__((visibility("default"))) int luaopen_luxec_core(lua_State *L) {
   lua_State *main_L = lua_tothread(L, -1);
   lua_pop(L, 1);
   if (module_host != NULL && module_host->L != NULL && module_host->L != main_L)
-    return luaL_error(L, "luxec.core: another Lua state of this process already hosts luxec "
+    return luaL_error(L,
+                      "luxec.core: another Lua state of this process already hosts luxec "
                       "(one host per process)");
   if (module_host == NULL || module_host->L == NULL) start_host(L, main_L);
   return luxec_open_core(L);

@@ -94,16 +94,17 @@ static int opt_eq(const char *a, const char *b) {
 static int same(const sbx_denial *a, const sbx_denial *b) {
   return a->port == b->port && a->type == b->type && a->protocol == b->protocol &&
          a->err == b->err && strcmp(a->op, b->op) == 0 && opt_eq(a->path, b->path) &&
-         opt_eq(a->to, b->to) && strcmp(a->family, b->family) == 0 &&
-         strcmp(a->addr, b->addr) == 0;
+         opt_eq(a->to, b->to) && strcmp(a->family, b->family) == 0 && strcmp(a->addr, b->addr) == 0;
 }
 
 static void count_overflow(sbx_monitor *m, const char *op) {
   int i = 0;
   while (i < m->noverflow && strcmp(m->overflow[i].op, op) != 0) i++;
   if (i == m->noverflow) {
-    if (i == SBX_OVERFLOW_OPS) i--; /* the last slot stands for every other op */
-    else m->noverflow++;
+    if (i == SBX_OVERFLOW_OPS)
+      i--; /* the last slot stands for every other op */
+    else
+      m->noverflow++;
     copy_str(m->overflow[i].op, sizeof m->overflow[i].op, i == SBX_OVERFLOW_OPS - 1 ? "other" : op);
   }
   m->overflow[i].count++;
@@ -183,13 +184,18 @@ static const char *refused_name(int nr) {
     case SYS_userfaultfd: return "userfaultfd";
     case SYS_open_by_handle_at: return "open_by_handle_at";
     case SYS_name_to_handle_at: return "name_to_handle_at";
-    case SYS_kexec_load: case SYS_kexec_file_load: return "kexec";
-    case SYS_init_module: case SYS_finit_module: case SYS_delete_module: return "module";
-    case SYS_swapon: case SYS_swapoff: return "swap";
+    case SYS_kexec_load:
+    case SYS_kexec_file_load: return "kexec";
+    case SYS_init_module:
+    case SYS_finit_module:
+    case SYS_delete_module: return "module";
+    case SYS_swapon:
+    case SYS_swapoff: return "swap";
     case SYS_reboot: return "reboot";
     case SYS_quotactl: return "quotactl";
     case SYS_acct: return "acct";
-    case SYS_iopl: case SYS_ioperm: return "ioperm";
+    case SYS_iopl:
+    case SYS_ioperm: return "ioperm";
     default: return NULL;
   }
 }
@@ -203,7 +209,8 @@ static void handle(sbx_call *c) {
     /* another ABI (i386 int 0x80, x32) would skip every rule: never let one through */
     if (req->data.arch == AUDIT_ARCH_X86_64)
       snprintf(other, sizeof other, "syscall %d of x32", req->data.nr & ~X32_SYSCALL_BIT);
-    else snprintf(other, sizeof other, "syscall %d of arch 0x%x", req->data.nr, req->data.arch);
+    else
+      snprintf(other, sizeof other, "syscall %d of arch 0x%x", req->data.nr, req->data.arch);
     refuse(c, other, EPERM, NULL, NULL);
     return;
   }
@@ -251,16 +258,14 @@ static void *serve(void *arg) {
     /* a refusal is kept only once it reached the caller: if the caller died or was
      * interrupted meanwhile, nothing was refused (and its memory may be another's) */
     pthread_mutex_lock(&m->answering); /* see sbx_monitor_settled */
-    if (ioctl(m->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) == 0 && c.rec.op[0] != '\0')
-      keep(m, &c.rec);
+    if (ioctl(m->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) == 0 && c.rec.op[0] != '\0') keep(m, &c.rec);
     pthread_mutex_unlock(&m->answering);
   }
   return NULL;
 }
 
 sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths, int nro,
-                               int mountns, int net_deny, int proxy_port,
-                               const sbx_unix_cfg *u) {
+                               int mountns, int net_deny, int proxy_port, const sbx_unix_cfg *u) {
   sbx_monitor *m = calloc(1, sizeof *m);
   if (m == NULL) {
     close(fd);

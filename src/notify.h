@@ -15,7 +15,7 @@
 #define SBX_KEEP 512       /* distinct records kept in all */
 #define SBX_KEEP_PER_OP 32 /* of one op: past it, that op's new records are only counted */
 #define SBX_OVERFLOW_OPS 32
-#define SBX_CHUNK 32       /* records are allocated in chunks that never move */
+#define SBX_CHUNK 32 /* records are allocated in chunks that never move */
 
 typedef struct sbx_denial {
   char op[64];
@@ -24,10 +24,10 @@ typedef struct sbx_denial {
   char family[16];
   char addr[64];
   int port, type, protocol;
-  int pid;            /* the first caller (host pid of its thread) */
-  int err;            /* the errno the call got */
+  int pid; /* the first caller (host pid of its thread) */
+  int err; /* the errno the call got */
   char comm[17];
-  long long count;    /* calls refused with this same (op, target); atomic */
+  long long count; /* calls refused with this same (op, target); atomic */
 } sbx_denial;
 
 typedef struct sbx_overflow {
@@ -37,13 +37,13 @@ typedef struct sbx_overflow {
 
 typedef struct sbx_monitor {
   pthread_t thread;
-  pthread_mutex_t lock; /* guards the records and counts below */
+  pthread_mutex_t lock;      /* guards the records and counts below */
   pthread_mutex_t answering; /* held from answering a call to keeping its record */
   int fd;
-  int stop_fd;          /* an eventfd: written to end the thread */
-  int mountns;          /* the read-only mount layer is in place */
-  int net_deny;         /* the network is denied (in a network namespace) */
-  int proxy_port;       /* network by name: connects to 127.0.0.1:port (the proxy) go on */
+  int stop_fd;    /* an eventfd: written to end the thread */
+  int mountns;    /* the read-only mount layer is in place */
+  int net_deny;   /* the network is denied (in a network namespace) */
+  int proxy_port; /* network by name: connects to 127.0.0.1:port (the proxy) go on */
   char **roots;
   int nroots;
   char **ro_paths;
@@ -54,20 +54,20 @@ typedef struct sbx_monitor {
   int ndenials;
   sbx_overflow overflow[SBX_OVERFLOW_OPS]; /* refusals past the limits, per op */
   int noverflow;
-  long long total;      /* every refusal */
+  long long total; /* every refusal */
   unsigned long long served;
   /* AF_UNIX calls (notify_unix.c) */
-  int mediate_unix;     /* judge and perform them (the restricted modes) */
-  int netns_private;    /* the sandbox has its own network namespace */
-  int diag_fd;          /* NETLINK_SOCK_DIAG in the sandbox's network namespace, or -1 */
+  int mediate_unix;         /* judge and perform them (the restricted modes) */
+  int netns_private;        /* the sandbox has its own network namespace */
+  int diag_fd;              /* NETLINK_SOCK_DIAG in the sandbox's network namespace, or -1 */
   pid_t prog_pid, init_pid; /* the session's program and its pid namespace's init (or -1) */
-  char **unix_allowed;  /* socket paths the policy names */
+  char **unix_allowed;      /* socket paths the policy names */
   int nunix;
   /* new names refused in the roots (see sandbox_spec.reserved) */
   char **reserved;
   int nreserved;
-  int reserve_only;     /* file calls are notified for the reserved names only (no evidence) */
-  int refs;             /* the session, and each connect still waiting on its own thread */
+  int reserve_only; /* file calls are notified for the reserved names only (no evidence) */
+  int refs;         /* the session, and each connect still waiting on its own thread */
 } sbx_monitor;
 
 static inline sbx_denial *sbx_record(sbx_monitor *m, int i) {
@@ -77,13 +77,13 @@ static inline sbx_denial *sbx_record(sbx_monitor *m, int i) {
 /* How AF_UNIX calls are judged (notify_unix.c); NULL: not at all (full access). */
 typedef struct sbx_unix_cfg {
   int netns_private;
-  int diag_fd;          /* taken */
+  int diag_fd; /* taken */
   pid_t prog_pid, init_pid;
-  char **allowed;       /* copied */
+  char **allowed; /* copied */
   int nallowed;
-  char **reserved;      /* copied */
+  char **reserved; /* copied */
   int nreserved;
-  int files_evidence;   /* every file call is judged (else only the reserved names) */
+  int files_evidence; /* every file call is judged (else only the reserved names) */
 } sbx_unix_cfg;
 
 /* Takes ownership of fd; roots are copied. NULL on failure (fd closed). */

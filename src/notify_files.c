@@ -78,16 +78,14 @@ static int completes_gitdir(sbx_task *t, sbx_loc *l) {
  * that would complete a git directory, or a missing protected path; with ancestor, also a
  * directory above such a path (a rename or a symbolic link there would put the path in
  * place). Outside the roots the kernel refuses. */
-static int reserved(sbx_task *t, const sbx_monitor *m, sbx_loc *l, const char *full,
-                    int ancestor) {
+static int reserved(sbx_task *t, const sbx_monitor *m, sbx_loc *l, const char *full, int ancestor) {
   if (m->nreserved == 0 || l->type != LAST_NORM || !path_writable(m, l->dir)) return 0;
   size_t n = strlen(full);
   for (int i = 0; i < m->nreserved; i++) {
     const char *r = m->reserved[i];
     if (r[0] != '/') {
       if (strcasecmp(l->name, r) == 0) return 1;
-    } else if (strcmp(full, r) == 0 ||
-               (ancestor && strncmp(full, r, n) == 0 && r[n] == '/')) {
+    } else if (strcmp(full, r) == 0 || (ancestor && strncmp(full, r, n) == 0 && r[n] == '/')) {
       return 1;
     }
   }
@@ -97,8 +95,10 @@ static int reserved(sbx_task *t, const sbx_monitor *m, sbx_loc *l, const char *f
 /* A refusal of the policy (not of a reserved name): recorded only with file evidence (the
  * kernel would refuse it unrecorded). */
 static void deny(sbx_call *c, const char *op, int err, const char *path, const char *to) {
-  if (c->m->reserve_only) answer(c, err);
-  else refuse(c, op, err, path, to);
+  if (c->m->reserve_only)
+    answer(c, err);
+  else
+    refuse(c, op, err, path, to);
 }
 
 /* The errno of a write refused in dir (obj: on the last component itself). */
@@ -164,8 +164,10 @@ static void open_create(sbx_call *c, int dirfd, const char *path, int flags, uns
         int fd = openat(dfd, l.name, flags | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, mode);
         int e = errno;
         emu_end(&es);
-        if (fd < 0) answer(c, e);
-        else emu_give_fd(c, fd, (flags & O_CLOEXEC) != 0);
+        if (fd < 0)
+          answer(c, e);
+        else
+          emu_give_fd(c, fd, (flags & O_CLOEXEC) != 0);
       }
       goto out;
     }
@@ -180,8 +182,8 @@ static void open_create(sbx_call *c, int dirfd, const char *path, int flags, uns
     }
   }
   loc_path(&l, full, sizeof full);
-  int special = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode) ||
-                S_ISSOCK(st.st_mode);
+  int special =
+      S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
   int writes = acc != O_RDONLY || ((flags & O_TRUNC) && !special);
   if (!S_ISDIR(st.st_mode) && writes && full[0] == '/' && !path_writable(c->m, full)) {
     /* a device, a fifo or a socket is written without the file system's write access:
@@ -211,17 +213,17 @@ static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, un
   char *path = c->path;
   if (creat) { /* never CONTINUE: the path is read once, here */
     if (arg_path(c, addr, path) < 0) {
-    answer(c, EFAULT);
-    return;
-  }
+      answer(c, EFAULT);
+      return;
+    }
     if (path[0] == '\0') {
-    answer(c, ENOENT);
-    return;
-  }
+      answer(c, ENOENT);
+      return;
+    }
     {
-    open_create(c, dirfd, path, (int)flags, mode, resolve);
-    return;
-  }
+      open_create(c, dirfd, path, (int)flags, mode, resolve);
+      return;
+    }
   }
   if (c->m->reserve_only) return; /* no evidence: the reserved names alone */
   if (arg_path(c, addr, path) < 0 || path[0] == '\0') return;
@@ -249,13 +251,13 @@ static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, un
     }
     break;
   }
-  if (S_ISDIR(st.st_mode)) goto out; /* EISDIR */
+  if (S_ISDIR(st.st_mode)) goto out;                                        /* EISDIR */
   if ((l.slash || (flags & O_DIRECTORY)) && !S_ISDIR(st.st_mode)) goto out; /* ENOTDIR */
   loc_path(&l, full, sizeof full);
   /* a pipe or socket reopened through /proc/<pid>/fd is in no file system */
   if (full[0] != '/' || path_writable(c->m, full)) goto out;
-  int special = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode) ||
-                S_ISSOCK(st.st_mode);
+  int special =
+      S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
   if (special && acc == O_RDONLY) goto out; /* O_TRUNC means nothing there */
   /* a device, a fifo or a socket is written without the file system's write access:
    * only Landlock refuses it */
@@ -267,8 +269,7 @@ out:
 
 /* ---- mkdir, mknod, symlink, a unix socket's bind: a new name in a directory ---- */
 
-void judge_create(sbx_call *c, const char *op, int dirfd, const char *path, int kind,
-                  int device) {
+void judge_create(sbx_call *c, const char *op, int dirfd, const char *path, int kind, int device) {
   if (path[0] == '\0') return; /* ENOENT */
   sbx_task t;
   task_init(&t, (pid_t)c->req->pid);
@@ -277,7 +278,7 @@ void judge_create(sbx_call *c, const char *op, int dirfd, const char *path, int 
   char full[PATH_MAX];
   if (loc_parent(&t, dirfd, path, &l) < 0 || l.type != LAST_NORM) goto out; /* EEXIST */
   int rc = loc_lstat(&t, &l, &st);
-  if (rc != -ENOENT) goto out;           /* EEXIST, or the kernel's own error */
+  if (rc != -ENOENT) goto out;             /* EEXIST, or the kernel's own error */
   if (l.slash && kind != MK_DIR) goto out; /* ENOENT */
   loc_path(&l, full, sizeof full);
   if (reserved(&t, c->m, &l, full, kind == MK_LINK)) {
@@ -302,8 +303,8 @@ static void create_call(sbx_call *c, const char *op, int dirfd, uint64_t addr, i
   int device = 0;
   if (kind == MK_NODE) {
     unsigned type = mode & S_IFMT;
-    if (type != 0 && type != S_IFREG && type != S_IFCHR && type != S_IFBLK &&
-        type != S_IFIFO && type != S_IFSOCK) {
+    if (type != 0 && type != S_IFREG && type != S_IFCHR && type != S_IFBLK && type != S_IFIFO &&
+        type != S_IFSOCK) {
       answer(c, EINVAL);
       return;
     }
@@ -343,9 +344,12 @@ static void create_call(sbx_call *c, const char *op, int dirfd, uint64_t addr, i
     answer(c, dfd < 0 ? -dfd : -rc);
     goto out;
   }
-  if (kind == MK_DIR) rc = mkdirat(dfd, l.name, (mode_t)mode);
-  else if (kind == MK_NODE) rc = mknodat(dfd, l.name, (mode_t)mode, 0);
-  else rc = symlinkat(c->path, dfd, l.name);
+  if (kind == MK_DIR)
+    rc = mkdirat(dfd, l.name, (mode_t)mode);
+  else if (kind == MK_NODE)
+    rc = mknodat(dfd, l.name, (mode_t)mode, 0);
+  else
+    rc = symlinkat(c->path, dfd, l.name);
   emu_answer(c, rc);
   emu_end(&es);
 out:
@@ -448,8 +452,10 @@ static void judge_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, 
     } else {
       err = c->m->mountns ? EBUSY : EACCES;
     }
-    if (res) refuse(c, "rename", err, from, to);
-    else deny(c, "rename", err, from, to);
+    if (res)
+      refuse(c, "rename", err, from, to);
+    else
+      deny(c, "rename", err, from, to);
     goto out;
   }
   int da = loc_dirfd(&t, &a), db = loc_dirfd(&t, &b);
@@ -530,8 +536,7 @@ out:
 /* ---- truncate ---- */
 
 static void judge_truncate(sbx_call *c, uint64_t addr, int64_t length) {
-  if (c->m->reserve_only || length < 0 || arg_path(c, addr, c->to) < 0 || c->to[0] == '\0')
-    return;
+  if (c->m->reserve_only || length < 0 || arg_path(c, addr, c->to) < 0 || c->to[0] == '\0') return;
   sbx_task t;
   task_init(&t, (pid_t)c->req->pid);
   sbx_loc l;
@@ -566,9 +571,7 @@ int notify_file_call(sbx_call *c) {
       return 1;
     }
     case SYS_mkdir: create_call(c, "mkdir", at, a[0], MK_DIR, (unsigned)a[1], 0); return 1;
-    case SYS_mkdirat:
-      create_call(c, "mkdir", (int)a[0], a[1], MK_DIR, (unsigned)a[2], 0);
-      return 1;
+    case SYS_mkdirat: create_call(c, "mkdir", (int)a[0], a[1], MK_DIR, (unsigned)a[2], 0); return 1;
     case SYS_mknod: create_call(c, "mknod", at, a[0], MK_NODE, (unsigned)a[1], 0); return 1;
     case SYS_mknodat:
       create_call(c, "mknod", (int)a[0], a[1], MK_NODE, (unsigned)a[2], 0);
@@ -582,8 +585,7 @@ int notify_file_call(sbx_call *c) {
       return 1;
     case SYS_rename: judge_rename(c, at, a[0], at, a[1], 0); return 1;
     case SYS_renameat: judge_rename(c, (int)a[0], a[1], (int)a[2], a[3], 0); return 1;
-    case SYS_renameat2: judge_rename(c, (int)a[0], a[1], (int)a[2], a[3], (unsigned)a[4]);
-      return 1;
+    case SYS_renameat2: judge_rename(c, (int)a[0], a[1], (int)a[2], a[3], (unsigned)a[4]); return 1;
     case SYS_link: judge_link(c, at, a[0], at, a[1], 0); return 1;
     case SYS_linkat: judge_link(c, (int)a[0], a[1], (int)a[2], a[3], (int)a[4]); return 1;
     case SYS_truncate: judge_truncate(c, a[0], (int64_t)a[1]); return 1;

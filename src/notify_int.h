@@ -21,7 +21,7 @@ typedef struct sbx_call {
   const struct seccomp_notif *req;
   struct seccomp_notif_resp *resp;
   sbx_denial rec; /* rec.op[0] != 0: a refusal to keep */
-  int handed_off;  /* answered later, by a thread of its own (a connect that may wait) */
+  int handed_off; /* answered later, by a thread of its own (a connect that may wait) */
   char path[PATH_MAX], to[PATH_MAX]; /* what rec.path and rec.to point to */
 } sbx_call;
 
@@ -44,7 +44,7 @@ typedef struct sbx_task {
   pid_t tid;
   int rootfd; /* O_PATH of the walk's root (the task's root, or a RESOLVE_IN_ROOT dirfd) */
   char rootpath[PATH_MAX];
-  int flags;  /* W_* */
+  int flags; /* W_* */
 } sbx_task;
 
 enum { W_NOSYM = 1, W_NOMAGIC = 2, W_BENEATH = 4, W_INROOT = 8 };
@@ -56,10 +56,10 @@ typedef struct sbx_loc {
   char dir[PATH_MAX];      /* its path as the task sees it (the object's for LAST_OBJ) */
   char name[NAME_MAX + 1]; /* the last component */
   int type;
-  int slash;               /* a '/' followed the last component */
-  int links;               /* symbolic links followed so far (40 at most, as the kernel) */
-  char lazy[48];           /* the /proc link dirfd is opened from when needed ("" : root) */
-  int proc;                /* dir is in a procfs: -1 unknown, 0 no, 1 its root, 2 below */
+  int slash;     /* a '/' followed the last component */
+  int links;     /* symbolic links followed so far (40 at most, as the kernel) */
+  char lazy[48]; /* the /proc link dirfd is opened from when needed ("" : root) */
+  int proc;      /* dir is in a procfs: -1 unknown, 0 no, 1 its root, 2 below */
 } sbx_loc;
 
 void task_init(sbx_task *t, pid_t tid);
@@ -90,8 +90,7 @@ int path_meta_ok(const sbx_monitor *m, const char *path);
 
 /* A new name at (dirfd, path) of the task (mkdir, mknod, symlink, a unix socket's bind);
  * device: a device node, which Landlock never grants. */
-void judge_create(sbx_call *c, const char *op, int dirfd, const char *path, int kind,
-                  int device);
+void judge_create(sbx_call *c, const char *op, int dirfd, const char *path, int kind, int device);
 enum { MK_DIR, MK_NODE, MK_LINK };
 
 /* ---- notify_create.c: calls that make a name, performed by the host ---- */
@@ -110,8 +109,7 @@ void emu_answer(sbx_call *c, int rc);
 /* The host's descriptor fd (closed) becomes the caller's, the call's result. */
 void emu_give_fd(sbx_call *c, int fd, int cloexec);
 /* An open with O_CREAT that found an object: at (dirfd, name), or dirfd itself (name NULL). */
-void emu_open_existing(sbx_call *c, int dirfd, const char *name, int flags,
-                       const struct stat *st);
+void emu_open_existing(sbx_call *c, int dirfd, const char *name, int flags, const struct stat *st);
 
 /* ---- notify_unix.c: AF_UNIX calls, judged and performed by the host ---- */
 

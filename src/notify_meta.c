@@ -47,16 +47,16 @@ static int times_ok(sbx_call *c, uint64_t addr, int nsec);
 
 /* (dirfd, path) or, with M_FD or an empty path and AT_EMPTY_PATH, the descriptor itself.
  * times: utime*'s times, checked only for a call that would be refused (nsec: timespec). */
-static void judge_meta(sbx_call *c, const char *op, int dirfd, uint64_t addr, int how,
-                       int empty_ok, uint64_t times, int nsec) {
+static void judge_meta(sbx_call *c, const char *op, int dirfd, uint64_t addr, int how, int empty_ok,
+                       uint64_t times, int nsec) {
   pid_t tid = (pid_t)c->req->pid;
   char *path = c->to;
   int by_fd = (how & M_FD) != 0;
   if (by_fd && dirfd < 0) return; /* EBADF */
   if (!by_fd) {
     if (addr == 0 || read_string(tid, addr, path, PATH_MAX) < 0) return; /* EFAULT */
-    if (path[0] == '\0' && !empty_ok) return;                          /* ENOENT */
-    if (path[0] == '\0' && dirfd == AT_FDCWD) strcpy(path, "."); /* the cwd itself */
+    if (path[0] == '\0' && !empty_ok) return;                            /* ENOENT */
+    if (path[0] == '\0' && dirfd == AT_FDCWD) strcpy(path, ".");         /* the cwd itself */
     by_fd = path[0] == '\0';
   }
   sbx_task t;
@@ -78,7 +78,7 @@ static void judge_meta(sbx_call *c, const char *op, int dirfd, uint64_t addr, in
   loc_path(&l, full, sizeof full);
   if (full[0] != '/' || path_meta_ok(c->m, full)) goto out;
   if ((how & M_FD) && opath(tid, dirfd)) goto out; /* EBADF */
-  if (!times_ok(c, times, nsec)) goto out;            /* EINVAL, or nothing to change */
+  if (!times_ok(c, times, nsec)) goto out;         /* EINVAL, or nothing to change */
   refuse(c, op, loc_readonly(&t, &l, 1) ? EROFS : EPERM, full, NULL);
 out:
   loc_free(&l);
@@ -138,23 +138,24 @@ int notify_meta_call(sbx_call *c) {
     case SYS_utime: judge_meta(c, "utime", at, a[0], M_FOLLOW, 0, 0, 0); return 1;
     case SYS_utimes: judge_meta(c, "utime", at, a[0], M_FOLLOW, 0, a[1], 0); return 1;
     case SYS_futimesat:
-      if (a[1] == 0) judge_meta(c, "utime", (int)a[0], 0, M_FD, 0, a[2], 0);
-      else judge_meta(c, "utime", (int)a[0], a[1], M_FOLLOW, 0, a[2], 0);
+      if (a[1] == 0)
+        judge_meta(c, "utime", (int)a[0], 0, M_FD, 0, a[2], 0);
+      else
+        judge_meta(c, "utime", (int)a[0], a[1], M_FOLLOW, 0, a[2], 0);
       return 1;
     case SYS_utimensat:
       if (!at_flags_ok(a[3])) return 1;
       if (a[1] == 0) {
         if ((int)a[0] != at && a[3] == 0) judge_meta(c, "utime", (int)a[0], 0, M_FD, 0, a[2], 1);
       } else {
-        judge_meta(c, "utime", (int)a[0], a[1], follow(a[3]), (a[3] & AT_EMPTY_PATH) != 0, a[2],
-                   1);
+        judge_meta(c, "utime", (int)a[0], a[1], follow(a[3]), (a[3] & AT_EMPTY_PATH) != 0, a[2], 1);
       }
       return 1;
     case SYS_setxattr:
     case SYS_lsetxattr:
       if (xattr_ok(c, a[1], a[3], a[4]))
-        judge_meta(c, "setxattr", at, a[0], c->req->data.nr == SYS_setxattr ? M_FOLLOW : 0, 0,
-                   0, 0);
+        judge_meta(c, "setxattr", at, a[0], c->req->data.nr == SYS_setxattr ? M_FOLLOW : 0, 0, 0,
+                   0);
       return 1;
     case SYS_fsetxattr:
       if (xattr_ok(c, a[1], a[3], a[4])) judge_meta(c, "setxattr", (int)a[0], 0, M_FD, 0, 0, 0);
@@ -162,8 +163,8 @@ int notify_meta_call(sbx_call *c) {
     case SYS_removexattr:
     case SYS_lremovexattr:
       if (xattr_name_ok(c, a[1]))
-        judge_meta(c, "removexattr", at, a[0],
-                   c->req->data.nr == SYS_removexattr ? M_FOLLOW : 0, 0, 0, 0);
+        judge_meta(c, "removexattr", at, a[0], c->req->data.nr == SYS_removexattr ? M_FOLLOW : 0, 0,
+                   0, 0);
       return 1;
     case SYS_fremovexattr:
       if (xattr_name_ok(c, a[1])) judge_meta(c, "removexattr", (int)a[0], 0, M_FD, 0, 0, 0);

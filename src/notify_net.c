@@ -32,8 +32,10 @@ static const char *family_name(int f) {
 
 static void set_family(sbx_denial *d, int f) {
   const char *fam = family_name(f);
-  if (fam) snprintf(d->family, sizeof d->family, "%s", fam);
-  else snprintf(d->family, sizeof d->family, "AF_%d", f);
+  if (fam)
+    snprintf(d->family, sizeof d->family, "%s", fam);
+  else
+    snprintf(d->family, sizeof d->family, "AF_%d", f);
 }
 
 /* Refuse a call that gives the address ss. */
@@ -65,13 +67,14 @@ static int read_addr(sbx_call *c, uint64_t addr, uint64_t len, struct sockaddr_s
  * there leads anywhere, and this one only to the host's proxy). */
 static int to_proxy(const sbx_call *c, const struct sockaddr_storage *ss) {
   if (c->m->proxy_port <= 0) return 0;
-  if (ss->ss_family == AF_INET || ss->ss_family == AF_INET6) { /* the transparent path: every */
+  if (ss->ss_family == AF_INET || ss->ss_family == AF_INET6) {    /* the transparent path: every */
     int port = ntohs(((const struct sockaddr_in *)ss)->sin_port); /* address is local there */
     if (port == 443 || port == 80 || port == 53) return 1;
   }
   if (ss->ss_family == AF_INET6) { /* [::1]:port, or 127.0.0.1 written as ::ffff:127.0.0.1 */
     const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
-    static const unsigned char mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+    static const unsigned char mapped[16] = {0, 0, 0,    0,    0,   0, 0, 0,
+                                             0, 0, 0xff, 0xff, 127, 0, 0, 1};
     return ntohs(in6->sin6_port) == c->m->proxy_port &&
            (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) || memcmp(&in6->sin6_addr, mapped, 16) == 0);
   }
@@ -155,8 +158,10 @@ int notify_net_call(sbx_call *c) {
       return 1;
     }
     if (domain == AF_UNIX) {
-      if (c->m->mediate_unix) notify_unix_call(c, dup);
-      else close(dup);
+      if (c->m->mediate_unix)
+        notify_unix_call(c, dup);
+      else
+        close(dup);
       return 1;
     }
     /* another family cannot reach a socket file; with the network allowed it may go out */
@@ -175,8 +180,10 @@ int notify_net_call(sbx_call *c) {
     case SYS_sendto: judge_dest(c, "sendto", a[4], a[5]); return 1;
     case SYS_sendmsg: {
       struct msghdr msg;
-      if (read_mem((pid_t)c->req->pid, a[1], &msg, sizeof msg) < 0) answer(c, EFAULT);
-      else judge_dest(c, "sendmsg", (uint64_t)(uintptr_t)msg.msg_name, msg.msg_namelen);
+      if (read_mem((pid_t)c->req->pid, a[1], &msg, sizeof msg) < 0)
+        answer(c, EFAULT);
+      else
+        judge_dest(c, "sendmsg", (uint64_t)(uintptr_t)msg.msg_name, msg.msg_namelen);
       return 1;
     }
     case SYS_sendmmsg: judge_sendmmsg(c, a[1], (unsigned)a[2]); return 1;

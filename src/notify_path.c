@@ -110,8 +110,9 @@ static int self_name(sbx_task *t, int thread, char *out, size_t size) {
   if (f == NULL) return -errno;
   long tgid = -1, tid = -1;
   while (fgets(line, sizeof line, f) != NULL) {
-    long *to = strncmp(line, "NStgid:", 7) == 0 ? &tgid : strncmp(line, "NSpid:", 6) == 0 ? &tid
-                                                                                          : NULL;
+    long *to = strncmp(line, "NStgid:", 7) == 0  ? &tgid
+               : strncmp(line, "NSpid:", 6) == 0 ? &tid
+                                                 : NULL;
     if (to == NULL) continue;
     for (char *p = strchr(line, ':') + 1, *end; *p != '\0'; p = end) {
       long v = strtol(p, &end, 10);
@@ -121,8 +122,10 @@ static int self_name(sbx_task *t, int thread, char *out, size_t size) {
   }
   fclose(f);
   if (tgid < 0 || tid < 0) return -ESRCH;
-  if (thread) snprintf(out, size, "%ld/task/%ld", tgid, tid);
-  else snprintf(out, size, "%ld", tgid);
+  if (thread)
+    snprintf(out, size, "%ld/task/%ld", tgid, tid);
+  else
+    snprintf(out, size, "%ld", tgid);
   return 0;
 }
 
@@ -142,8 +145,10 @@ static int dotdot(sbx_task *t, sbx_loc *l) {
   int up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (up < 0) return -errno;
   char *cut = strrchr(l->dir, '/');
-  if (cut == l->dir) cut[1] = '\0';
-  else if (cut != NULL) *cut = '\0';
+  if (cut == l->dir)
+    cut[1] = '\0';
+  else if (cut != NULL)
+    *cut = '\0';
   set_dir(l, up, NULL);
   return 0;
 }
@@ -256,8 +261,10 @@ static int start(sbx_task *t, int dirfd, const char *path, sbx_loc *l) {
     strcpy(l->dir, "/");
     return 0;
   }
-  if (dirfd == AT_FDCWD) snprintf(l->lazy, sizeof l->lazy, "/proc/%d/cwd", (int)t->tid);
-  else snprintf(l->lazy, sizeof l->lazy, "/proc/%d/fd/%d", (int)t->tid, dirfd);
+  if (dirfd == AT_FDCWD)
+    snprintf(l->lazy, sizeof l->lazy, "/proc/%d/cwd", (int)t->tid);
+  else
+    snprintf(l->lazy, sizeof l->lazy, "/proc/%d/fd/%d", (int)t->tid, dirfd);
   ssize_t n = readlink(l->lazy, l->dir, sizeof l->dir - 1);
   if (n < 0) return errno == ENOENT ? -EBADF : -errno;
   l->dir[n] = '\0';
@@ -288,10 +295,12 @@ int loc_fd(sbx_task *t, int fd, sbx_loc *l) {
 int loc_lstat(sbx_task *t, sbx_loc *l, struct stat *st) {
   if (l->dirfd < 0 && l->type == LAST_NORM) { /* one call, not open + fstatat + close */
     char path[PATH_MAX + 64];
-    if (l->lazy[0] != '\0') snprintf(path, sizeof path, "%s/%s", l->lazy, l->name);
+    if (l->lazy[0] != '\0')
+      snprintf(path, sizeof path, "%s/%s", l->lazy, l->name);
     else if (strcmp(t->rootpath, "/") == 0)
       snprintf(path, sizeof path, "/proc/%d/root/%s", (int)t->tid, l->name);
-    else path[0] = '\0';
+    else
+      path[0] = '\0';
     if (path[0] != '\0') return fstatat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
   }
   int fd = loc_dirfd(t, l);
@@ -374,8 +383,8 @@ static int in_roots(const sbx_monitor *m, const char *path) {
 }
 
 int path_writable(const sbx_monitor *m, const char *path) {
-  static const char *const devices[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
-                                        "/dev/urandom", "/dev/tty", "/dev/ptmx", NULL};
+  static const char *const devices[] = {"/dev/null",    "/dev/zero", "/dev/full", "/dev/random",
+                                        "/dev/urandom", "/dev/tty",  "/dev/ptmx", NULL};
   for (int i = 0; devices[i]; i++)
     if (strcmp(path, devices[i]) == 0) return 1;
   return own_mount(path) || in_roots(m, path);

@@ -89,9 +89,10 @@ static int resolve_target(pid_t tid, const char *path, char *out, size_t size) {
     }
     long id = field ? pfs_status_last(tid, field) : -1;
     if (rest != NULL && id > 0) {
-      if (strcmp(field, "NSpid") == 0) snprintf(out, size, "/proc/%ld/task/%ld%s",
-                                                pfs_status_last(tid, "NStgid"), id, rest);
-      else snprintf(out, size, "/proc/%ld%s", id, rest);
+      if (strcmp(field, "NSpid") == 0)
+        snprintf(out, size, "/proc/%ld/task/%ld%s", pfs_status_last(tid, "NStgid"), id, rest);
+      else
+        snprintf(out, size, "/proc/%ld%s", id, rest);
     } else {
       snprintf(out, size, "%s", path);
     }
@@ -101,8 +102,10 @@ static int resolve_target(pid_t tid, const char *path, char *out, size_t size) {
       int skip = 0;
       long p1, p2;
       int k = 0;
-      if (sscanf(out, "/proc/%ld/task/%ld/root%n", &p1, &p2, &k) == 2 && k > 0) skip = k;
-      else if (k = 0, sscanf(out, "/proc/%ld/root%n", &p1, &k) == 1 && k > 0) skip = k;
+      if (sscanf(out, "/proc/%ld/task/%ld/root%n", &p1, &p2, &k) == 2 && k > 0)
+        skip = k;
+      else if (k = 0, sscanf(out, "/proc/%ld/root%n", &p1, &k) == 1 && k > 0)
+        skip = k;
       if (skip == 0 || (out[skip] != '\0' && out[skip] != '/')) break;
       memmove(out, out + skip, strlen(out + skip) + 1);
       if (out[0] == '\0') snprintf(out, size, "/");
@@ -140,9 +143,9 @@ static int resolve_target(pid_t tid, const char *path, char *out, size_t size) {
 
 typedef struct sock_key {
   int abstract;
-  struct stat st;            /* pathname: the socket file */
+  struct stat st; /* pathname: the socket file */
   char name[sizeof(((struct sockaddr_un *)0)->sun_path)];
-  size_t namelen;            /* abstract: the name without its leading NUL */
+  size_t namelen; /* abstract: the name without its leading NUL */
 } sock_key;
 
 /* Socket inodes bound to key in the network namespace of diag_fd; the count, or -1. */
@@ -232,7 +235,7 @@ static int named_in_policy(const sbx_monitor *m, const struct stat *st) {
 typedef struct judged {
   struct sockaddr_un to; /* what the host sends or connects to */
   socklen_t tolen;
-  int opath;             /* held while the call is made, or -1 */
+  int opath; /* held while the call is made, or -1 */
 } judged;
 
 /* 0: allowed, j filled; else the errno to answer (a refusal is recorded). */
@@ -244,7 +247,8 @@ static int judge(sbx_call *c, const char *op, const struct sockaddr_un *sun, soc
   memcpy(&j->to, sun, len < sizeof j->to ? len : sizeof j->to);
   j->tolen = len;
   size_t plen = len > offsetof(struct sockaddr_un, sun_path)
-                    ? len - offsetof(struct sockaddr_un, sun_path) : 0;
+                    ? len - offsetof(struct sockaddr_un, sun_path)
+                    : 0;
   if (plen == 0) return 0; /* unnamed: the kernel's EINVAL */
   sock_key key;
   memset(&key, 0, sizeof key);
@@ -258,7 +262,8 @@ static int judge(sbx_call *c, const char *op, const struct sockaddr_un *sun, soc
     size_t k = key.namelen < sizeof shown - 2 ? key.namelen : sizeof shown - 2;
     memcpy(shown + 1, key.name, k); /* (escaped where it is shown) */
     shown[k + 1] = '\0';
-    for (size_t i = 1; i <= k; i++) if (shown[i] == '\0') shown[i] = '@';
+    for (size_t i = 1; i <= k; i++)
+      if (shown[i] == '\0') shown[i] = '@';
   } else {
     char path[sizeof sun->sun_path + 1];
     memcpy(path, sun->sun_path, plen < sizeof sun->sun_path ? plen : sizeof sun->sun_path);
@@ -308,8 +313,10 @@ static void answer_later(sbx_monitor *m, uint64_t id, int rc, int err) {
   struct seccomp_notif_resp resp;
   memset(&resp, 0, sizeof resp);
   resp.id = id;
-  if (rc < 0) resp.error = -err;
-  else resp.val = rc;
+  if (rc < 0)
+    resp.error = -err;
+  else
+    resp.val = rc;
   ioctl(m->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: the caller died meanwhile */
 }
 
@@ -411,8 +418,8 @@ static long send_one(sbx_call *c, int sock, const char *op, uint64_t name, uint6
   }
   size_t off = 0;
   for (size_t i = 0; i < niov; i++) {
-    if (remote[i].iov_len && read_mem(pid, (uint64_t)(uintptr_t)remote[i].iov_base, data + off,
-                                      remote[i].iov_len) < 0) {
+    if (remote[i].iov_len &&
+        read_mem(pid, (uint64_t)(uintptr_t)remote[i].iov_base, data + off, remote[i].iov_len) < 0) {
       rc = -EFAULT;
       goto out;
     }
@@ -463,8 +470,10 @@ out:
 static void set_result(sbx_call *c, long rc) {
   if (c->rec.op[0] != '\0') return; /* refused: answered with the record */
   c->resp->flags = 0;
-  if (rc < 0) c->resp->error = (int)rc;
-  else c->resp->val = rc;
+  if (rc < 0)
+    c->resp->error = (int)rc;
+  else
+    c->resp->val = rc;
 }
 
 /* The target's call on an AF_UNIX socket (sock: the host's duplicate of it). Always answers:

@@ -8,19 +8,19 @@
 #include <stdint.h>
 
 typedef struct outbuf {
-  uint64_t total;      /* bytes pushed: the absolute offset of the next byte */
+  uint64_t total; /* bytes pushed: the absolute offset of the next byte */
   size_t head_cap, tail_cap;
-  size_t head_len;     /* bytes [0, head_len) are held in head */
-  size_t head_alloc;   /* head grows in doubling steps up to head_cap */
-  size_t tail_len;     /* bytes [total - tail_len, total) are held in the tail ring */
-  size_t tail_pos;     /* ring index where the next tail byte goes */
+  size_t head_len;   /* bytes [0, head_len) are held in head */
+  size_t head_alloc; /* head grows in doubling steps up to head_cap */
+  size_t tail_len;   /* bytes [total - tail_len, total) are held in the tail ring */
+  size_t tail_pos;   /* ring index where the next tail byte goes */
   char *head, *tail;
-  int log_fd;          /* -1 without a log */
-  uint64_t log_base;   /* the log file's size when this stream started appending to it */
-  uint64_t log_from;   /* the stream offset at which it started */
-  int log_errno;       /* first failed append to the log, 0 if none */
-  uint64_t log_max;    /* stop appending after this many bytes (0: no limit) */
-  uint64_t log_len;    /* bytes this stream appended */
+  int log_fd;        /* -1 without a log */
+  uint64_t log_base; /* the log file's size when this stream started appending to it */
+  uint64_t log_from; /* the stream offset at which it started */
+  int log_errno;     /* first failed append to the log, 0 if none */
+  uint64_t log_max;  /* stop appending after this many bytes (0: no limit) */
+  uint64_t log_len;  /* bytes this stream appended */
 } outbuf;
 
 /* What a reader gets from `from` on: up to three segments in order (head part, then the tail

@@ -84,13 +84,11 @@ static int core_outbuf(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg ob_methods[] = {
-  {"push", ob_push},
-  {"read", ob_read},
-  {"read_range", ob_read_range},
-  {"snapshot", ob_snapshot},
-  {NULL, NULL}
-};
+static const luaL_Reg ob_methods[] = {{"push", ob_push},
+                                      {"read", ob_read},
+                                      {"read_range", ob_read_range},
+                                      {"snapshot", ob_snapshot},
+                                      {NULL, NULL}};
 
 void luxec_open_outbuf(lua_State *L) {
   if (luaL_newmetatable(L, OUTBUF_MT)) {

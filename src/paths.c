@@ -85,13 +85,14 @@ static void add_missing_modules_hint(lua_State *L, const char *lua_dir) {
                     "with its modules (cmake --install build --prefix PREFIX puts them in "
                     "PREFIX/share/luxec/lua), or set LUXEC_LUA_DIR to the directory that "
                     "holds luxec/init.lua.",
-                    lua_dir_beside[0] ? lua_dir_beside : "(the executable's own path is "
-                                                         "unknown)",
+                    lua_dir_beside[0] ? lua_dir_beside
+                                      : "(the executable's own path is "
+                                        "unknown)",
                     lua_dir);
-  lua_pushcclosure(L, missing_modules_searcher, 1);  /* searcher */
-  lua_getglobal(L, "package");                        /* searcher package */
-  lua_getfield(L, -1, "searchers");                   /* searcher package searchers */
-  lua_rotate(L, -3, -1);                              /* package searchers searcher */
+  lua_pushcclosure(L, missing_modules_searcher, 1); /* searcher */
+  lua_getglobal(L, "package");                      /* searcher package */
+  lua_getfield(L, -1, "searchers");                 /* searcher package searchers */
+  lua_rotate(L, -3, -1);                            /* package searchers searcher */
   lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
   lua_pop(L, 2);
 }
@@ -109,8 +110,8 @@ static int is_cwd_entry(const char *entry, size_t len) {
  * first. luxec runs inside untrusted directories, so "./?.lua" must never load code. */
 static void filter_path(lua_State *L, const char *field, const char *prefix) {
   luaL_Buffer b;
-  lua_getglobal(L, "package");                 /* package */
-  lua_getfield(L, -1, field);                  /* package path */
+  lua_getglobal(L, "package"); /* package */
+  lua_getfield(L, -1, field);  /* package path */
   const char *path = lua_tostring(L, -1);
   luaL_buffinit(L, &b);
   luaL_addstring(&b, prefix);
@@ -123,8 +124,8 @@ static void filter_path(lua_State *L, const char *field, const char *prefix) {
     }
     path += len + (end ? 1 : 0);
   }
-  luaL_pushresult(&b);                         /* package path newpath */
-  lua_setfield(L, -3, field);                  /* package path */
+  luaL_pushresult(&b);        /* package path newpath */
+  lua_setfield(L, -3, field); /* package path */
   lua_pop(L, 2);
 }
 

@@ -26,7 +26,7 @@
 #define P_PIDFD 3
 #endif
 
-static proc *live = NULL; /* every proc not yet freed */
+static proc *live = NULL;         /* every proc not yet freed */
 static const char LIVE_KEY = 'l'; /* registry: a weak table from each proc to its handle */
 
 proc *proc_live(void) {
@@ -40,15 +40,17 @@ static void live_add(proc *p) {
 }
 
 static void live_remove(proc *p) {
-  if (p->prev) p->prev->next = p->next;
-  else live = p->next;
+  if (p->prev)
+    p->prev->next = p->next;
+  else
+    live = p->next;
   if (p->next) p->next->prev = p->prev;
 }
 
 static void proc_free_if_done(proc *p) {
   if (!p->closed || p->pending_closes > 0) return;
   if (p->box != NULL) p->box->p = NULL; /* closed by the host: its Lua handle is closed too */
-  proc_ns_kill(p); /* (already, unless it ended without a close) */
+  proc_ns_kill(p);                      /* (already, unless it ended without a close) */
   proc_orphans_init_done(p);
   if (p->init_pid > 0) proc_orphans_forget(p->init_pid);
   live_remove(p);
@@ -89,7 +91,7 @@ static void stream_poll_closed(uv_handle_t *h) {
 void proc_close_handle(proc *p, uv_handle_t *h) {
   if (uv_is_closing(h)) return;
   uv_close_cb cb = h == (uv_handle_t *)&p->exit_poll ? exit_poll_closed
-                 : h == (uv_handle_t *)&p->in_poll  ? in_poll_closed
+                   : h == (uv_handle_t *)&p->in_poll ? in_poll_closed
                                                      : stream_poll_closed;
   p->pending_closes++;
   uv_close(h, cb);
@@ -277,7 +279,7 @@ static void proc_shutdown(proc *p, const char *why) {
     p->exit_poll_open = 0;
     proc_close_handle(p, (uv_handle_t *)&p->exit_poll);
   }
-  proc_end_release(p, empty); /* the pidfd now, the cgroup once empty */
+  proc_end_release(p, empty);           /* the pidfd now, the cgroup once empty */
   if (p->limited) cgl_release(&p->lim); /* the v1 directories, empty now that the tree is gone */
   if (p->self_ref != LUA_NOREF) luaL_unref(p->L, LUA_REGISTRYINDEX, p->self_ref);
   p->self_ref = LUA_NOREF;
@@ -339,8 +341,10 @@ static int proc_status(lua_State *L) {
       lua_pushinteger(L, p->termsig);
       lua_setfield(L, -2, "signal");
       const char *n = proc_signame(p->termsig);
-      if (n) lua_pushstring(L, n);
-      else lua_pushfstring(L, "SIG%d", p->termsig);
+      if (n)
+        lua_pushstring(L, n);
+      else
+        lua_pushfstring(L, "SIG%d", p->termsig);
       lua_setfield(L, -2, "signal_name");
     } else {
       lua_pushinteger(L, p->code);
@@ -390,8 +394,10 @@ static int proc_ref(lua_State *L) {
   p->referenced = keep;
   for (int i = 0; i < 3; i++) {
     if (!open[i]) continue;
-    if (keep) uv_ref(hs[i]);
-    else uv_unref(hs[i]);
+    if (keep)
+      uv_ref(hs[i]);
+    else
+      uv_unref(hs[i]);
   }
   anchor(p);
   return 0;
@@ -407,60 +413,62 @@ static int proc_gc(lua_State *L) {
 static int proc_tostring(lua_State *L) {
   pbox *b = luaL_checkudata(L, 1, PROC_MT);
   proc *p = b->p;
-  if (p == NULL) lua_pushliteral(L, "luxec.proc (closed)");
-  else if (!p->exited) lua_pushfstring(L, "luxec.proc (pid %d, running)", (int)p->pid);
-  else if (p->termsig) lua_pushfstring(L, "luxec.proc (pid %d, killed by SIG%s)", (int)p->pid,
-                                       proc_signame(p->termsig) ? proc_signame(p->termsig) : "?");
-  else lua_pushfstring(L, "luxec.proc (pid %d, exited %d)", (int)p->pid, p->code);
+  if (p == NULL)
+    lua_pushliteral(L, "luxec.proc (closed)");
+  else if (!p->exited)
+    lua_pushfstring(L, "luxec.proc (pid %d, running)", (int)p->pid);
+  else if (p->termsig)
+    lua_pushfstring(L, "luxec.proc (pid %d, killed by SIG%s)", (int)p->pid,
+                    proc_signame(p->termsig) ? proc_signame(p->termsig) : "?");
+  else
+    lua_pushfstring(L, "luxec.proc (pid %d, exited %d)", (int)p->pid, p->code);
   return 1;
 }
 
-static const luaL_Reg proc_methods[] = {
-  {"close", proc_close},
-  {"ended", proc_ended},
-  {"ref", proc_ref},
-  {"status", proc_status},
-  {NULL, NULL}
-};
+static const luaL_Reg proc_methods[] = {{"close", proc_close},
+                                        {"ended", proc_ended},
+                                        {"ref", proc_ref},
+                                        {"status", proc_status},
+                                        {NULL, NULL}};
 
 static const luaL_Reg proc_meta[] = {
-  {"__close", proc_close},
-  {"__gc", proc_gc},
-  {"__tostring", proc_tostring},
-  {NULL, NULL}
-};
+    {"__close", proc_close}, {"__gc", proc_gc}, {"__tostring", proc_tostring}, {NULL, NULL}};
 
 /* core.cgroups() -> available, reason, host directory */
 static int core_cgroups(lua_State *L) {
   const char *why;
   int ok = cg_available(&why);
   lua_pushboolean(L, ok);
-  if (ok) lua_pushnil(L);
-  else lua_pushstring(L, why);
+  if (ok)
+    lua_pushnil(L);
+  else
+    lua_pushstring(L, why);
   lua_pushstring(L, cg_host_dir());
   return 3;
 }
 
 static int core_watchdog_pid(lua_State *L) {
   pid_t w = cg_watchdog_pid();
-  if (w > 0) lua_pushinteger(L, w);
-  else lua_pushnil(L);
+  if (w > 0)
+    lua_pushinteger(L, w);
+  else
+    lua_pushnil(L);
   return 1;
 }
 
 static int core_signame(lua_State *L) {
   const char *n = proc_signame((int)luaL_checkinteger(L, 1));
-  if (n) lua_pushstring(L, n);
-  else lua_pushnil(L);
+  if (n)
+    lua_pushstring(L, n);
+  else
+    lua_pushnil(L);
   return 1;
 }
 
-static const luaL_Reg proc_functions[] = {
-  {"cgroups", core_cgroups},
-  {"signame", core_signame},
-  {"watchdog_pid", core_watchdog_pid},
-  {NULL, NULL}
-};
+static const luaL_Reg proc_functions[] = {{"cgroups", core_cgroups},
+                                          {"signame", core_signame},
+                                          {"watchdog_pid", core_watchdog_pid},
+                                          {NULL, NULL}};
 
 void luxec_open_proc(lua_State *L) {
   if (luaL_newmetatable(L, PROC_MT)) {

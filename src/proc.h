@@ -21,13 +21,13 @@ typedef struct proc_sandbox_info {
 } proc_sandbox_info;
 
 typedef struct pstream {
-  uv_poll_t poll;        /* data NULL: found with container_of */
+  uv_poll_t poll; /* data NULL: found with container_of */
   struct proc *proc;
-  int fd;                /* -1 once at EOF and closed */
+  int fd; /* -1 once at EOF and closed */
   int eof;
   int poll_open;
   outbuf buf;
-  char target[256];      /* what holders of this stream's write side have open ("": not
+  char target[256]; /* what holders of this stream's write side have open ("": not
                           * looked up yet, proc_tree.c) */
 } pstream;
 
@@ -35,43 +35,43 @@ struct pbox;
 
 typedef struct proc {
   struct proc *next, *prev; /* the live list the host's shutdown walks */
-  struct pbox *box;      /* its Lua handle while that is alive (it outlives a host close) */
+  struct pbox *box;         /* its Lua handle while that is alive (it outlives a host close) */
   lua_State *L;
-  int self_ref;          /* anchors the userdata while something holds it (ref) and it runs */
+  int self_ref; /* anchors the userdata while something holds it (ref) and it runs */
   pid_t pid;
   int pidfd;
-  pid_t init_pid;        /* the init of the sandbox's pid namespace (the host's child), or -1 */
-  int init_killed;       /* SIGKILLed: the namespace is ending; a zombie is the sweep's */
+  pid_t init_pid;  /* the init of the sandbox's pid namespace (the host's child), or -1 */
+  int init_killed; /* SIGKILLed: the namespace is ending; a zombie is the sweep's */
   void *init_stack;
   uv_poll_t exit_poll;
   int exit_poll_open;
   int tty;
   pstream out[2];
   int nout;
-  int in_fd;             /* -1: /dev/null or closed */
+  int in_fd; /* -1: /dev/null or closed */
   uv_poll_t in_poll;
   int in_poll_open, in_polling;
-  wqueue wq;             /* input not written yet, in order */
+  wqueue wq; /* input not written yet, in order */
   size_t wq_bytes;
-  int in_err;            /* sticky errno of a failed write (EPIPE, EIO) */
-  int close_in_pending;  /* close stdin once the queue has drained */
+  int in_err;           /* sticky errno of a failed write (EPIPE, EIO) */
+  int close_in_pending; /* close stdin once the queue has drained */
   int stdin_closed;
-  char in_target[256];   /* the child's stdin as /proc shows it, for input waits */
+  char in_target[256]; /* the child's stdin as /proc shows it, for input waits */
   int exited, code, termsig, core_dumped, reaped;
   char killed_by[32];
-  char marker[64];       /* without a cgroup: "LUXEC_SESSION=..." in the child's environment */
+  char marker[64]; /* without a cgroup: "LUXEC_SESSION=..." in the child's environment */
   cg_session cg;
-  int limited;           /* the sandbox policy set limits: lim says how each is enforced */
+  int limited; /* the sandbox policy set limits: lim says how each is enforced */
   cg_limits_state lim;
-  int pending_closes;    /* handles whose close callback has not run yet */
-  int closed;            /* closed from Lua or by the host: no more methods */
-  int referenced;        /* keeps the loop alive (uv_ref) */
-  int want_output;       /* Lua wants an "output" event per read (someone waits or listens) */
-  struct tree_end *te;   /* watching the tree end (proc_end.c), or NULL */
+  int pending_closes;      /* handles whose close callback has not run yet */
+  int closed;              /* closed from Lua or by the host: no more methods */
+  int referenced;          /* keeps the loop alive (uv_ref) */
+  int want_output;         /* Lua wants an "output" event per read (someone waits or listens) */
+  struct tree_end *te;     /* watching the tree end (proc_end.c), or NULL */
   struct sbx_monitor *sbx; /* the seccomp listener's host end, or NULL */
-  int proxy_fd;          /* network by name: the proxy's listener until Lua takes it, or -1 */
+  int proxy_fd;            /* network by name: the proxy's listener until Lua takes it, or -1 */
   int proxy_port;
-  int transp_fd[3];      /* network by name, transparent path: 443, 80, 53 (sandbox.h), or -1 */
+  int transp_fd[3]; /* network by name, transparent path: 443, 80, 53 (sandbox.h), or -1 */
   proc_sandbox_info sbx_info;
 } proc;
 
@@ -84,14 +84,14 @@ proc *proc_check(lua_State *L, int idx); /* raises on a closed handle */
 void proc_emit(proc *p, const char *event, int a, lua_Integer b);
 void proc_maybe_release(proc *p);
 void proc_close_handle(proc *p, uv_handle_t *h);
-int proc_reap(proc *p, int block); /* 1 once the child is reaped */
+int proc_reap(proc *p, int block);        /* 1 once the child is reaped */
 void proc_started(proc *p, lua_State *L); /* the handle on top of L's stack, popped */
 proc *proc_live(void);
 
 /* proc_orphans.c */
 void proc_orphans_session(proc *p, uv_loop_t *loop); /* a session without a cgroup started */
-void proc_orphans_forget(pid_t pid);                  /* its first process was reaped */
-void proc_orphans_init_done(proc *p);                 /* its sandbox's init is the host's */
+void proc_orphans_forget(pid_t pid);                 /* its first process was reaped */
+void proc_orphans_init_done(proc *p);                /* its sandbox's init is the host's */
 void proc_orphans_reap(void);
 void proc_orphans_close(void);
 
@@ -99,8 +99,7 @@ void proc_orphans_close(void);
 int proc_core_spawn(lua_State *L);
 /* opts[k] as the index of its name in the NULL-terminated list; a missing or unknown value
  * raises an error naming the option, the names and the value (nothing falls back) */
-int proc_opt_enum(lua_State *L, int t, const char *k, const char *const list[],
-                  const char *label);
+int proc_opt_enum(lua_State *L, int t, const char *k, const char *const list[], const char *label);
 int proc_opt_bool(lua_State *L, int t, const char *k, const char *label); /* required */
 void luxec_open_proc(lua_State *L);
 void luxec_procs_shutdown(void);
@@ -109,7 +108,7 @@ void luxec_procs_kill_all(void); /* async-signal-safe */
 proc *proc_live(void); /* the first of every proc not yet freed (then ->next) */
 
 /* proc_tree.c */
-void proc_ns_kill(proc *p); /* async-signal-safe */
+void proc_ns_kill(proc *p);    /* async-signal-safe */
 void proc_ns_release(proc *p); /* kill, then reap and unmap its init on the loop */
 void proc_ns_shutdown(void);
 const char *proc_signame(int sig);
@@ -118,7 +117,7 @@ int proc_tree_signal(proc *p, int sig); /* every process of the tree: how many *
 extern const luaL_Reg proc_tree_methods[];
 
 /* proc_end.c: ending a tree without waiting on the loop */
-int proc_end_members(proc *p, pid_t *out); /* the program (unless reaped) and its tree */
+int proc_end_members(proc *p, pid_t *out);      /* the program (unless reaped) and its tree */
 int proc_end_kill(proc *p, const char *reason); /* SIGKILL all of it now: how many */
 int proc_end_watch(proc *p); /* 1 gone; 0: a "tree_empty" event follows; -errno */
 /* Kill what is alive, stop watching; 1 when the cgroup is known to be empty already. */
@@ -140,7 +139,7 @@ extern const luaL_Reg proc_sandbox_functions[];
 
 /* proc_limits.c */
 int proc_limits_parse(lua_State *L, int opts, cg_limits *out); /* 1 when a limit is asked */
-void proc_limits_report(lua_State *L, proc *p, int report); /* fills report.limits, .degraded */
+void proc_limits_report(lua_State *L, proc *p, int report);    /* fills report.limits, .degraded */
 
 /* proc_io.c */
 void proc_io_start(proc *p);

@@ -24,9 +24,9 @@
 #define MAX_TREE 4096
 
 typedef struct titem { /* one process of a tree without a cgroup, watched through a pidfd */
-  uv_poll_t poll;        /* data NULL: found with container_of */
-  struct tree_end *te;   /* NULL once the session let go of the watch */
-  struct titem *next;    /* te's other items */
+  uv_poll_t poll;      /* data NULL: found with container_of */
+  struct tree_end *te; /* NULL once the session let go of the watch */
+  struct titem *next;  /* te's other items */
   int fd;
 } titem;
 
@@ -36,17 +36,20 @@ struct tree_end {
   int wd;                /* inotify watch of its cgroup.events, or -1 */
   titem *items;          /* pidfds not yet readable */
   int left;
-  int empty;             /* seen empty with the program reaped: told once */
-  int cg_empty;          /* its cgroup was seen empty (a killed one never fills again) */
-  int killing;           /* SIGKILLed: processes found later are killed too */
+  int empty;    /* seen empty with the program reaped: told once */
+  int cg_empty; /* its cgroup was seen empty (a killed one never fills again) */
+  int killing;  /* SIGKILLed: processes found later are killed too */
 };
 
 static struct tree_end *watching = NULL;
 static uv_poll_t cg_poll; /* the inotify descriptor of cgroup.c */
 static int cg_poll_open = 0;
-static uv_signal_t chld;   /* reaps what closed sessions left */
+static uv_signal_t chld; /* reaps what closed sessions left */
 static int chld_open = 0;
-static struct { pid_t pid; unsigned long long start; } adopted[MAX_TREE];
+static struct {
+  pid_t pid;
+  unsigned long long start;
+} adopted[MAX_TREE];
 static int nadopted = 0;
 
 /* ---- the host's children, scanned once per call however many sessions it concerns ---- */
@@ -382,10 +385,14 @@ static void chld_cb(uv_signal_t *h, int sig) {
   (void)h, (void)sig;
   for (int i = 0; i < nadopted;) {
     pid_t r = 0;
-    if (start_of(adopted[i].pid) == adopted[i].start) r = waitpid(adopted[i].pid, NULL, WNOHANG);
-    else r = -1;
-    if (r != 0) adopted[i] = adopted[--nadopted];
-    else i++;
+    if (start_of(adopted[i].pid) == adopted[i].start)
+      r = waitpid(adopted[i].pid, NULL, WNOHANG);
+    else
+      r = -1;
+    if (r != 0)
+      adopted[i] = adopted[--nadopted];
+    else
+      i++;
   }
 }
 
@@ -545,15 +552,10 @@ static int core_watch_trees(lua_State *L) {
   return 1;
 }
 
-const luaL_Reg proc_end_functions[] = {
-  {"kill_trees", core_kill_trees},
-  {"watch_trees", core_watch_trees},
-  {"signal_trees", core_signal_trees},
-  {NULL, NULL}
-};
+const luaL_Reg proc_end_functions[] = {{"kill_trees", core_kill_trees},
+                                       {"watch_trees", core_watch_trees},
+                                       {"signal_trees", core_signal_trees},
+                                       {NULL, NULL}};
 
 const luaL_Reg proc_end_methods[] = {
-  {"kill_tree", proc_kill_tree_l},
-  {"watch_tree", proc_watch_tree},
-  {NULL, NULL}
-};
+    {"kill_tree", proc_kill_tree_l}, {"watch_tree", proc_watch_tree}, {NULL, NULL}};

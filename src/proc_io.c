@@ -228,8 +228,10 @@ static int proc_close_stdin(lua_State *L) {
     lua_pushboolean(L, 1);
     return 1;
   }
-  if (p->wq.head == NULL) finish_close_stdin(p);
-  else p->close_in_pending = 1;
+  if (p->wq.head == NULL)
+    finish_close_stdin(p);
+  else
+    p->close_in_pending = 1;
   if (p->in_err) return luxec_push_error(L, p->in_err);
   lua_pushboolean(L, 1);
   return 1;
@@ -292,8 +294,9 @@ static int proc_read_range(lua_State *L) {
   if (n < 0) {
     luxec_push_error(L, (int)-n);
     if (n == -ERANGE) {
-      lua_pushfstring(L, "ERANGE: bytes %I..%I were dropped from memory and are not in the log "
-                         "(spawn with log = path, and a log_max large enough, to keep them)",
+      lua_pushfstring(L,
+                      "ERANGE: bytes %I..%I were dropped from memory and are not in the log "
+                      "(spawn with log = path, and a log_max large enough, to keep them)",
                       off, off + len);
       lua_replace(L, -3);
     }
@@ -321,13 +324,11 @@ static int proc_log_error(lua_State *L) {
   return 1;
 }
 
-const luaL_Reg proc_io_methods[] = {
-  {"close_stdin", proc_close_stdin},
-  {"log_error", proc_log_error},
-  {"read", proc_read},
-  {"read_range", proc_read_range},
-  {"snapshot", proc_snapshot},
-  {"want_output", proc_want_output},
-  {"write", proc_write},
-  {NULL, NULL}
-};
+const luaL_Reg proc_io_methods[] = {{"close_stdin", proc_close_stdin},
+                                    {"log_error", proc_log_error},
+                                    {"read", proc_read},
+                                    {"read_range", proc_read_range},
+                                    {"snapshot", proc_snapshot},
+                                    {"want_output", proc_want_output},
+                                    {"write", proc_write},
+                                    {NULL, NULL}};

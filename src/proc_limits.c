@@ -16,15 +16,15 @@ static long long field_int(lua_State *L, int t, const char *k) {
 
 int proc_limits_parse(lua_State *L, int opts, cg_limits *out) {
   memset(out, 0, sizeof *out);
-  lua_getfield(L, opts, "sandbox");                         /* sandbox */
+  lua_getfield(L, opts, "sandbox"); /* sandbox */
   if (!lua_istable(L, -1)) {
     lua_pop(L, 1);
     return 0;
   }
-  lua_getfield(L, -1, "best_effort");                       /* sandbox best_effort */
+  lua_getfield(L, -1, "best_effort"); /* sandbox best_effort */
   out->best_effort = lua_toboolean(L, -1);
   lua_pop(L, 1);
-  lua_getfield(L, -1, "limits");                            /* sandbox limits */
+  lua_getfield(L, -1, "limits"); /* sandbox limits */
   if (!lua_isnil(L, -1)) {
     luaL_checktype(L, -1, LUA_TTABLE);
     int t = lua_gettop(L);
@@ -33,7 +33,8 @@ int proc_limits_parse(lua_State *L, int opts, cg_limits *out) {
     out->cpu_quota_us = field_int(L, t, "cpu_quota_us");
     out->cpu_period_us = field_int(L, t, "cpu_period_us");
     if ((out->cpu_quota_us > 0) != (out->cpu_period_us > 0))
-      luaL_error(L, "bad sandbox field 'limits' to 'spawn' (cpu_quota_us and cpu_period_us go "
+      luaL_error(L,
+                 "bad sandbox field 'limits' to 'spawn' (cpu_quota_us and cpu_period_us go "
                  "together)");
   }
   lua_pop(L, 2);
@@ -47,8 +48,10 @@ static void set_int(lua_State *L, const char *k, long long v) {
 }
 
 static const char *via_name(int via) {
-  return via == CGL_CGROUP2 ? "cgroup2" : via == CGL_CGROUP1 ? "cgroup1"
-         : via == CGL_RLIMIT ? "rlimit" : "none";
+  return via == CGL_CGROUP2   ? "cgroup2"
+         : via == CGL_CGROUP1 ? "cgroup1"
+         : via == CGL_RLIMIT  ? "rlimit"
+                              : "none";
 }
 
 /* report.limits = {memory = {max, via, hits, oom, oom_kills, peak, current}, pids = {max, via,
@@ -61,7 +64,7 @@ void proc_limits_report(lua_State *L, proc *p, int report) {
   const cg_limits *w = &st->want;
   cg_limits_stats s;
   cgl_read(st, &p->cg, &s);
-  lua_createtable(L, 0, 3);                                 /* limits */
+  lua_createtable(L, 0, 3); /* limits */
   if (w->memory > 0) {
     lua_createtable(L, 0, 8);
     set_int(L, "max", w->memory);
@@ -102,7 +105,7 @@ void proc_limits_report(lua_State *L, proc *p, int report) {
     lua_setfield(L, -2, "cpu");
   }
   lua_setfield(L, report, "limits");
-  lua_getfield(L, report, "degraded");                      /* degraded */
+  lua_getfield(L, report, "degraded"); /* degraded */
   if (lua_istable(L, -1)) {
     for (int i = 0; i < CGL_N; i++) {
       if (st->degraded[i][0] == '\0') continue;

@@ -29,7 +29,10 @@ static int watchdog_fd = -1;    /* write end: session ids in, EOF when the host 
 /* Adopted orphans known to be the sessions', with their start time: a pid that someone else
  * reaped and the kernel gave to a new child of the host is not taken for the old one. */
 #define ADOPTED_MAX 1024
-static struct { pid_t pid; unsigned long long start; } adopted[ADOPTED_MAX];
+static struct {
+  pid_t pid;
+  unsigned long long start;
+} adopted[ADOPTED_MAX];
 static int nadopted = 0;
 
 /* The marker prefix every session of this host has in its environment without a cgroup

@@ -25,13 +25,13 @@ static int push_tcp(lua_State *L, int *fd) {
   }
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE); /* loaded */
   if (lua_getfield(L, -1, "luv") != LUA_TTABLE) return luaL_error(L, "luv is not loaded");
-  lua_getfield(L, -1, "new_tcp");                            /* loaded luv new_tcp */
-  lua_call(L, 0, 1);                                         /* loaded luv tcp */
+  lua_getfield(L, -1, "new_tcp"); /* loaded luv new_tcp */
+  lua_call(L, 0, 1);              /* loaded luv tcp */
   int tcp = lua_gettop(L);
-  lua_getfield(L, tcp, "open");                              /* ... tcp open */
+  lua_getfield(L, tcp, "open"); /* ... tcp open */
   lua_pushvalue(L, tcp);
   lua_pushinteger(L, *fd);
-  lua_call(L, 2, 2);                                         /* ... tcp ok err */
+  lua_call(L, 2, 2);              /* ... tcp ok err */
   if (lua_isnil(L, -2)) return 3; /* (the handle is collected; the fd stays the session's) */
   *fd = -1;                       /* the handle's now: closed with it */
   lua_settop(L, tcp);
@@ -75,8 +75,8 @@ static unsigned long peer_inode(pid_t pid, int port, int proxy_port) {
     while (found == 0 && fgets(line, sizeof line, in)) {
       unsigned lport, rport, state;
       unsigned long inode;
-      if (sscanf(line, " %*s %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%x %x %*s %*s %*s %*s %*s %lu",
-                 &lport, &rport, &state, &inode) == 4 &&
+      if (sscanf(line, " %*s %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%x %x %*s %*s %*s %*s %*s %lu", &lport,
+                 &rport, &state, &inode) == 4 &&
           (int)lport == port && (int)rport == proxy_port)
         found = inode;
     }
@@ -145,9 +145,7 @@ static int proc_sandbox_peer(lua_State *L) {
   return 2;
 }
 
-const luaL_Reg proc_proxy_methods[] = {
-  {"sandbox_peer", proc_sandbox_peer},
-  {"sandbox_proxy", proc_sandbox_proxy},
-  {"sandbox_transparent", proc_sandbox_transparent},
-  {NULL, NULL}
-};
+const luaL_Reg proc_proxy_methods[] = {{"sandbox_peer", proc_sandbox_peer},
+                                       {"sandbox_proxy", proc_sandbox_proxy},
+                                       {"sandbox_transparent", proc_sandbox_transparent},
+                                       {NULL, NULL}};

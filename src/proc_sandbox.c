@@ -91,13 +91,17 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
   if (listener >= 0) {
     (void)loop;
     /* the restricted modes: AF_UNIX calls are judged by the host (notify_unix.c) */
-    sbx_unix_cfg u = {.netns_private = prep->netns_ok, .diag_fd = prep->diag_fd,
-                      .prog_pid = p->pid, .init_pid = p->init_pid,
-                      .allowed = prep->unix_sockets, .nallowed = prep->nunix,
-                      .reserved = prep->reserved, .nreserved = prep->nreserved,
+    sbx_unix_cfg u = {.netns_private = prep->netns_ok,
+                      .diag_fd = prep->diag_fd,
+                      .prog_pid = p->pid,
+                      .init_pid = p->init_pid,
+                      .allowed = prep->unix_sockets,
+                      .nallowed = prep->nunix,
+                      .reserved = prep->reserved,
+                      .nreserved = prep->nreserved,
                       .files_evidence = prep->evidence_files};
     int judged = info->mode[0] != 'f'; /* not full-access */
-    if (judged) prep->diag_fd = -1; /* the monitor's now */
+    if (judged) prep->diag_fd = -1;    /* the monitor's now */
     /* a masked path is a read-only mount too: a write there is refused, as in a repository */
     int nro = prep->nro + prep->nmasks;
     char **ro = malloc(sizeof(char *) * (size_t)(nro + 1));
@@ -169,8 +173,10 @@ static int proc_sandbox_report(lua_State *L) {
   lua_pushstring(L, info->network);
   lua_setfield(L, -2, "network");
   lua_createtable(L, 0, 7);
-  if (info->landlock_abi) lua_pushinteger(L, info->landlock_abi);
-  else lua_pushboolean(L, 0);
+  if (info->landlock_abi)
+    lua_pushinteger(L, info->landlock_abi);
+  else
+    lua_pushboolean(L, 0);
   lua_setfield(L, -2, "landlock");
   set_bool(L, "seccomp", info->seccomp);
   set_bool(L, "notify", info->notify);
@@ -184,14 +190,16 @@ static int proc_sandbox_report(lua_State *L) {
   lua_newtable(L);
   int k = 0;
   if (info->degraded_notify) {
-    lua_pushliteral(L, "notify: the seccomp listener was refused (nested filter): no evidence, "
-                       "and unix socket files are not judged: the host's are reachable");
+    lua_pushliteral(L,
+                    "notify: the seccomp listener was refused (nested filter): no evidence, "
+                    "and unix socket files are not judged: the host's are reachable");
     lua_rawseti(L, -2, ++k);
   }
   if (info->degraded_ns) {
-    lua_pushliteral(L, "userns: no user namespace could be made: no mount, pid, IPC or network "
-                       "namespace (git repositories, protected paths, deny_read masks, metadata, "
-                       "host processes, IPC and other terminals are not protected)");
+    lua_pushliteral(L,
+                    "userns: no user namespace could be made: no mount, pid, IPC or network "
+                    "namespace (git repositories, protected paths, deny_read masks, metadata, "
+                    "host processes, IPC and other terminals are not protected)");
     lua_rawseti(L, -2, ++k);
   }
   lua_setfield(L, -2, "degraded");
@@ -199,7 +207,7 @@ static int proc_sandbox_report(lua_State *L) {
   int n = 0, nover = 0;
   long long total = 0;
   sbx_overflow over[SBX_OVERFLOW_OPS];
-  if (m != NULL) { /* its thread appends meanwhile: take what is published */
+  if (m != NULL) {          /* its thread appends meanwhile: take what is published */
     sbx_monitor_settled(m); /* every refusal the session has seen is kept by now */
     pthread_mutex_lock(&m->lock);
     n = m->ndenials;
@@ -245,15 +253,9 @@ static int core_sandbox_layers(lua_State *L) {
   return 1;
 }
 
-const luaL_Reg proc_sandbox_methods[] = {
-  {"sandbox_report", proc_sandbox_report},
-  {NULL, NULL}
-};
+const luaL_Reg proc_sandbox_methods[] = {{"sandbox_report", proc_sandbox_report}, {NULL, NULL}};
 
 int core_sandbox_scan(lua_State *L); /* sandbox_scan.c */
 
 const luaL_Reg proc_sandbox_functions[] = {
-  {"sandbox_layers", core_sandbox_layers},
-  {"sandbox_scan", core_sandbox_scan},
-  {NULL, NULL}
-};
+    {"sandbox_layers", core_sandbox_layers}, {"sandbox_scan", core_sandbox_scan}, {NULL, NULL}};

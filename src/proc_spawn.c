@@ -30,8 +30,7 @@ static void required(lua_State *L, int t, const char *k, int type, const char *l
 }
 
 /* One of the names in list (index), or an error naming the option and the value. */
-int proc_opt_enum(lua_State *L, int t, const char *k, const char *const list[],
-                  const char *label) {
+int proc_opt_enum(lua_State *L, int t, const char *k, const char *const list[], const char *label) {
   required(L, t, k, LUA_TSTRING, label);
   const char *v = lua_tostring(L, -1);
   for (int i = 0; list[i] != NULL; i++) {
@@ -79,7 +78,8 @@ static const char **string_array(lua_State *L, int t, const char *what) {
   const char **a = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n + 1), 0);
   for (lua_Integer i = 1; i <= n; i++) {
     lua_rawgeti(L, t, i);
-    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "bad %s entry #%d (string expected)", what, (int)i);
+    if (lua_type(L, -1) != LUA_TSTRING)
+      luaL_error(L, "bad %s entry #%d (string expected)", what, (int)i);
     a[i - 1] = lua_tostring(L, -1);
     lua_pop(L, 1);
   }
@@ -98,15 +98,15 @@ int proc_core_spawn(lua_State *L) {
   luaL_checktype(L, 2, LUA_TTABLE);
   lua_settop(L, 2);
   if (luaL_len(L, 1) < 1) return luaL_argerror(L, 1, "argv is empty");
-  const char **argv = string_array(L, 1, "argv");     /* 3 */
-  lua_getfield(L, 2, "env");                          /* 4 */
+  const char **argv = string_array(L, 1, "argv"); /* 3 */
+  lua_getfield(L, 2, "env");                      /* 4 */
   const char **envp = NULL;
   if (lua_istable(L, 4)) {
-    envp = string_array(L, 4, "env");                 /* 5 */
+    envp = string_array(L, 4, "env"); /* 5 */
   } else {
     lua_pushnil(L);
   }
-  required(L, 2, "on_event", LUA_TFUNCTION, NULL);         /* 6 */
+  required(L, 2, "on_event", LUA_TFUNCTION, NULL); /* 6 */
   static const char *const stdin_modes[] = {"null", "pipe", NULL};
   static const char *const stderr_modes[] = {"merge", "pipe", NULL};
   launch_req req = {0};
@@ -163,7 +163,7 @@ int proc_core_spawn(lua_State *L) {
   if (proc_sandbox_prepare(L, 2, &prep, &sbx_info) < 0) return 3;
   if (sbx_info.used) req.sandbox = &prep;
 
-  pbox *box = lua_newuserdatauv(L, sizeof(pbox), 1);  /* 7: created closed */
+  pbox *box = lua_newuserdatauv(L, sizeof(pbox), 1); /* 7: created closed */
   box->p = NULL;
   luaL_setmetatable(L, PROC_MT);
   proc *p = calloc(1, sizeof *p);
@@ -259,4 +259,3 @@ int proc_core_spawn(lua_State *L) {
   lua_pushinteger(L, p->pid);
   return 2;
 }
-

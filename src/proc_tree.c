@@ -92,14 +92,40 @@ void proc_ns_shutdown(void) {
 }
 
 const char *proc_signame(int sig) {
-  static const struct { int sig; const char *name; } names[] = {
-    {SIGHUP, "HUP"}, {SIGINT, "INT"}, {SIGQUIT, "QUIT"}, {SIGILL, "ILL"}, {SIGTRAP, "TRAP"},
-    {SIGABRT, "ABRT"}, {SIGBUS, "BUS"}, {SIGFPE, "FPE"}, {SIGKILL, "KILL"}, {SIGUSR1, "USR1"},
-    {SIGSEGV, "SEGV"}, {SIGUSR2, "USR2"}, {SIGPIPE, "PIPE"}, {SIGALRM, "ALRM"},
-    {SIGTERM, "TERM"}, {SIGCHLD, "CHLD"}, {SIGCONT, "CONT"}, {SIGSTOP, "STOP"},
-    {SIGTSTP, "TSTP"}, {SIGTTIN, "TTIN"}, {SIGTTOU, "TTOU"}, {SIGURG, "URG"}, {SIGXCPU, "XCPU"},
-    {SIGXFSZ, "XFSZ"}, {SIGVTALRM, "VTALRM"}, {SIGPROF, "PROF"}, {SIGWINCH, "WINCH"},
-    {SIGIO, "IO"}, {SIGPWR, "PWR"}, {SIGSYS, "SYS"}, {0, NULL}};
+  static const struct {
+    int sig;
+    const char *name;
+  } names[] = {{SIGHUP, "HUP"},
+               {SIGINT, "INT"},
+               {SIGQUIT, "QUIT"},
+               {SIGILL, "ILL"},
+               {SIGTRAP, "TRAP"},
+               {SIGABRT, "ABRT"},
+               {SIGBUS, "BUS"},
+               {SIGFPE, "FPE"},
+               {SIGKILL, "KILL"},
+               {SIGUSR1, "USR1"},
+               {SIGSEGV, "SEGV"},
+               {SIGUSR2, "USR2"},
+               {SIGPIPE, "PIPE"},
+               {SIGALRM, "ALRM"},
+               {SIGTERM, "TERM"},
+               {SIGCHLD, "CHLD"},
+               {SIGCONT, "CONT"},
+               {SIGSTOP, "STOP"},
+               {SIGTSTP, "TSTP"},
+               {SIGTTIN, "TTIN"},
+               {SIGTTOU, "TTOU"},
+               {SIGURG, "URG"},
+               {SIGXCPU, "XCPU"},
+               {SIGXFSZ, "XFSZ"},
+               {SIGVTALRM, "VTALRM"},
+               {SIGPROF, "PROF"},
+               {SIGWINCH, "WINCH"},
+               {SIGIO, "IO"},
+               {SIGPWR, "PWR"},
+               {SIGSYS, "SYS"},
+               {0, NULL}};
   for (int i = 0; names[i].name; i++)
     if (names[i].sig == sig) return names[i].name;
   return NULL;
@@ -163,8 +189,10 @@ static int proc_tree_alive(lua_State *L) {
   proc *p = proc_check(L, 1);
   static pid_t pids[4096];
   int n;
-  if (p->cg.id != 0) n = cg_session_populated(&p->cg) == 1; /* the exact count is not needed */
-  else n = proc_end_members(p, pids);
+  if (p->cg.id != 0)
+    n = cg_session_populated(&p->cg) == 1; /* the exact count is not needed */
+  else
+    n = proc_end_members(p, pids);
   lua_pushinteger(L, n);
   return 1;
 }
@@ -260,13 +288,10 @@ static int proc_input_state(lua_State *L) {
   return 3;
 }
 
-
-const luaL_Reg proc_tree_methods[] = {
-  {"holders", proc_holders},
-  {"input_state", proc_input_state},
-  {"resize", proc_resize},
-  {"signal", proc_signal},
-  {"signal_tree", proc_signal_tree},
-  {"tree_alive", proc_tree_alive},
-  {NULL, NULL}
-};
+const luaL_Reg proc_tree_methods[] = {{"holders", proc_holders},
+                                      {"input_state", proc_input_state},
+                                      {"resize", proc_resize},
+                                      {"signal", proc_signal},
+                                      {"signal_tree", proc_signal_tree},
+                                      {"tree_alive", proc_tree_alive},
+                                      {NULL, NULL}};

@@ -82,8 +82,10 @@ int pfs_all_pids(pid_t *out, int max) {
 
 int pfs_fd_target(pid_t pid, int fd, char *out, size_t size) {
   char link[64];
-  if (pid == 0) snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-  else snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)pid, fd);
+  if (pid == 0)
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  else
+    snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)pid, fd);
   ssize_t n = readlink(link, out, size - 1);
   if (n < 0) return -1;
   out[n] = '\0';
@@ -186,8 +188,8 @@ static int reads_from(pid_t pid, int fd, const char *target) {
   char t[256];
   if (pfs_fd_target(pid, fd, t, sizeof t) != 0) return 0;
   if (strcmp(t, target) == 0) return 1;
-  return strcmp(t, "/dev/tty") == 0 && strncmp(target, "/dev/", 5) == 0
-    && controlled_by(pid, target);
+  return strcmp(t, "/dev/tty") == 0 && strncmp(target, "/dev/", 5) == 0 &&
+         controlled_by(pid, target);
 }
 
 /* Read len bytes of pid's memory at addr (a descendant's, or as root): 0 or -1. */
@@ -234,8 +236,9 @@ static int epolls_on(pid_t pid, int epfd, const char *target) {
   for (char *line = strstr(buf, "tfd:"); line != NULL; line = strstr(line + 1, "tfd:")) {
     int tfd;
     unsigned int events;
-    if (sscanf(line, "tfd: %d events: %x", &tfd, &events) == 2 && (events & POLLIN)
-      && reads_from(pid, tfd, target)) return 1;
+    if (sscanf(line, "tfd: %d events: %x", &tfd, &events) == 2 && (events & POLLIN) &&
+        reads_from(pid, tfd, target))
+      return 1;
   }
   return 0;
 }
@@ -250,24 +253,16 @@ int pfs_waiting_on(pid_t pid, const char *target) {
   switch (nr) {
     case SYS_read:
     case SYS_readv:
-    case SYS_pread64:
-      return reads_from(pid, (int)arg0, target);
+    case SYS_pread64: return reads_from(pid, (int)arg0, target);
     /* readline, python's input() and shells wait in these before reading stdin; what they
      * wait on is read from the call's arguments, and only when that fails is stdin assumed */
     case SYS_poll:
-    case SYS_ppoll:
-      r = polls_on(pid, arg0, arg1, target);
-      break;
+    case SYS_ppoll: r = polls_on(pid, arg0, arg1, target); break;
     case SYS_select:
-    case SYS_pselect6:
-      r = selects_on(pid, arg0, arg1, target);
-      break;
+    case SYS_pselect6: r = selects_on(pid, arg0, arg1, target); break;
     case SYS_epoll_wait:
-    case SYS_epoll_pwait:
-      r = epolls_on(pid, (int)arg0, target);
-      break;
-    default:
-      return 0;
+    case SYS_epoll_pwait: r = epolls_on(pid, (int)arg0, target); break;
+    default: return 0;
   }
   return r >= 0 ? r : reads_from(pid, 0, target);
 }

@@ -42,8 +42,12 @@ static void serve_one(proxy_dns *d) {
   char ctl[256];
   struct sockaddr_storage from;
   struct iovec iov = {buf, sizeof buf};
-  struct msghdr m = {.msg_name = &from, .msg_namelen = sizeof from, .msg_iov = &iov,
-                     .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+  struct msghdr m = {.msg_name = &from,
+                     .msg_namelen = sizeof from,
+                     .msg_iov = &iov,
+                     .msg_iovlen = 1,
+                     .msg_control = ctl,
+                     .msg_controllen = sizeof ctl};
   ssize_t n = recvmsg(d->fd, &m, MSG_DONTWAIT);
   if (n <= 0) return;
   lua_State *L = d->L;
@@ -74,8 +78,11 @@ static void serve_one(proxy_dns *d) {
       }
     }
     struct iovec oiov = {(void *)answer, len};
-    struct msghdr om = {.msg_name = &from, .msg_namelen = m.msg_namelen, .msg_iov = &oiov,
-                        .msg_iovlen = 1, .msg_control = outlen ? out : NULL,
+    struct msghdr om = {.msg_name = &from,
+                        .msg_namelen = m.msg_namelen,
+                        .msg_iov = &oiov,
+                        .msg_iovlen = 1,
+                        .msg_control = outlen ? out : NULL,
                         .msg_controllen = outlen};
     sendmsg(d->fd, &om, MSG_DONTWAIT | MSG_NOSIGNAL); /* (a lost answer is asked again) */
   }

@@ -18,13 +18,13 @@
 #include <unistd.h>
 
 #define RELAY_MT "luxec.relay"
-#define PIPE_SIZE (1024 * 1024)      /* asked of each pipe (the kernel may give less) */
-#define TURN_MAX (8 * 1024 * 1024)   /* bytes one direction moves per wake-up (fairness) */
+#define PIPE_SIZE (1024 * 1024)    /* asked of each pipe (the kernel may give less) */
+#define TURN_MAX (8 * 1024 * 1024) /* bytes one direction moves per wake-up (fairness) */
 
 typedef struct {
   int pipe[2];
-  size_t inpipe;   /* bytes read from the source not yet written to the destination */
-  int eof, shut;   /* the source ended; the destination was told (shutdown) */
+  size_t inpipe; /* bytes read from the source not yet written to the destination */
+  int eof, shut; /* the source ended; the destination was told (shutdown) */
   uint64_t total;
 } relay_dir;
 
@@ -33,9 +33,9 @@ typedef struct {
   int cb_ref, self_ref;
   int fd[2];
   uv_poll_t poll[2];
-  int events[2];      /* what each poll handle waits for now (-1: not started) */
-  relay_dir d[2];     /* d[i]: fd[i] -> fd[1 - i] */
-  int open_polls;     /* poll handles not yet closed */
+  int events[2];  /* what each poll handle waits for now (-1: not started) */
+  relay_dir d[2]; /* d[i]: fd[i] -> fd[1 - i] */
+  int open_polls; /* poll handles not yet closed */
   int done;
   char err[48];
 } relay;
@@ -59,8 +59,10 @@ static void on_closed(uv_handle_t *h) {
   relay_free_fds(r);
   lua_State *L = r->L;
   lua_rawgeti(L, LUA_REGISTRYINDEX, r->cb_ref);
-  if (r->err[0]) lua_pushstring(L, r->err);
-  else lua_pushnil(L);
+  if (r->err[0])
+    lua_pushstring(L, r->err);
+  else
+    lua_pushnil(L);
   lua_pushinteger(L, (lua_Integer)r->d[0].total);
   lua_pushinteger(L, (lua_Integer)r->d[1].total);
   luaL_unref(L, LUA_REGISTRYINDEX, r->cb_ref);
@@ -242,10 +244,7 @@ static int relay_counts(lua_State *L) {
 }
 
 static const luaL_Reg relay_methods[] = {
-  {"close", relay_close},
-  {"counts", relay_counts},
-  {NULL, NULL}
-};
+    {"close", relay_close}, {"counts", relay_counts}, {NULL, NULL}};
 
 void luxec_open_relay(lua_State *L) {
   if (luaL_newmetatable(L, RELAY_MT)) {

@@ -18,20 +18,20 @@
 /* The host's own C modules that luxec's Lua code loads by name (see luxec.screen). */
 
 typedef struct repl {
-  uv_poll_t poll;        /* first member: callbacks get the repl back by a cast */
+  uv_poll_t poll; /* first member: callbacks get the repl back by a cast */
   uv_signal_t sigint;
   luxec_host *h;
-  int mod_ref;           /* the luxec.cli.repl module */
-  int tty;               /* readline on a terminal, else plain lines */
+  int mod_ref; /* the luxec.cli.repl module */
+  int tty;     /* readline on a terminal, else plain lines */
   int pollable;
   int eof;
-  int ready;             /* luxec.cli.repl holds a complete chunk to run */
-  int waiting;           /* the line editor shows a line being typed while the loop runs */
-  char in[4096];         /* plain mode: bytes read but not yet split into lines */
+  int ready;     /* luxec.cli.repl holds a complete chunk to run */
+  int waiting;   /* the line editor shows a line being typed while the loop runs */
+  char in[4096]; /* plain mode: bytes read but not yet split into lines */
   size_t in_len;
 } repl;
 
-static repl *active = NULL; /* readline's handlers take no user data */
+static repl *active = NULL;      /* readline's handlers take no user data */
 static char **candidates = NULL; /* completion: what luxec.cli.repl offered, for the generator */
 static size_t ncandidates = 0, next_candidate = 0;
 
@@ -40,12 +40,12 @@ static size_t ncandidates = 0, next_candidate = 0;
 static int rcall(repl *r, const char *name, int nargs, int nres) {
   lua_State *L = r->h->L;
   int base = lua_gettop(L) - nargs;
-  lua_pushcfunction(L, luxec_traceback);                /* args handler */
-  lua_rawgeti(L, LUA_REGISTRYINDEX, r->mod_ref);       /* args handler R */
-  lua_getfield(L, -1, name);                           /* args handler R fn */
-  lua_remove(L, -2);                                   /* args handler fn */
-  lua_insert(L, base + 1);                             /* fn args handler */
-  lua_insert(L, base + 1);                             /* handler fn args */
+  lua_pushcfunction(L, luxec_traceback);         /* args handler */
+  lua_rawgeti(L, LUA_REGISTRYINDEX, r->mod_ref); /* args handler R */
+  lua_getfield(L, -1, name);                     /* args handler R fn */
+  lua_remove(L, -2);                             /* args handler fn */
+  lua_insert(L, base + 1);                       /* fn args handler */
+  lua_insert(L, base + 1);                       /* handler fn args */
   int status = lua_pcall(L, nargs, nres, base + 1);
   lua_remove(L, base + 1);
   if (status != LUA_OK) {
@@ -134,8 +134,10 @@ static void split_lines(repl *r) {
   while (!r->ready) {
     char *nl = memchr(r->in, '\n', r->in_len);
     if (nl == NULL) {
-      if (r->in_len == sizeof r->in - 1 || (r->eof && r->in_len > 0)) nl = r->in + r->in_len;
-      else return;
+      if (r->in_len == sizeof r->in - 1 || (r->eof && r->in_len > 0))
+        nl = r->in + r->in_len;
+      else
+        return;
     }
     size_t n = (size_t)(nl - r->in);
     char line[sizeof r->in];
@@ -237,7 +239,7 @@ static int start(repl *r) {
   lua_pushliteral(L, "luxec.cli.repl");
   if (luxec_report(L, luxec_docall(L, 1, 1)) != LUA_OK) return -1;
   r->mod_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  lua_createtable(L, 0, 3);                                /* native */
+  lua_createtable(L, 0, 3); /* native */
   lua_pushboolean(L, r->tty);
   lua_setfield(L, -2, "tty");
   lua_pushcfunction(L, native_add_history);
@@ -295,8 +297,10 @@ void luxec_repl(luxec_host *h) {
       uv_signal_stop(&r->sigint); /* libuv leaves SIGINT at SIG_DFL: the host's again */
       luxec_host_signals();
     } else if (!r->ready) {
-      if (r->tty) rl_callback_read_char();
-      else read_plain(r);
+      if (r->tty)
+        rl_callback_read_char();
+      else
+        read_plain(r);
     }
     if (r->ready) {
       r->ready = 0;

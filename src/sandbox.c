@@ -96,11 +96,20 @@ static int build_ruleset(const sandbox_spec *s, int abi, char *err, size_t errle
   }
   uint64_t rw_dev = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE;
   uint64_t ioctl = abi >= 5 ? ACCESS_FS_IOCTL_DEV : 0;
-  struct { const char *path; uint64_t access; } fixed[] = {
-    {"/", LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR},
-    {"/dev/null", rw_dev | ioctl}, {"/dev/zero", rw_dev | ioctl}, {"/dev/full", rw_dev | ioctl},
-    {"/dev/random", rw_dev}, {"/dev/urandom", rw_dev},
-    {"/dev/tty", rw_dev | ioctl}, {"/dev/ptmx", rw_dev | ioctl}, {"/dev/pts", rw_dev | ioctl},
+  struct {
+    const char *path;
+    uint64_t access;
+  } fixed[] = {
+      {"/",
+       LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR},
+      {"/dev/null", rw_dev | ioctl},
+      {"/dev/zero", rw_dev | ioctl},
+      {"/dev/full", rw_dev | ioctl},
+      {"/dev/random", rw_dev},
+      {"/dev/urandom", rw_dev},
+      {"/dev/tty", rw_dev | ioctl},
+      {"/dev/ptmx", rw_dev | ioctl},
+      {"/dev/pts", rw_dev | ioctl},
   };
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
     if (add_path_rule(rs, fixed[i].path, fixed[i].access) < 0) {
@@ -114,7 +123,9 @@ static int build_ruleset(const sandbox_spec *s, int abi, char *err, size_t errle
   /* network by name: the proxy, and the transparent path's ports (every address is local) */
   uint64_t net_ports[] = {(uint64_t)s->proxy_port, 443, 80};
   for (int i = 0; attr.handled_access_net && s->proxy_port > 0 && i < 3; i++) {
-    struct { uint64_t allowed_access, port; } np = {ACCESS_NET_CONNECT_TCP, net_ports[i]};
+    struct {
+      uint64_t allowed_access, port;
+    } np = {ACCESS_NET_CONNECT_TCP, net_ports[i]};
     if (syscall(SYS_landlock_add_rule, rs, 2 /* LANDLOCK_RULE_NET_PORT */, &np, 0) < 0) {
       snprintf(err, errlen, "landlock: rule for the proxy's port: %s", strerror(errno));
       close(rs);
@@ -161,7 +172,8 @@ int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t er
     if (p->landlock_abi < 3 && !s->best_effort) {
       snprintf(err, errlen,
                "landlock: the kernel offers ABI %d; a read-only guarantee needs ABI 3 or later "
-               "(truncate is not covered before it)", p->landlock_abi);
+               "(truncate is not covered before it)",
+               p->landlock_abi);
       return -1;
     }
     if (p->landlock_abi >= 1) {
@@ -183,8 +195,10 @@ int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t er
     if (sandbox_userns_probe(why, sizeof why) == 0) {
       p->want_userns = 1;
     } else if (!s->best_effort) {
-      snprintf(err, errlen, "userns: %s; the sandbox's mount, pid, IPC and network namespaces "
-                            "need it when luxec does not run as root (or set best_effort)", why);
+      snprintf(err, errlen,
+               "userns: %s; the sandbox's mount, pid, IPC and network namespaces "
+               "need it when luxec does not run as root (or set best_effort)",
+               why);
       sandbox_prep_free(p);
       return -1;
     } else {
@@ -194,8 +208,9 @@ int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t er
   }
   if (s->proxy_port > 0) { /* network by name: the proxy is the only way out of a netns */
     if (!p->want_netns) {
-      snprintf(err, errlen, "network by name needs a network namespace, and none can be made "
-                            "here (best_effort does not apply: the network would be open)");
+      snprintf(err, errlen,
+               "network by name needs a network namespace, and none can be made "
+               "here (best_effort does not apply: the network would be open)");
       sandbox_prep_free(p);
       return -1;
     }
@@ -268,16 +283,15 @@ static int namespace_rules(sandbox_prep *p) {
   if (add_path_rule(p->ruleset_fd, "/dev/pts", dev) < 0 ||
       add_path_rule(p->ruleset_fd, "/dev/ptmx", dev) < 0)
     return -1;
-  uint64_t root_access = fs_rights(p->landlock_abi) &
-                         ~(LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK);
+  uint64_t root_access =
+      fs_rights(p->landlock_abi) & ~(LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK);
   if (p->shm_root && add_path_rule(p->ruleset_fd, "/dev/shm", root_access) < 0) return -1;
   return 0;
 }
 
 int sandbox_child_apply(sandbox_prep *p, const char **stage) {
   /* the first process of the new pid namespace: its /proc shows that namespace only */
-  if (p->pidns_ok &&
-      mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+  if (p->pidns_ok && mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
     *stage = "sandbox /proc";
     return -1;
   }

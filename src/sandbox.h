@@ -23,34 +23,34 @@ typedef struct sandbox_spec {
   int evidence_net, evidence_files; /* seccomp user notification for each */
   const char **roots;               /* writable roots: absolute, canonical */
   int nroots;
-  const char **ro_paths;            /* read-only inside roots: git, hooks, protected config */
+  const char **ro_paths; /* read-only inside roots: git, hooks, protected config */
   int nro;
   /* new names refused inside the roots: a name without '/' anywhere (".git", ".mcp.json";
    * any case), an absolute path where it is (a missing protected file) */
   const char **reserved;
   int nreserved;
-  const char **masks;               /* deny_read: masked (empty, read-only) in the namespace */
+  const char **masks; /* deny_read: masked (empty, read-only) in the namespace */
   int nmasks;
-  const char **unix_sockets;        /* socket paths outside the sandbox it may connect to */
+  const char **unix_sockets; /* socket paths outside the sandbox it may connect to */
   int nunix;
-  int proxy_port;   /* network by name: the host's proxy listens on 127.0.0.1:port inside */
+  int proxy_port; /* network by name: the host's proxy listens on 127.0.0.1:port inside */
 } sandbox_spec;
 
 typedef struct sandbox_prep {
-  int ruleset_fd;       /* Landlock, -1 when not used */
+  int ruleset_fd; /* Landlock, -1 when not used */
   int landlock_abi;
   struct sock_fprog prog_notify; /* with SECCOMP_RET_USER_NOTIF rules, or len 0 */
   struct sock_fprog prog_plain;  /* the same with ERRNO instead of notifications */
   /* namespaces, made by the launcher's setup child (sandbox_ns_setup) before the program's
    * process is cloned into them */
-  int want_userns;      /* not root: every other namespace comes through a user namespace */
-  int want_mountns;     /* read-only /, writable roots, fresh /proc, a /dev of its own */
+  int want_userns;  /* not root: every other namespace comes through a user namespace */
+  int want_mountns; /* read-only /, writable roots, fresh /proc, a /dev of its own */
   int want_pidns, want_ipcns, want_netns;
   int drop_caps, best_effort;
-  int last_cap;         /* the highest capability this kernel knows (63 when unknown) */
-  int evidence_files;   /* every file call is judged by the host (else the reserved names) */
-  int shm_root;         /* /dev/shm is a writable root (the sandbox's private one) */
-  unsigned uid, gid;    /* the host's ids, mapped to themselves in the user namespace */
+  int last_cap;       /* the highest capability this kernel knows (63 when unknown) */
+  int evidence_files; /* every file call is judged by the host (else the reserved names) */
+  int shm_root;       /* /dev/shm is a writable root (the sandbox's private one) */
+  unsigned uid, gid;  /* the host's ids, mapped to themselves in the user namespace */
   char **roots;
   int nroots;
   char **ro_paths;
@@ -63,9 +63,9 @@ typedef struct sandbox_prep {
   int nunix;
   /* written by the children, read by the parent after the launch */
   const char *failed_path; /* the path the mount layer could not make */
-  volatile int diag_fd; /* sock_diag in the sandbox's network namespace (the host's table) */
-  int proxy_port;       /* network by name: listen on 127.0.0.1:port in the namespace */
-  volatile int proxy_fd; /* that listener (the host's table), or -1 */
+  volatile int diag_fd;    /* sock_diag in the sandbox's network namespace (the host's table) */
+  int proxy_port;          /* network by name: listen on 127.0.0.1:port in the namespace */
+  volatile int proxy_fd;   /* that listener (the host's table), or -1 */
   volatile int transp_fd[SBX_TRANSP_N]; /* the transparent path's (sandbox_proxy.c), or -1 */
   volatile int got_listener, listener_fd;
   volatile int userns_ok, mountns_ok, pidns_ok, ipcns_ok, netns_ok, caps_dropped;

@@ -35,8 +35,7 @@ static int export_bpf(scmp_filter_ctx ctx, struct sock_fprog *out) {
   return 0;
 }
 
-#define RULE(action, name, ...) \
-  rc |= seccomp_rule_add(ctx, action, SCMP_SYS(name), __VA_ARGS__)
+#define RULE(action, name, ...) rc |= seccomp_rule_add(ctx, action, SCMP_SYS(name), __VA_ARGS__)
 
 /* The file calls the host judges (see notify_files.c, notify_meta.c): every call that
  * writes, makes, removes or renames a name, or changes a file's metadata, by path or by
@@ -44,7 +43,10 @@ static int export_bpf(scmp_filter_ctx ctx, struct sock_fprog *out) {
 static int file_rules(scmp_filter_ctx ctx) {
   const uint32_t n = SCMP_ACT_NOTIFY;
   int rc = 0;
-  static const struct { const char *name; unsigned arg; } opens[] = {{"open", 1}, {"openat", 2}};
+  static const struct {
+    const char *name;
+    unsigned arg;
+  } opens[] = {{"open", 1}, {"openat", 2}};
   for (int i = 0; i < 2; i++) {
     int nr = seccomp_syscall_resolve_name(opens[i].name);
     struct scmp_arg_cmp w = {opens[i].arg, SCMP_CMP_MASKED_EQ, O_ACCMODE, O_WRONLY};
@@ -57,11 +59,12 @@ static int file_rules(scmp_filter_ctx ctx) {
     rc |= seccomp_rule_add_array(ctx, n, nr, 1, &tr);
   }
   static const char *const calls[] = {
-    "creat", "openat2", "mkdir", "mkdirat", "unlink", "unlinkat", "rmdir", "rename",
-    "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat", "truncate", "mknod",
-    "mknodat", "chmod", "fchmodat", "fchmod", "chown", "lchown", "fchownat", "fchown",
-    "utime", "utimes", "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr",
-    "removexattr", "lremovexattr", "fremovexattr", "bind", NULL};
+      "creat",     "openat2",     "mkdir",        "mkdirat",      "unlink",   "unlinkat",
+      "rmdir",     "rename",      "renameat",     "renameat2",    "link",     "linkat",
+      "symlink",   "symlinkat",   "truncate",     "mknod",        "mknodat",  "chmod",
+      "fchmodat",  "fchmod",      "chown",        "lchown",       "fchownat", "fchown",
+      "utime",     "utimes",      "futimesat",    "utimensat",    "setxattr", "lsetxattr",
+      "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "bind",     NULL};
   for (int i = 0; calls[i]; i++) {
     int nr = seccomp_syscall_resolve_name(calls[i]);
     if (nr != __NR_SCMP_ERROR) rc |= seccomp_rule_add(ctx, n, nr, 0);
@@ -86,9 +89,9 @@ static int create_rules(scmp_filter_ctx ctx) {
   struct scmp_arg_cmp cr2 = {2, SCMP_CMP_MASKED_EQ, O_CREAT, O_CREAT};
   rc |= seccomp_rule_add_array(ctx, n, seccomp_syscall_resolve_name("open"), 1, &cr1);
   rc |= seccomp_rule_add_array(ctx, n, seccomp_syscall_resolve_name("openat"), 1, &cr2);
-  static const char *const calls[] = {
-    "creat", "openat2", "mkdir", "mkdirat", "rename", "renameat", "renameat2", "link",
-    "linkat", "symlink", "symlinkat", "mknod", "mknodat", NULL};
+  static const char *const calls[] = {"creat",     "openat2",   "mkdir",   "mkdirat", "rename",
+                                      "renameat",  "renameat2", "link",    "linkat",  "symlink",
+                                      "symlinkat", "mknod",     "mknodat", NULL};
   for (int i = 0; calls[i]; i++) {
     int nr = seccomp_syscall_resolve_name(calls[i]);
     if (nr != __NR_SCMP_ERROR) rc |= seccomp_rule_add(ctx, n, nr, 0);
@@ -111,19 +114,50 @@ static int build_filter(const sandbox_spec *s, int notify, int netns, struct soc
   /* a binary tree of system call numbers: every call pays a few comparisons, not one per
    * rule (a long filter costs the unnotified calls too) */
   seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
-  static const char *const denied[] = {
-    "ptrace", "process_vm_writev", "bpf", "mount", "umount2", "fsopen", "fsconfig", "fsmount",
-    "fspick", "move_mount", "open_tree", "mount_setattr", "pivot_root", "chroot", "keyctl",
-    "add_key", "request_key", "setns", "io_uring_setup", "io_uring_enter",
-    "io_uring_register", "kexec_load", "kexec_file_load", "init_module", "finit_module",
-    "delete_module", "swapon", "swapoff", "reboot", "perf_event_open", "userfaultfd",
-    "open_by_handle_at", "name_to_handle_at", "quotactl", "acct", "iopl", "ioperm", NULL};
+  static const char *const denied[] = {"ptrace",
+                                       "process_vm_writev",
+                                       "bpf",
+                                       "mount",
+                                       "umount2",
+                                       "fsopen",
+                                       "fsconfig",
+                                       "fsmount",
+                                       "fspick",
+                                       "move_mount",
+                                       "open_tree",
+                                       "mount_setattr",
+                                       "pivot_root",
+                                       "chroot",
+                                       "keyctl",
+                                       "add_key",
+                                       "request_key",
+                                       "setns",
+                                       "io_uring_setup",
+                                       "io_uring_enter",
+                                       "io_uring_register",
+                                       "kexec_load",
+                                       "kexec_file_load",
+                                       "init_module",
+                                       "finit_module",
+                                       "delete_module",
+                                       "swapon",
+                                       "swapoff",
+                                       "reboot",
+                                       "perf_event_open",
+                                       "userfaultfd",
+                                       "open_by_handle_at",
+                                       "name_to_handle_at",
+                                       "quotactl",
+                                       "acct",
+                                       "iopl",
+                                       "ioperm",
+                                       NULL};
   for (int i = 0; denied[i]; i++) {
     int nr = seccomp_syscall_resolve_name(denied[i]);
     if (nr != __NR_SCMP_ERROR) rc |= seccomp_rule_add(ctx, deny, nr, 0);
   }
-  static const uint64_t ns_flags[] = {CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWPID,
-                                      CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWCGROUP};
+  static const uint64_t ns_flags[] = {CLONE_NEWNS,  CLONE_NEWUSER, CLONE_NEWNET,   CLONE_NEWPID,
+                                      CLONE_NEWIPC, CLONE_NEWUTS,  CLONE_NEWCGROUP};
   for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0]; i++)
     RULE(deny, clone, 1, SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
   RULE(SCMP_ACT_ERRNO(ENOSYS), clone3, 0); /* its flags are in memory: libc falls back */
@@ -163,11 +197,15 @@ static int build_filter(const sandbox_spec *s, int notify, int netns, struct soc
     RULE(SCMP_ACT_NOTIFY, connect, 0);
     RULE(SCMP_ACT_NOTIFY, sendmsg, 0);
     RULE(SCMP_ACT_NOTIFY, sendmmsg, 0);
-    if (net_evidence) RULE(SCMP_ACT_NOTIFY, sendto, 0);
-    else RULE(SCMP_ACT_NOTIFY, sendto, 1, SCMP_A4(SCMP_CMP_NE, 0));
+    if (net_evidence)
+      RULE(SCMP_ACT_NOTIFY, sendto, 0);
+    else
+      RULE(SCMP_ACT_NOTIFY, sendto, 1, SCMP_A4(SCMP_CMP_NE, 0));
   }
-  if (notify && s->evidence_files && s->mode != SBX_FULL) rc |= file_rules(ctx);
-  else if (notify && s->nreserved > 0 && s->mode != SBX_FULL) rc |= create_rules(ctx);
+  if (notify && s->evidence_files && s->mode != SBX_FULL)
+    rc |= file_rules(ctx);
+  else if (notify && s->nreserved > 0 && s->mode != SBX_FULL)
+    rc |= create_rules(ctx);
   if (rc == 0) rc = export_bpf(ctx, out);
   seccomp_release(ctx);
   return rc == 0 ? 0 : -1;

@@ -69,18 +69,18 @@ static int mount_layer(sandbox_prep *p) {
  * host's exists there) and its own shared memory, and nothing else: no disk, input device or
  * console of the host, which root could otherwise read past every mask. */
 static int dev_layer(void) {
-  static const char *const devs[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
-                                     "/dev/urandom", "/dev/tty", NULL};
+  static const char *const devs[] = {"/dev/null",    "/dev/zero", "/dev/full", "/dev/random",
+                                     "/dev/urandom", "/dev/tty",  NULL};
   static const char *const links[][2] = {
-    {"pts/ptmx", "/dev/ptmx"}, {"/proc/self/fd", "/dev/fd"}, {"/proc/self/fd/0", "/dev/stdin"},
-    {"/proc/self/fd/1", "/dev/stdout"}, {"/proc/self/fd/2", "/dev/stderr"}, {NULL, NULL}};
+      {"pts/ptmx", "/dev/ptmx"},          {"/proc/self/fd", "/dev/fd"},
+      {"/proc/self/fd/0", "/dev/stdin"},  {"/proc/self/fd/1", "/dev/stdout"},
+      {"/proc/self/fd/2", "/dev/stderr"}, {NULL, NULL}};
   int fds[8];
   for (int i = 0; devs[i]; i++) {
     fds[i] = (int)syscall(SYS_open_tree, AT_FDCWD, devs[i], OPEN_TREE_CLONE | O_CLOEXEC);
     if (fds[i] < 0 && errno != ENOENT) return -1; /* (a device this machine lacks is none) */
   }
-  if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0)
-    return -1;
+  if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0) return -1;
   for (int i = 0; devs[i]; i++) {
     if (fds[i] < 0) continue;
     int fd = open(devs[i], O_CREAT | O_WRONLY | O_CLOEXEC, 0666); /* the mount point */
@@ -144,8 +144,7 @@ int sandbox_ns_setup(sandbox_prep *p, const char **stage) {
   p->ipcns_ok = p->want_ipcns;
   p->netns_ok = p->want_netns;
   /* the host's way to see which unix sockets were made inside (notify_unix.c) */
-  if (p->want_netns)
-    p->diag_fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (p->want_netns) p->diag_fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
   if (p->want_netns && p->proxy_port > 0 && sandbox_proxy_listen(p) < 0) {
     *stage = "sandbox network proxy";
     return -1;
@@ -219,7 +218,8 @@ int sandbox_userns_probe(char *why, size_t size) {
       snprintf(reason, sizeof reason, "%s failed: %s", c.stage, strerror(c.err));
       if (c.err == EPERM || c.err == ENOSPC || c.err == EINVAL) {
         size_t n = strlen(reason);
-        snprintf(reason + n, sizeof reason - n, " (unprivileged user namespaces are off here: "
+        snprintf(reason + n, sizeof reason - n,
+                 " (unprivileged user namespaces are off here: "
                  "see user.max_user_namespaces, kernel.unprivileged_userns_clone, "
                  "kernel.apparmor_restrict_unprivileged_userns)");
       }

@@ -194,8 +194,10 @@ static char **copy_strings(const char *const *in, int n) {
 
 int sandbox_paths_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t errlen) {
   if ((s->nro > 0 || s->nmasks > 0) && !p->want_mountns && !s->best_effort) {
-    snprintf(err, errlen, "mountns: %s %s needs a mount namespace, which needs CAP_SYS_ADMIN "
-             "(run as root, or best_effort)", s->nro > 0 ? "keeping read-only" : "masking",
+    snprintf(err, errlen,
+             "mountns: %s %s needs a mount namespace, which needs CAP_SYS_ADMIN "
+             "(run as root, or best_effort)",
+             s->nro > 0 ? "keeping read-only" : "masking",
              s->nro > 0 ? s->ro_paths[0] : s->masks[0]);
     return -1;
   }

@@ -60,8 +60,7 @@ static int listen_on(int port, int type, int v6) {
     a->sin_addr.s_addr = htonl(v6 < 0 ? INADDR_ANY : INADDR_LOOPBACK);
     len = sizeof *a;
   }
-  if (bind(fd, (struct sockaddr *)&ss, len) < 0 ||
-      (type == SOCK_STREAM && listen(fd, 128) < 0)) {
+  if (bind(fd, (struct sockaddr *)&ss, len) < 0 || (type == SOCK_STREAM && listen(fd, 128) < 0)) {
     int e = errno;
     close(fd);
     errno = e;
@@ -103,8 +102,10 @@ static int route_all_local(int family) {
     struct nlmsghdr *h = (struct nlmsghdr *)buf;
     if (n >= (ssize_t)NLMSG_LENGTH(sizeof(struct nlmsgerr)) && h->nlmsg_type == NLMSG_ERROR) {
       int err = ((struct nlmsgerr *)NLMSG_DATA(h))->error;
-      if (err == 0) rc = 0;
-      else errno = -err;
+      if (err == 0)
+        rc = 0;
+      else
+        errno = -err;
     } else if (n >= 0) {
       errno = EPROTO;
     }

@@ -18,7 +18,7 @@ typedef struct screen {
   int has_title;
   int altscreen;
   int cursor_visible;
-  char *answer;          /* what the terminal would send back to the program */
+  char *answer; /* what the terminal would send back to the program */
   size_t answer_len;
 } screen;
 
@@ -39,20 +39,15 @@ static int settermprop_cb(VTermProp prop, VTermValue *val, void *user) {
       snprintf(s->title, sizeof s->title, "%s", val->string ? val->string : "");
       s->has_title = 1;
       break;
-    case VTERM_PROP_ALTSCREEN:
-      s->altscreen = val->boolean;
-      break;
-    case VTERM_PROP_CURSORVISIBLE:
-      s->cursor_visible = val->boolean;
-      break;
-    default:
-      break;
+    case VTERM_PROP_ALTSCREEN: s->altscreen = val->boolean; break;
+    case VTERM_PROP_CURSORVISIBLE: s->cursor_visible = val->boolean; break;
+    default: break;
   }
   return 1;
 }
 
 static const VTermScreenCallbacks screen_callbacks = {
-  .settermprop = settermprop_cb,
+    .settermprop = settermprop_cb,
 };
 
 static void output_cb(const char *bytes, size_t len, void *user) {
@@ -117,8 +112,8 @@ static int screen_lines(lua_State *L) {
   int rows, cols;
   vterm_get_size(s->vt, &rows, &cols);
   size_t cap = (size_t)cols * VTERM_MAX_CHARS_PER_CELL * 4 + 1;
-  char *buf = lua_newuserdatauv(L, cap, 0);  /* buf */
-  lua_createtable(L, rows, 0);               /* buf lines */
+  char *buf = lua_newuserdatauv(L, cap, 0); /* buf */
+  lua_createtable(L, rows, 0);              /* buf lines */
   for (int r = 0; r < rows; r++) {
     VTermRect rect = {.start_row = r, .end_row = r + 1, .start_col = 0, .end_col = cols};
     size_t n = vterm_screen_get_text(s->vs, buf, cap - 1, rect);
@@ -143,8 +138,10 @@ static int screen_cursor(lua_State *L) {
 /* s:title() -> the window title the program set (OSC 0 or 2), or nil */
 static int screen_title(lua_State *L) {
   screen *s = check_screen(L, 1);
-  if (s->has_title) lua_pushstring(L, s->title);
-  else lua_pushnil(L);
+  if (s->has_title)
+    lua_pushstring(L, s->title);
+  else
+    lua_pushnil(L);
   return 1;
 }
 
@@ -196,34 +193,22 @@ static int screen_tostring(lua_State *L) {
 }
 
 static const luaL_Reg screen_methods[] = {
-  {"altscreen", screen_altscreen},
-  {"close", screen_close},
-  {"cursor", screen_cursor},
-  {"feed", screen_feed},
-  {"lines", screen_lines},
-  {"resize", screen_resize},
-  {"size", screen_size},
-  {"title", screen_title},
-  {NULL, NULL}
-};
+    {"altscreen", screen_altscreen}, {"close", screen_close}, {"cursor", screen_cursor},
+    {"feed", screen_feed},           {"lines", screen_lines}, {"resize", screen_resize},
+    {"size", screen_size},           {"title", screen_title}, {NULL, NULL}};
 
-static const luaL_Reg screen_meta[] = {
-  {"__close", screen_close},
-  {"__gc", screen_close},
-  {"__tostring", screen_tostring},
-  {NULL, NULL}
-};
+static const luaL_Reg screen_meta[] = {{"__close", screen_close},
+                                       {"__gc", screen_close},
+                                       {"__tostring", screen_tostring},
+                                       {NULL, NULL}};
 
-static const luaL_Reg screen_functions[] = {
-  {"new", screen_new},
-  {NULL, NULL}
-};
+static const luaL_Reg screen_functions[] = {{"new", screen_new}, {NULL, NULL}};
 
 int luaopen_luxec_screen(lua_State *L) {
   if (luaL_newmetatable(L, SCREEN_MT)) { /* mt */
     luaL_setfuncs(L, screen_meta, 0);
-    luaL_newlib(L, screen_methods);      /* mt methods */
-    lua_setfield(L, -2, "__index");      /* mt */
+    luaL_newlib(L, screen_methods); /* mt methods */
+    lua_setfield(L, -2, "__index"); /* mt */
   }
   lua_pop(L, 1);
   luaL_newlib(L, screen_functions);

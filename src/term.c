@@ -18,20 +18,20 @@
 #define KEY_CHUNK 4096
 
 typedef struct term {
-  uv_poll_t poll;        /* on in_fd; data NULL: found with container_of */
-  uv_poll_t wpoll;       /* on wfd while output waits for the terminal to take it */
+  uv_poll_t poll;  /* on in_fd; data NULL: found with container_of */
+  uv_poll_t wpoll; /* on wfd while output waits for the terminal to take it */
   uv_signal_t winch;
   lua_State *L;
-  int cb_ref;            /* fn(kind, ...) told about "input", "resize" and "eof" */
+  int cb_ref; /* fn(kind, ...) told about "input", "resize" and "eof" */
   int in_fd, out_fd;
-  int fl_saved;          /* in_fd's file status flags before the poll made it non-blocking */
-  int wfd;               /* out_fd, or a dup of it when it is in_fd (one poll per number) */
-  wqueue wq;             /* output not yet taken, in order */
+  int fl_saved; /* in_fd's file status flags before the poll made it non-blocking */
+  int wfd;      /* out_fd, or a dup of it when it is in_fd (one poll per number) */
+  wqueue wq;    /* output not yet taken, in order */
   size_t wq_bytes;
-  int werr;              /* sticky errno of a failed write */
+  int werr; /* sticky errno of a failed write */
   int poll_open, winch_open, wpoll_open;
   int pending_closes;
-  int closed;            /* the Lua object let go of it: freed once the handles closed */
+  int closed; /* the Lua object let go of it: freed once the handles closed */
 } term;
 
 typedef struct tbox {
@@ -61,8 +61,7 @@ static term *check_term(lua_State *L, int idx) {
 }
 
 static void free_if_done(term *t) {
-  if (!t->closed || t->pending_closes > 0 || t->poll_open || t->winch_open || t->wpoll_open)
-    return;
+  if (!t->closed || t->pending_closes > 0 || t->poll_open || t->winch_open || t->wpoll_open) return;
   if (t->wfd >= 0 && t->wfd != t->out_fd) close(t->wfd);
   wqueue_clear(&t->wq, &t->wq_bytes);
   free(t);
@@ -341,41 +340,29 @@ static int term_close(lua_State *L) {
 
 static int term_tostring(lua_State *L) {
   tbox *b = luaL_checkudata(L, 1, TERM_MT);
-  if (b->t == NULL) lua_pushliteral(L, "luxec.term (closed)");
-  else lua_pushfstring(L, "luxec.term (fd %d%s)", b->t->in_fd, b->t->poll_open ? ", reading" : "");
+  if (b->t == NULL)
+    lua_pushliteral(L, "luxec.term (closed)");
+  else
+    lua_pushfstring(L, "luxec.term (fd %d%s)", b->t->in_fd, b->t->poll_open ? ", reading" : "");
   return 1;
 }
 
 static const luaL_Reg term_methods[] = {
-  {"close", term_close},
-  {"queued", term_queued},
-  {"raw", term_raw},
-  {"restore", term_restore},
-  {"size", term_size},
-  {"start", term_start},
-  {"stop", term_stop},
-  {"write", term_write},
-  {NULL, NULL}
-};
+    {"close", term_close},     {"queued", term_queued}, {"raw", term_raw},
+    {"restore", term_restore}, {"size", term_size},     {"start", term_start},
+    {"stop", term_stop},       {"write", term_write},   {NULL, NULL}};
 
 static const luaL_Reg term_meta[] = {
-  {"__close", term_close},
-  {"__gc", term_close},
-  {"__tostring", term_tostring},
-  {NULL, NULL}
-};
+    {"__close", term_close}, {"__gc", term_close}, {"__tostring", term_tostring}, {NULL, NULL}};
 
 static const luaL_Reg term_functions[] = {
-  {"isatty", term_isatty},
-  {"open", term_open},
-  {NULL, NULL}
-};
+    {"isatty", term_isatty}, {"open", term_open}, {NULL, NULL}};
 
 int luaopen_luxec_term(lua_State *L) {
   if (luaL_newmetatable(L, TERM_MT)) { /* mt */
     luaL_setfuncs(L, term_meta, 0);
-    luaL_newlib(L, term_methods);      /* mt methods */
-    lua_setfield(L, -2, "__index");    /* mt */
+    luaL_newlib(L, term_methods);   /* mt methods */
+    lua_setfield(L, -2, "__index"); /* mt */
   }
   lua_pop(L, 1);
   luaL_newlib(L, term_functions);

@@ -13,8 +13,10 @@ int wqueue_push(wqueue *q, size_t *bytes, const char *data, size_t len) {
   c->len = len;
   c->off = 0;
   memcpy(c->data, data, len);
-  if (q->tail) q->tail->next = c;
-  else q->head = c;
+  if (q->tail)
+    q->tail->next = c;
+  else
+    q->head = c;
   q->tail = c;
   *bytes += len;
   return 0;
