@@ -14,6 +14,12 @@
 local traced = require("lib.traced")
 local Input = require("lib.input")
 local native = require("fuzz.native")
+-- The harness has no luxec.core: the search for repositories that checking a whole sandbox
+-- policy runs (below the config's cwd, the target's empty tmpdir) finds none here; the search
+-- itself is spec/native/sandbox_paths_spec's.
+package.preload["luxec.core"] = package.preload["luxec.core"] or function()
+  return { sandbox_scan = function() return {}, 1, {} end }
+end
 local sandbox = require("luxec.sandbox")
 local policy = require("luxec.engine.policy")
 local config = traced.module(require("luxec.mcp.config"))
@@ -250,7 +256,7 @@ local function check_config(cfg)
   check(e.min_yield_ms <= e.max_yield_ms and e.poll_min_ms <= e.poll_max_ms
     and e.protect_recent < e.max_sessions, "exec's limits contradict each other")
   check(s.max_message_bytes >= 1024 and s.read_output_max_bytes <= 16 * MiB, "server's limits")
-  local ok, err = pcall(sandbox.resolve, cfg.sandbox, cfg.cwd)
+  local ok, err = pcall(sandbox.resolve, cfg.sandbox, cfg.cwd, nil, false)
   check(ok, "the sandbox policy does not resolve: %s", q(err))
   ok, err = pcall(policy.config, config.engine_config(cfg))
   check(ok, "the engine rejects a configuration config accepted: %s", q(err))
@@ -296,7 +302,7 @@ local function effective(cfg)
   for k, v in pairs(cfg) do
     if k ~= "source" and k ~= "sandbox" then t[k] = v end
   end
-  t.sandbox = select(2, pcall(sandbox.resolve, cfg.sandbox, cfg.cwd))
+  t.sandbox = select(2, pcall(sandbox.resolve, cfg.sandbox, cfg.cwd, nil, false))
   return t
 end
 

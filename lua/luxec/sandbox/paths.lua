@@ -4,7 +4,7 @@
 --- later) and what is masked (`deny_read`: secrets). The core mounts them in the session's
 --- mount namespace (src/sandbox_paths.c); everything handed to it is canonical (no symlink).
 local uv = require("luv")
-local core = require("luxec.core")
+local core -- luxec.core, loaded by the first search (checking a policy needs no core)
 
 local M = {}
 
@@ -405,6 +405,7 @@ M.SCAN_RACY_SECS = 2
 -- next search while its times say it did not change.
 function Found:scan(root, scan, ctx)
   local key = root .. "\0" .. scan.depth
+  core = core or require("luxec.core")
   local hits, read, at = core.sandbox_scan(root, scan.depth, scan.dirs - self.dirs,
     scan_cache[key], M.SCAN_RACY_SECS)
   if hits then
