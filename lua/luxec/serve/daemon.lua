@@ -135,13 +135,29 @@ function M.connect(opts)
   end
   local remote = require("luxec.remote")
   local target = { socket = path, name = opts.name or "the luxec daemon" }
-  if not try_connect(path) then
-    local ok, err = start(path, opts)
-    if not ok then return nil, "luxec daemon: " .. err end
-  end
-  local host, err = remote.connect(target)
-  if host then host.local_defaults = true end
-  return host, err
+  -- A daemon that answers a status request: a socket that takes the connection but whose
+  -- daemon is dying (killed, its listener not closed yet) resets it, and is replaced.
+  local deadline = uv.now() + (opts.start_timeout or M.defaults.start_timeout) * 1000
+  local err
+  repeat
+    if not try_connect(path) then
+      local ok, serr = start(path, opts)
+      if not ok then return nil, "luxec daemon: " .. serr end
+    end
+    local host
+    host, err = remote.connect(target)
+    if host then
+      local st, serr = host:status()
+      if st then
+        host.local_defaults = true
+        return host
+      end
+      host:close()
+      err = serr
+    end
+    sched.sleep(10)
+  until uv.now() >= deadline
+  return nil, err
 end
 
 return M
