@@ -112,6 +112,31 @@ describe("network by name: the relay", function()
     assert.is_true(t.sent > 0)
   end)
 
+  it("refuses a name that a resolver would read as another: a NUL, a space, a '/' in it",
+    function()
+    local srv = bulk_server("127.0.0.1", 3)
+    finally(srv.close)
+    -- "localhost\0.ok.test" matches "*.ok.test"; to getaddrinfo it is "localhost"
+    local probe = "python3 -c 'import socket, sys; s = socket.create_connection((\"127.0.0.1\", "
+      .. "3128)); s.sendall(b\"%s\"); sys.stdout.write(s.recv(300).decode(\"latin-1\")"
+      .. ".splitlines()[0] + \"\\n\")'"
+    local p = srv.port
+    local r = run(table.concat({
+      probe:format(("CONNECT localhost\\x00.ok.test:%d HTTP/1.1\\r\\n\\r\\n"):format(p)),
+      probe:format(("GET / HTTP/1.1\\r\\nHost: localhost\\x00.ok.test:%d\\r\\n\\r\\n")
+        :format(p)),
+      probe:format(("CONNECT localhost .ok.test:%d HTTP/1.1\\r\\n\\r\\n"):format(p)),
+      probe:format(("GET http://localhost/.ok.test:%d/ HTTP/1.1\\r\\n\\r\\n"):format(p)),
+    }, "; "), { allow = { "*.ok.test" } })
+    assert.equals(0, srv.conns, "the host's server was reached: " .. r.output)
+    local lines = 0
+    for line in r.output:gmatch("[^\n]+") do
+      lines = lines + 1
+      assert.matches("^HTTP/1%.[01] 4%d%d ", line)
+    end
+    assert.equals(4, lines, r.output)
+  end)
+
   it("passes a half-close through a tunnel: the upload ends, the answer still comes back",
     function()
     local srv = sink_server("127.0.0.1")

@@ -231,6 +231,12 @@ end
 function M.judge(policy, host, port)
   host = M.normalize(host)
   local ip = M.ip_literal(host)
+  -- Only a name of letters, digits, '-' and '_' in dot-separated labels, or an IP literal: a
+  -- name with a NUL, a space, a '/' or ':' in it could match a wildcard here and be another
+  -- name to the resolver ("evil.example\0.allowed.example" is "evil.example" to it).
+  if not ip and not valid_name(host) then
+    return false, ("not a valid host name (%q)"):format(host)
+  end
   for _, r in ipairs(policy.deny) do
     if matches(r, host, ip, port) then
       return false, ("in network.deny (%q)"):format(r.text)
