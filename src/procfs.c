@@ -243,7 +243,31 @@ static int epolls_on(pid_t pid, int epfd, const char *target) {
   return 0;
 }
 
+/* 1 when pid has a signal pending that it does not block: its blocking read is about to be
+ * interrupted (a ^C the terminal turned into SIGINT, not yet delivered), so it does not wait
+ * for input yet. */
+static int signal_due(pid_t pid) {
+  char buf[2048];
+  if (pfs_read(pid, "status", buf, sizeof buf) < 0) return 0;
+  unsigned long long pnd = 0, blk = 0, v;
+  for (char *line = buf; line != NULL && *line; line = strchr(line, '\n')) {
+    if (*line == '\n') line++;
+    if (sscanf(line, "SigPnd: %llx", &v) == 1 || sscanf(line, "ShdPnd: %llx", &v) == 1) {
+      pnd |= v;
+    } else if (sscanf(line, "SigBlk: %llx", &v) == 1) {
+      blk = v;
+    }
+  }
+  return (pnd & ~blk) != 0;
+}
+
+static int waiting_on(pid_t pid, const char *target);
+
 int pfs_waiting_on(pid_t pid, const char *target) {
+  return waiting_on(pid, target) && !signal_due(pid);
+}
+
+static int waiting_on(pid_t pid, const char *target) {
   char buf[256];
   if (pfs_read(pid, "syscall", buf, sizeof buf) < 0) return 0;
   long nr;

@@ -146,6 +146,31 @@ describe("p:wait_input() after a send", function()
   it("returns only once the program read the line and waits again (pipes)", function()
     check(false)
   end)
+
+  -- A ^C on a terminal becomes SIGINT before the program runs again: blocked in its read
+  -- with the signal not yet delivered, it does not wait for input (what is typed next would
+  -- go to whatever the signal starts). A stopped program keeps its signal pending: the state
+  -- holds still to be looked at.
+  it("does not count a program with a signal due as waiting for input", function()
+    local uv = require("luv")
+    local p = sh("trap 'echo got-int' INT; until read x; do :; done; echo read-done $x",
+      { tty = true })
+    assert(p:wait_input({ timeout = 10 }))
+    assert(uv.kill(p.pid, "sigstop"))
+    H.wait_for(function()
+      return (H.read_file(("/proc/%d/stat"):format(p.pid)) or ""):match("^%d+ %b() (%a)") == "T"
+    end, 5000, "the program to stop")
+    assert.is_true(p:status().waiting_for_input)
+    assert(uv.kill(p.pid, "sigint"))
+    assert.is_false(p:status().waiting_for_input)
+    assert.equals("timeout", select(3, p:wait_input({ timeout = 0.2 })))
+    assert(uv.kill(p.pid, "sigcont"))
+    assert(p:expect("got-int", { timeout = 10 }))
+    assert(p:wait_input({ timeout = 10 }))
+    p:sendline("after")
+    assert(p:expect("read-done after", { timeout = 10 }))
+    p:close()
+  end)
 end)
 
 describe("exit listeners", function()
