@@ -48,6 +48,11 @@ void luxec_set_paths(lua_State *L, const char *lua_dir);
 /* core.c */
 int luxec_open_core(lua_State *L);    /* the luxec.core table */
 void luxec_open_outbuf(lua_State *L); /* outbuf_lua.c */
+/* outbuf_lua.c: what read(cursor) and snapshot() of any handle return, from its buffer:
+ * data, next_cursor, dropped, gap_at / head, tail, dropped, total (4 values each) */
+struct outbuf;
+int luxec_push_read(lua_State *L, const struct outbuf *b, uint64_t from);
+int luxec_push_snapshot(lua_State *L, const struct outbuf *b);
 void luxec_open_stream(lua_State *L); /* stream.c: sessions over a descriptor */
 void luxec_streams_shutdown(void);
 void luxec_open_relay(lua_State *L);    /* relay.c: core.relay */

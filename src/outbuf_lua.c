@@ -19,36 +19,45 @@ static int ob_push(lua_State *L) {
   return 0;
 }
 
-/* ob:read(cursor) -> data, next_cursor, dropped, gap_at */
-static int ob_read(lua_State *L) {
-  outbuf *ob = check(L);
-  lua_Integer from = luaL_checkinteger(L, 2);
-  luaL_argcheck(L, from >= 0, 2, "cursor must be >= 0");
-  outbuf_view v;
-  outbuf_view_from(ob, (uint64_t)from, &v);
+static void push_view(lua_State *L, const outbuf_view *v) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
-  for (int i = 0; i < 3; i++) luaL_addlstring(&b, v.seg[i] ? v.seg[i] : "", v.len[i]);
+  for (int i = 0; i < 3; i++)
+    if (v->len[i]) luaL_addlstring(&b, v->seg[i], v->len[i]);
   luaL_pushresult(&b);
+}
+
+int luxec_push_read(lua_State *L, const outbuf *ob, uint64_t from) {
+  outbuf_view v;
+  outbuf_view_from(ob, from, &v);
+  push_view(L, &v);
   lua_pushinteger(L, (lua_Integer)v.end);
   lua_pushinteger(L, (lua_Integer)v.dropped);
   lua_pushinteger(L, (lua_Integer)v.gap_at);
   return 4;
 }
 
-/* ob:snapshot() -> head, tail, dropped, total */
-static int ob_snapshot(lua_State *L) {
-  outbuf *ob = check(L);
+int luxec_push_snapshot(lua_State *L, const outbuf *ob) {
   lua_pushlstring(L, ob->head ? ob->head : "", ob->head_len);
   outbuf_view v;
   outbuf_view_from(ob, ob->total - ob->tail_len, &v);
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  for (int i = 0; i < 3; i++) luaL_addlstring(&b, v.seg[i] ? v.seg[i] : "", v.len[i]);
-  luaL_pushresult(&b);
+  push_view(L, &v);
   lua_pushinteger(L, (lua_Integer)outbuf_dropped(ob));
   lua_pushinteger(L, (lua_Integer)ob->total);
   return 4;
+}
+
+/* ob:read(cursor) -> data, next_cursor, dropped, gap_at */
+static int ob_read(lua_State *L) {
+  outbuf *ob = check(L);
+  lua_Integer from = luaL_checkinteger(L, 2);
+  luaL_argcheck(L, from >= 0, 2, "cursor must be >= 0");
+  return luxec_push_read(L, ob, (uint64_t)from);
+}
+
+/* ob:snapshot() -> head, tail, dropped, total */
+static int ob_snapshot(lua_State *L) {
+  return luxec_push_snapshot(L, check(L));
 }
 
 /* ob:read_range(offset, length) -> bytes | nil, "ERANGE" (p:read_range without a log) */

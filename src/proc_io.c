@@ -244,14 +244,6 @@ static pstream *check_stream(lua_State *L, proc *p, int idx) {
   return &p->out[i - 1];
 }
 
-static void push_view(lua_State *L, const outbuf_view *v) {
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  for (int i = 0; i < 3; i++)
-    if (v->len[i]) luaL_addlstring(&b, v->seg[i], v->len[i]);
-  luaL_pushresult(&b);
-}
-
 /* p:read(stream, cursor) -> data, next_cursor, dropped, gap_at: what arrived at or after
  * cursor that is still held; dropped bytes were lost between, at byte gap_at of data. */
 static int proc_read(lua_State *L) {
@@ -259,26 +251,13 @@ static int proc_read(lua_State *L) {
   pstream *s = check_stream(L, p, 2);
   lua_Integer from = luaL_optinteger(L, 3, 0);
   luaL_argcheck(L, from >= 0, 3, "cursor must be >= 0");
-  outbuf_view v;
-  outbuf_view_from(&s->buf, (uint64_t)from, &v);
-  push_view(L, &v);
-  lua_pushinteger(L, (lua_Integer)v.end);
-  lua_pushinteger(L, (lua_Integer)v.dropped);
-  lua_pushinteger(L, (lua_Integer)v.gap_at);
-  return 4;
+  return luxec_push_read(L, &s->buf, (uint64_t)from);
 }
 
 /* p:snapshot(stream) -> head, tail, dropped, total (consumes nothing) */
 static int proc_snapshot(lua_State *L) {
   proc *p = proc_check(L, 1);
-  pstream *s = check_stream(L, p, 2);
-  lua_pushlstring(L, s->buf.head ? s->buf.head : "", s->buf.head_len);
-  outbuf_view v;
-  outbuf_view_from(&s->buf, s->buf.total - s->buf.tail_len, &v);
-  push_view(L, &v);
-  lua_pushinteger(L, (lua_Integer)outbuf_dropped(&s->buf));
-  lua_pushinteger(L, (lua_Integer)s->buf.total);
-  return 4;
+  return luxec_push_snapshot(L, &check_stream(L, p, 2)->buf);
 }
 
 /* p:read_range(stream, offset, length) -> bytes (from the log, else from what is held)

@@ -356,14 +356,6 @@ static int st_close_stdin(lua_State *L) {
   return 1;
 }
 
-static void push_view(lua_State *L, const outbuf_view *v) {
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  for (int i = 0; i < 3; i++)
-    if (v->len[i]) luaL_addlstring(&b, v->seg[i], v->len[i]);
-  luaL_pushresult(&b);
-}
-
 static void check_stream_arg(lua_State *L, int idx) {
   lua_Integer i = luaL_optinteger(L, idx, 1);
   luaL_argcheck(L, i == 1, idx, "a stream has one output stream (1)");
@@ -374,25 +366,13 @@ static int st_read(lua_State *L) {
   check_stream_arg(L, 2);
   lua_Integer from = luaL_optinteger(L, 3, 0);
   luaL_argcheck(L, from >= 0, 3, "cursor must be >= 0");
-  outbuf_view v;
-  outbuf_view_from(&s->buf, (uint64_t)from, &v);
-  push_view(L, &v);
-  lua_pushinteger(L, (lua_Integer)v.end);
-  lua_pushinteger(L, (lua_Integer)v.dropped);
-  lua_pushinteger(L, (lua_Integer)v.gap_at);
-  return 4;
+  return luxec_push_read(L, &s->buf, (uint64_t)from);
 }
 
 static int st_snapshot(lua_State *L) {
   lstream *s = check(L);
   check_stream_arg(L, 2);
-  lua_pushlstring(L, s->buf.head ? s->buf.head : "", s->buf.head_len);
-  outbuf_view v;
-  outbuf_view_from(&s->buf, s->buf.total - s->buf.tail_len, &v);
-  push_view(L, &v);
-  lua_pushinteger(L, (lua_Integer)outbuf_dropped(&s->buf));
-  lua_pushinteger(L, (lua_Integer)s->buf.total);
-  return 4;
+  return luxec_push_snapshot(L, &s->buf);
 }
 
 static int st_read_range(lua_State *L) {
