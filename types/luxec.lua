@@ -119,7 +119,7 @@ function luxec.in_task() end
 ---@field eof boolean  every output stream reached EOF
 ---@field finished boolean  exited and every output stream at EOF
 ---@field holders luxec.Holder[]|nil  descendants still holding the output after the grace
----@field waiting_for_input boolean  the foreground program is blocked reading its terminal (or stdin pipe)
+---@field waiting_for_input boolean  the foreground program is blocked reading its terminal (or stdin pipe), nothing sent left unread, no signal due
 ---@field echo_off boolean|nil  the terminal does not echo (a password prompt)
 ---@field canonical boolean|nil  the terminal is in line mode
 ---@field tty boolean
