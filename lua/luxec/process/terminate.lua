@@ -7,11 +7,14 @@ return function(M, Process, check_open)
 -- Wait until every session of procs has nothing left alive (its program reaped, its tree
 -- empty) or ms pass. The core tells it through events ("exit", "tree_empty"): only the
 -- sessions that had one are asked again, so a wait on many costs no more than their events.
--- Returns the sessions still alive, as a set, and their count.
-local function wait_trees(procs, ms)
+-- Returns the sessions still alive, as a set, and their count. handles: the sessions' cores,
+-- when the caller has the list already.
+local function wait_trees(procs, ms, handles)
   local pending, left = {}, 0
-  local handles = {}
-  for i, p in ipairs(procs) do handles[i] = p._core end
+  if not handles then
+    handles = {}
+    for i, p in ipairs(procs) do handles[i] = p._core end
+  end
   for i, gone in ipairs(M.core.watch_trees(handles)) do
     if not gone then
       pending[procs[i]], left = true, left + 1
@@ -108,8 +111,8 @@ local function terminate_many(fname, procs, opts)
     result.method = "already gone"
     return result
   end
-  M.core.signal_trees(handles, sig)
-  local pending, left = wait_trees(live, grace)
+  local _, method = M.core.signal_trees(handles, sig)
+  local pending, left = wait_trees(live, grace, handles)
   if left > 0 then
     result.graceful = false
     local rest = {}
@@ -137,7 +140,7 @@ local function terminate_many(fname, procs, opts)
     end
     if left > 0 then result.unconfirmed = left end -- in uninterruptible sleep, say
   end
-  result.method = live[1]._core:status().cgroup and "cgroup" or "process group and sweep"
+  result.method = method
   for _, p in ipairs(live) do
     if not p._finished then
       p:_wait_until(function() return p._finished end, M.defaults.finish_wait_ms, true)
