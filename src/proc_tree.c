@@ -171,9 +171,11 @@ static int proc_signal(lua_State *L) {
 int proc_tree_signal(proc *p, int sig) {
   if (p->cg.id != 0) return cg_session_signal(&p->cg, sig);
   static pid_t pids[4096];
-  if (!p->reaped) kill(-p->pid, sig);
-  int n = proc_end_members(p, pids);
-  for (int i = 0; i < n; i++) kill(pids[i], sig);
+  /* The program leads its own session (setsid at launch), so its process group is its pid for
+   * life: the group's signal reaches it too, and it is not signalled a second time. */
+  int led = !p->reaped && kill(-p->pid, sig) == 0;
+  int n = proc_end_members(p, pids); /* (the program first while it runs) */
+  for (int i = led; i < n; i++) kill(pids[i], sig);
   return n;
 }
 
