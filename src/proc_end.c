@@ -525,42 +525,50 @@ static lua_Integer check_list(lua_State *L) {
   return n;
 }
 
-/* core.kill_trees({p, ...} [, reason]) -> processes killed: every tree at once, no wait */
+/* core.kill_trees({p, ...} [, reason]) -> processes killed, {killed of each}: every tree at
+ * once, no wait */
 static int core_kill_trees(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   const char *reason = luaL_optstring(L, 2, "terminate");
   lua_Integer n = check_list(L);
   int total = 0;
+  lua_createtable(L, (int)n, 0);
   batch_begin();
   for (lua_Integer i = 1; i <= n; i++) {
     lua_rawgeti(L, 1, i);
     proc *p = proc_check(L, -1);
     lua_pop(L, 1);
-    total += proc_end_kill(p, reason);
+    int k = proc_end_kill(p, reason);
+    total += k;
+    lua_pushinteger(L, k);
+    lua_rawseti(L, -2, i);
   }
   batch_end();
   lua_pushinteger(L, total);
-  return 1;
+  lua_insert(L, -2);
+  return 2;
 }
 
-/* core.signal_trees({p, ...}, sig) -> processes signalled (each tree as p:signal_tree), and
- * how the first session's tree is reached ("cgroup", "process group and sweep") */
+/* core.signal_trees({p, ...}, sig) -> processes signalled (each tree as p:signal_tree), {how
+ * each session's tree is reached: "cgroup" or "process group and sweep"} */
 static int core_signal_trees(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   int sig = proc_checksignal(L, 2);
   lua_Integer n = check_list(L);
-  int total = 0, cgroup = 0;
+  int total = 0;
+  lua_createtable(L, (int)n, 0);
   batch_begin();
   for (lua_Integer i = 1; i <= n; i++) {
     lua_rawgeti(L, 1, i);
     proc *p = proc_check(L, -1);
-    if (i == 1) cgroup = p->cg.id != 0;
-    total += proc_tree_signal(p, sig);
     lua_pop(L, 1);
+    total += proc_tree_signal(p, sig);
+    lua_pushstring(L, p->cg.id != 0 ? "cgroup" : "process group and sweep");
+    lua_rawseti(L, -2, i);
   }
   batch_end();
   lua_pushinteger(L, total);
-  lua_pushstring(L, cgroup ? "cgroup" : "process group and sweep");
+  lua_insert(L, -2);
   return 2;
 }
 
