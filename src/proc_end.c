@@ -44,7 +44,7 @@ struct tree_end {
 static struct tree_end *watching = NULL;
 static uv_poll_t cg_poll; /* the inotify descriptor of cgroup.c */
 static int cg_poll_open = 0;
-static uv_signal_t chld; /* reaps what closed sessions left */
+static uv_signal_t chld;      /* reaps what closed sessions left */
 static uv_check_t chld_check; /* once per turn of the loop, however many SIGCHLDs came */
 static int chld_open = 0;
 static struct {
@@ -199,10 +199,7 @@ static int kill_now(proc *p, const char **method, int count) {
   /* Found while the tree stands (once its processes die, theirs move to the host), then
    * killed; a second look catches one that was on its way between the two lists. */
   int m = members(p, pids);
-  if (!p->reaped) {
-    kill(-p->pid, SIGKILL);
-    n += kill(p->pid, SIGKILL) == 0;
-  }
+  if (!p->reaped) n += kill(-p->pid, SIGKILL) == 0; /* (its own group: it leads a session) */
   for (int i = 0; i < m; i++) n += kill(pids[i], SIGKILL) == 0;
   int again = members(p, pids);
   for (int i = 0; i < again; i++) kill(pids[i], SIGKILL);

@@ -122,7 +122,6 @@ end
 -- the wait for each session to finish is then done(p)'s caller's.
 local function terminate_many(procs, sig, grace, each, done)
   local live, handles = {}, {}
-  local gone = { signal = sig, graceful = true, killed = 0, method = "already gone" }
   for _, p in ipairs(procs) do
     local exited = not p._core or p._core:ended() -- (closed meanwhile: nothing is left)
     if not exited or (p._core and p._core:tree_alive() > 0) then
@@ -130,7 +129,7 @@ local function terminate_many(procs, sig, grace, each, done)
       live[#live + 1] = p
       handles[#handles + 1] = p._core
     elseif each then
-      each[p] = gone
+      each[p] = { signal = sig, graceful = true, killed = 0, method = "already gone" }
       done(p)
     end
   end
