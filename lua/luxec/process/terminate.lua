@@ -26,13 +26,15 @@ local function wait_trees(procs, ms, handles, on_gone)
   if left == 0 or ms <= 0 then return pending, left end
   local dirty, wake_now = {}, nil
   local timer = sched.take_timer()
-  -- The events of one turn of the loop wake the wait once, after them (the timer, due at
-  -- once, runs first in the next turn): a wait in a task is not resumed per session.
+  -- The events of one turn of the loop wake the wait once, after them: in a task through the
+  -- timer, due at once, which runs first in the next turn (a task is not resumed per
+  -- session); outside one the wake only ends the turn the wait is running.
+  local in_task = sched.in_task()
   local function arm(p) -- one entry per session, re-armed once consumed
     table.insert(p._end_waiters, function()
       dirty[#dirty + 1] = p
       if wake_now then
-        timer:start(0, 0, wake_now)
+        if in_task then timer:start(0, 0, wake_now) else wake_now() end
         wake_now = nil
       end
     end)
