@@ -7,6 +7,7 @@
 
 void luxec_open_base64(lua_State *L);   /* base64.c */
 void luxec_open_peercred(lua_State *L); /* peercred.c */
+void luxec_open_frame(lua_State *L);    /* frame.c */
 
 /* core.report_error(msg [, where]): report an error that happened outside the main chunk (a task, a
  * callback run from Lua) the way loop-callback errors are reported, and count it for the
@@ -61,6 +62,7 @@ int luxec_open_core(lua_State *L) {
   luxec_open_relay(L);
   luxec_open_base64(L);
   luxec_open_peercred(L);
+  luxec_open_frame(L);
   lua_pushstring(L, LUXEC_VERSION);
   lua_setfield(L, -2, "version");
   lua_pushstring(L, LUA_RELEASE);

@@ -75,16 +75,19 @@ function Core:_maybe_finish()
   if self.proc and not self.proc:closed() then self.proc:_event("exit") end
 end
 
---- A chunk from a notification or a read: applied if it is the next one; a later one starts
---- filling the gap.
-function Core:_chunk(seq, stream, b64, offset)
+local STREAM_NUMBER = { 1, 2 }
+
+--- A chunk (its bytes) from a notification or a read: applied if it is the next one; a later
+--- one starts filling the gap. `stream`: a name ("pty", "stdout", "stderr") or 1 or 2.
+function Core:_chunk(seq, stream, data, offset)
   if seq <= self.seen then return end
-  if seq ~= self.seen + 1 or (offset and offset > self.bufs[STREAM[stream] or 1].total) then
+  local n = STREAM_NUMBER[stream] or STREAM[stream] or 1
+  if seq ~= self.seen + 1 or (offset and offset > self.bufs[n].total) then
     if not self.filling then self:_fill() end -- (a fill under way fetches it)
     return
   end
   self.seen = seq
-  self:_append(STREAM[stream] or 1, base64.decode(b64) or "")
+  self:_append(n, data)
   self:_maybe_finish()
 end
 
@@ -143,7 +146,7 @@ function Core:_fill()
           if c.offset then self:_recover(STREAM[c.stream] or 1, c.offset) end
           self.seen = c.seq - 1
           self.filling = false
-          self:_chunk(c.seq, c.stream, c.chunk)
+          self:_chunk(c.seq, c.stream, base64.decode(c.chunk) or "")
           self.filling = true
         end
       end
@@ -213,12 +216,12 @@ end
 function Core:write(data)
   if self.exited then return nil, "EPIPE: the session ended", "EPIPE" end
   if self.write_error then return nil, self.write_error, "EPIPE" end
-  self.conn:send_call("process/write", { processId = self.id }, function(r, err)
+  self.conn:send_write(self.id, data, function(r, err)
     if not r then self.write_error = err
     elseif r.status ~= "accepted" then
       self.write_error = "EPIPE: " .. ((r.luxec or {}).error or r.status)
     end
-  end, base64.encode(data))
+  end)
   return #data
 end
 

@@ -8,8 +8,9 @@ local proto = require("luxec.serve.protocol")
 local options = require("luxec.process.options")
 local process = require("luxec.process")
 local sched = require("luxec.sched")
-local stdio = require("luxec.mcp.stdio")
 local uv = require("luv")
+local wire = require("luxec.serve.wire")
+local base64 = require("luxec.serve.base64")
 
 local M = {}
 
@@ -41,6 +42,29 @@ end
 function Conn:_line(line)
   local msg = proto.decode(line)
   if type(msg) ~= "table" then return end
+  local p = msg.params
+  if msg.method == "process/output" and type(p) == "table" and type(p.chunk) == "string" then
+    local c = self.cores[p.processId]
+    if c then
+      c:_chunk(p.seq, p.stream, base64.decode(p.chunk) or "", p.luxec and p.luxec.offset)
+    end
+    return
+  end
+  self:_message(msg)
+end
+
+-- A frame (luxec's binary framing): a JSON message, or output bytes as they are.
+function Conn:_frame(kind, a, b, c, d, e)
+  if kind == "json" then
+    local msg = proto.decode(a)
+    if type(msg) == "table" then self:_message(msg) end
+  elseif kind == "output" then
+    local core = self.cores[a]
+    if core then core:_chunk(b, c, e, d) end
+  end
+end
+
+function Conn:_message(msg)
   if msg.method == nil and (msg.id == nil or msg.id == json.null) and type(msg.error) == "table"
   then -- an error about no request: the server refuses this client (and hangs up)
     return self:_lost(("%s: %s"):format(self.name, tostring(msg.error.message)))
@@ -61,9 +85,7 @@ function Conn:_line(line)
   local p = msg.params
   local c = type(p) == "table" and self.cores[p.processId]
   if not c then return end
-  if msg.method == "process/output" then
-    c:_chunk(p.seq, p.stream, p.chunk, p.luxec and p.luxec.offset)
-  elseif msg.method == "process/exited" then
+  if msg.method == "process/exited" then
     c:_exited(p)
   elseif msg.method == "process/closed" then
     c:_closed()
@@ -94,8 +116,21 @@ function Conn:send_call(method, params, cb, chunk)
     params.chunk = ""
     self.transport.write(proto.encode_chunked(msg, chunk))
   else
-    self.transport.write(json.encode(msg) .. "\n")
+    self.transport.write(wire.encode(msg, self.binary))
   end
+end
+
+--- process/write of `data` to session `id`: with binary framing a frame carrying the bytes as
+--- they are, else a request with them in base64. `cb` as for send_call.
+function Conn:send_write(id, data, cb)
+  if not self.binary then
+    return self:send_call("process/write", { processId = id }, cb, base64.encode(data))
+  end
+  if self.lost then return cb(nil, self.lost) end
+  self.next_id = self.next_id + 1
+  self.pending[self.next_id] = cb
+  self:hold(1)
+  self.transport.write(wire.frame_write(self.next_id, id, #data), data)
 end
 
 --- A request, waited for: the result, or nil and a message naming the host.
@@ -104,6 +139,16 @@ function Conn:call(method, params)
 end
 
 -- Transports ----------------------------------------------------------------------------------
+
+-- The reader of what the server sends: lines, then frames once binary framing is agreed.
+function Conn:_reader()
+  self.reader = wire.reader({ max = 1 << 30, on_line = function(l) self:_line(l) end,
+    on_oversize = function() end, on_frame = function(...) self:_frame(...) end,
+    on_error = function(message)
+      self:_lost(("connection to %s lost: %s"):format(self.name, message))
+    end })
+  return self.reader
+end
 
 -- The command's stdio through luv pipes, read as it comes (never through a bounded buffer:
 -- the protocol's lines must arrive whole); its stderr is kept (the last 64 KiB) to quote.
@@ -125,8 +170,7 @@ local function command_transport(conn, argv)
     for _, pipe in ipairs({ stdin, stdout, stderr }) do pipe:close() end
     return nil, ("cannot start %s: %s"):format(argv[1], tostring(perr))
   end
-  local lines = stdio.lines({ max = 1 << 30, on_line = function(l) conn:_line(l) end,
-    on_oversize = function() end, on_eof = function() end, on_error = function() end })
+  local lines = conn:_reader()
   local function ended(pipe)
     pipe:close()
     open = open - 1
@@ -151,7 +195,9 @@ local function command_transport(conn, argv)
   ref(false)
   return {
     pid = h:get_pid(),
-    write = function(text) if not stdin:is_closing() then stdin:write(text) end end,
+    write = function(text, more)
+      if not stdin:is_closing() then stdin:write(more and { text, more } or text) end
+    end,
     ref = ref,
     close = function()
       if not stdin:is_closing() then stdin:close() end
@@ -175,8 +221,7 @@ local function socket_transport(conn, path)
     h:close()
     return nil, ("cannot connect to %s: %s"):format(path, tostring(err))
   end
-  local lines = stdio.lines({ max = 1 << 30, on_line = function(l) conn:_line(l) end,
-    on_oversize = function() end, on_eof = function() end, on_error = function() end })
+  local lines = conn:_reader()
   h:read_start(function(rerr, data)
     if rerr or not data then
       conn:_lost(("connection to %s lost%s"):format(conn.name, rerr and ": " .. rerr or ""))
@@ -187,7 +232,9 @@ local function socket_transport(conn, path)
   end)
   h:unref()
   return {
-    write = function(text) if not h:is_closing() then h:write(text) end end,
+    write = function(text, more)
+      if not h:is_closing() then h:write(more and { text, more } or text) end
+    end,
     ref = function(on)
       if h:is_closing() then return end
       if on then h:ref() else h:unref() end
@@ -205,8 +252,10 @@ local serial = 0 -- (process ids: this process's pid and a serial, unique on a s
 
 --- Connect to a server: target.command (an argv that runs `luxec serve`, e.g. over ssh) or
 --- target.socket (the path of a `luxec serve --listen unix:PATH`); target.name names it in
---- errors. Returns the host, or nil and a message naming it (quoting the transport's stderr).
----@param target {command: string[]|nil, socket: string|nil, name: string|nil}
+--- errors; target.framing "lines" keeps Codex's framing (by default luxec's binary framing is
+--- asked for, and used when the server agrees). Returns the host, or nil and a message naming
+--- it (quoting the transport's stderr).
+---@param target {command: string[]|nil, socket: string|nil, name: string|nil, framing: string|nil}
 function M.connect(target)
   if type(target) ~= "table" or (target.command == nil) == (target.socket == nil) then
     error("bad argument #1 to 'connect' (a table with 'command' or 'socket' expected)", 2)
@@ -223,13 +272,28 @@ function M.connect(target)
   end
   if not t then return nil, ("%s: %s"):format(conn.name, err) end
   conn.transport = t
-  local r
-  r, err = conn:call("initialize", { clientName = "luxec", luxec = { version = 1 } })
+  if target.framing ~= nil and target.framing ~= "lines" and target.framing ~= wire.FRAMING then
+    error(("bad argument #1 to 'connect' (framing must be \"lines\" or \"%s\", got %s)")
+      :format(wire.FRAMING, tostring(target.framing)), 2)
+  end
+  local framing = target.framing ~= "lines" and wire.FRAMING or nil
+  local r = sched.suspend(function(wake)
+    conn:send_call("initialize", { clientName = "luxec", luxec = { version = 1,
+      framing = framing } }, function(res, e)
+      -- (switched here, before any byte after the answer is read)
+      if res and type(res.luxec) == "table" and res.luxec.framing == wire.FRAMING then
+        conn.binary = true
+        conn.reader:binary()
+      end
+      err = e
+      wake(res)
+    end)
+  end)
   if not r then
     t.close()
     return nil, err
   end
-  t.write('{"method":"initialized"}\n')
+  t.write(wire.encode({ method = "initialized" }, conn.binary))
   return setmetatable({ conn = conn, name = conn.name }, Host)
 end
 
