@@ -123,9 +123,10 @@ function M.stdio(srv)
     w = { queued = 0, count = function() return 0 end,
       write = function(text, more) uv.fs_write(1, more and { text, more } or text, -1) end }
   end
-  local conn = srv:connect(w.write, w.count)
-  local stop, signals = nil, {}
+  local stop, signals, hung_up = nil, {}, nil
+  local conn = srv:connect(w.write, w.count, function() hung_up("hang-up") end)
   local why = sched.suspend(function(done)
+    hung_up = done
     stop = read_fd(0, reader_for(conn), done)
     for _, name in ipairs({ "sigterm", "sigint", "sighup" }) do
       local s = uv.new_signal()
