@@ -25,11 +25,12 @@ end
 -- A stream's bytes as they arrived, in parts (an append copies nothing): `base` is the offset
 -- of the first part held, `total` the offset after the last.
 function M.buffer()
-  return { parts = {}, starts = {}, first = 1, base = 0, total = 0 }
+  return { parts = {}, starts = {}, first = 1, n = 0, base = 0, total = 0 }
 end
 
 local function buf_append(b, data, keep)
-  local n = #b.parts + 1
+  local n = b.n + 1 -- (not #b.parts: the parts before `first` are gone)
+  b.n = n
   b.parts[n], b.starts[n] = data, b.total
   b.total = b.total + #data
   while b.total - b.base > 2 * keep and b.first < n do -- whole parts go, the newest stays
@@ -41,7 +42,7 @@ end
 
 -- Forget everything held: the stream continues at `offset`.
 local function buf_reset(b, offset)
-  b.parts, b.starts, b.first, b.base, b.total = {}, {}, 1, offset, offset
+  b.parts, b.starts, b.first, b.n, b.base, b.total = {}, {}, 1, 0, offset, offset
 end
 
 -- What is held from `cursor` on: data, next cursor, dropped (before the data).
@@ -49,13 +50,21 @@ local function buf_read(b, cursor)
   if cursor >= b.total then return "", b.total, 0 end
   local dropped = 0
   if cursor < b.base then dropped, cursor = b.base - cursor, b.base end
-  local i = #b.parts
+  if b.n < b.first then return "", b.total, dropped end -- (nothing held since a reset)
+  local i = b.n
   while i > b.first and b.starts[i] > cursor do i = i - 1 end
-  local data = table.concat(b.parts, "", i, #b.parts)
+  local data = table.concat(b.parts, "", i, b.n)
   return data:sub(cursor - b.starts[i] + 1), b.total, dropped
 end
 
 local STREAM = { pty = 1, stdout = 1, stderr = 2 }
+
+--- (attach from a cursor) The chunks up to `seq` and the bytes before `offsets` were received
+--- by an earlier client: this one starts after them.
+function Core:_start_at(seq, offsets)
+  self.seen = seq
+  for s = 1, 2 do buf_reset(self.bufs[s], offsets[s]) end
+end
 
 function Core:_append(stream, data)
   if #data == 0 then return end

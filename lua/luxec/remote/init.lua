@@ -411,14 +411,60 @@ function Host:run(argv, opts)
   return res
 end
 
+--- Where this client is in a session's output: what it has received, as a plain table to keep
+--- (JSON as it is) and give to host:attach(id, cursor) later, from another process as well.
+---@return {seq: integer, offsets: integer[]}
+function RemoteProcess:cursor()
+  if not self._core then error("attempt to call 'cursor' on a closed process", 2) end
+  local c = self._core
+  return { seq = c.seen, offsets = { c.bufs[1].total, c.bufs[2].total } }
+end
+
+local function check_cursor(cursor)
+  local function bad(what)
+    error(("bad argument #2 to 'attach' (a cursor {seq = N, offsets = {O1, O2}} from "
+      .. "p:cursor() expected: %s)"):format(what), 3)
+  end
+  -- (a number read back from JSON may be a float: an integral one is taken)
+  local function count(v) return type(v) == "number" and math.tointeger(v) or nil end
+  if type(cursor) ~= "table" then bad("got " .. type(cursor)) end
+  local seq = count(cursor.seq)
+  if not seq or seq < 0 then bad("'seq' is not an integer >= 0") end
+  local o = cursor.offsets
+  if type(o) ~= "table" then bad("no 'offsets'") end
+  local offsets = {}
+  for i = 1, 2 do
+    offsets[i] = count(o[i])
+    if not offsets[i] or offsets[i] < 0 then
+      bad(("'offsets[%d]' is not an integer >= 0"):format(i))
+    end
+  end
+  return { seq = seq, offsets = offsets }
+end
+
 --- Attach to a session the server holds (started by an earlier client): its output from the
---- start (as far as the server holds it), then live. Returns the Process, or nil, message.
-function Host:attach(id)
+--- start (as far as the server holds it), then live. With `cursor` (p:cursor() of an earlier
+--- client): from there on — p:read() gives the bytes after it, and says how many of them the
+--- server no longer holds (its chunks, the session's head and tail, its log) as dropped.
+--- Returns the Process, or nil, message.
+---@param id string
+---@param cursor {seq: integer, offsets: integer[]}|nil
+function Host:attach(id, cursor)
+  if cursor ~= nil then cursor = check_cursor(cursor) end
   local r, err = self.conn:call("process/attach", { processId = id })
   if not r then return nil, err end
+  if cursor and cursor.seq > r.nextSeq - 1 then
+    return nil, ("%s: the cursor (seq %d) is past the output of process %s (its last seq is "
+      .. "%d)"):format(self.name, cursor.seq, id, r.nextSeq - 1)
+  end
   local p, c = adopt(self, id, { tty = r.tty, pid = r.pid, streams = r.streams,
     rows = r.rows ~= json.null and r.rows or nil, cols = r.cols ~= json.null and r.cols or nil })
   p.id = id
+  if cursor then
+    c:_start_at(cursor.seq, cursor.offsets)
+    p._start = cursor.offsets
+    for s = 1, 2 do p._cursor[s], p._evcursor[s] = cursor.offsets[s], cursor.offsets[s] end
+  end
   c:_fill()
   if r.exited then c:_exited({ seq = r.nextSeq - 1, exitCode = r.exitCode }) end
   if r.closed then c:_closed() end
