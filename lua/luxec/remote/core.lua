@@ -142,7 +142,13 @@ function Core:_lost(why)
   self:_maybe_finish()
 end
 
-function Core:_fill()
+--- Fetch what the server holds after the last chunk applied; `done()` (optional) once that is
+--- here (or the connection is gone).
+function Core:_fill(done)
+  if done then
+    self.fill_waiters = self.fill_waiters or {}
+    table.insert(self.fill_waiters, done)
+  end
   if self.filling then return end
   self.filling = true
   self.conn.fills = self.conn.fills + 1
@@ -164,6 +170,9 @@ function Core:_fill()
     self.filling = false
     if self.exit_seq and self.seen < self.exit_seq - 1 then self.seen = self.exit_seq - 1 end
     self:_maybe_finish()
+    local waiters = self.fill_waiters or {}
+    self.fill_waiters = nil
+    for _, w in ipairs(waiters) do w() end
   end)
 end
 

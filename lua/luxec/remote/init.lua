@@ -443,10 +443,10 @@ local function check_cursor(cursor)
 end
 
 --- Attach to a session the server holds (started by an earlier client): its output from the
---- start (as far as the server holds it), then live. With `cursor` (p:cursor() of an earlier
---- client): from there on — p:read() gives the bytes after it, and says how many of them the
---- server no longer holds (its chunks, the session's head and tail, its log) as dropped.
---- Returns the Process, or nil, message.
+--- start (as far as the server holds it; here when attach returns), then live. With `cursor`
+--- (p:cursor() of an earlier client): from there on — p:read() gives the bytes after it, and
+--- says how many of them the server no longer holds (its chunks, the session's head and
+--- tail, its log) as dropped. Returns the Process, or nil, message.
 ---@param id string
 ---@param cursor {seq: integer, offsets: integer[]}|nil
 function Host:attach(id, cursor)
@@ -465,7 +465,8 @@ function Host:attach(id, cursor)
     p._start = cursor.offsets
     for s = 1, 2 do p._cursor[s], p._evcursor[s] = cursor.offsets[s], cursor.offsets[s] end
   end
-  c:_fill()
+  -- (what the server holds is here before attach returns)
+  sched.suspend(function(wake) c:_fill(wake) end)
   if r.exited then c:_exited({ seq = r.nextSeq - 1, exitCode = r.exitCode }) end
   if r.closed then c:_closed() end
   return p
