@@ -171,3 +171,26 @@ describe("luxec.remote", function()
     end
   end)
 end)
+
+describe("luxec serve with a program slower than its input", function()
+  after_each(H.assert_clean)
+
+  it("answers process/write once the input not yet taken is under the bound", function()
+    local P = require("serve.peer")
+    local b64 = require("luxec.serve.base64")
+    local peer = P.start({})
+    peer:handshake()
+    assert(peer:call("process/start", { processId = "p1", argv = { "sleep", "1000" },
+      pipeStdin = true }).result)
+    -- 9 MiB the program never reads: over the server's bound of 8 MiB
+    peer:send({ id = 50, method = "process/write", params = { processId = "p1",
+      chunk = b64.encode(("x"):rep(9 << 20)) } })
+    local r = peer:call("process/read", { processId = "p1", afterSeq = 0 }, 51)
+    assert.same({}, r.result.chunks) -- answered while the write waits
+    assert.is_nil(peer.queue[1], "the write was answered at once")
+    assert(peer:call("process/terminate", { processId = "p1" }, 52).result)
+    local w = peer:recv(function(m) return m.id == 50 end, "the write's answer")
+    assert.same({ id = 50, result = { status = "accepted" } }, w)
+    assert.equals(0, peer:close().code)
+  end)
+end)

@@ -22,6 +22,11 @@ M.defaults = {
   retain = 1024 * 1024, -- output bytes kept per session for process/read
   max_queued = 4 * 1024 * 1024, -- a connection's queue above which output is not pushed
   keep_finished = 64, -- finished sessions kept readable (the oldest are forgotten)
+  -- A session's input not yet taken by its program above which process/write is answered
+  -- only once it is below again (looked at every `input_poll_ms`): a client that waits for
+  -- its answers, over a window as luxec's does, never grows the server's memory.
+  max_input = 8 * 1024 * 1024,
+  input_poll_ms = 2,
   -- A session's tail unless the client names one: more than the core reads in one turn of
   -- the loop (4 MiB), so that the server, which reads after each turn, drops nothing.
   tail = 5 * 1024 * 1024,
@@ -48,6 +53,7 @@ function M.new(opts)
     retain = opts.retain or M.defaults.retain,
     max_queued = opts.max_queued or M.defaults.max_queued,
     keep_finished = opts.keep_finished or M.defaults.keep_finished,
+    max_input = opts.max_input or M.defaults.max_input,
     session_tail = opts.tail or M.defaults.tail,
   }, Server)
   self.methods = require("luxec.serve.methods")(self)
@@ -236,6 +242,10 @@ function Server:write_input(id, data)
   if s.p:closed() then return { status = "stdinClosed" } end
   local n, err = s.p:write(data)
   if not n then return { status = "stdinClosed", luxec = { error = err } } end
+  local core = s.p._core
+  while self.sessions[id] == s and not s.p:closed() and core:input_queued() > self.max_input do
+    sched.sleep(M.defaults.input_poll_ms)
+  end
   return { status = "accepted" }
 end
 
