@@ -7,7 +7,6 @@
 
 void luxec_open_base64(lua_State *L);   /* base64.c */
 void luxec_open_peercred(lua_State *L); /* peercred.c */
-void luxec_open_frame(lua_State *L);    /* frame.c */
 
 /* core.report_error(msg [, where]): report an error that happened outside the main chunk (a task, a
  * callback run from Lua) the way loop-callback errors are reported, and count it for the
