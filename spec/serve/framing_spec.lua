@@ -133,6 +133,20 @@ describe("luxec serve with binary framing", function()
     assert.equals(0, peer:close().code)
   end)
 
+  it("refuses a frame over the limit of a message (64 MiB) from its header on", function()
+    local peer = start()
+    peer:send(cjson.encode({ id = 1, method = "initialize", params = { clientName = "spec",
+      luxec = { framing = "binary" } } }) .. "\n")
+    peer:next()
+    peer.frames = true
+    peer:send(string.pack(">BI4", 3, (64 << 20) + 1) .. "only the start")
+    assert.same({ kind = "json", msg = { id = cjson.null, error = { code = -32600,
+      message = "invalid request: a frame of 67108865 bytes is over the limit" } } },
+      peer:next())
+    assert.is_nil(peer:next())
+    assert.equals(0, peer:close().code)
+  end)
+
   it("answers a write frame before the handshake ended as Codex's rules say", function()
     local peer = start()
     peer:send(cjson.encode({ id = 1, method = "initialize", params = { clientName = "spec",

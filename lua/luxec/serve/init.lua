@@ -9,7 +9,7 @@ local uv = require("luv")
 
 local M = {}
 
-M.MAX_LINE = 64 * 1024 * 1024 -- the longest message accepted (a big fs/writeFile)
+M.MAX_LINE = 64 * 1024 * 1024 -- the longest message (line or frame) accepted (a big fs/writeFile)
 
 -- A writer on a luv stream that counts the bytes not yet written. write(text[, more]):
 -- `more` follows `text` in the same write (the bytes after a frame's header, not copied).
@@ -47,7 +47,7 @@ end
 local function reader_for(conn)
   local reader
   reader = wire.reader({
-    max = M.MAX_LINE,
+    max = M.MAX_LINE, max_frame = M.MAX_LINE,
     on_line = function(line) conn:line(line) end,
     on_oversize = function(size)
       conn:send(require("luxec.serve.protocol").error(nil, -32600, ("invalid request: a "

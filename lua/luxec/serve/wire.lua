@@ -17,6 +17,7 @@ Reader.__index = Reader
 
 ---@class luxec.WireReaderOptions
 ---@field max integer  the longest line accepted
+---@field max_frame integer|nil  the longest frame body accepted (M.MAX_FRAME)
 ---@field on_line fun(line: string)  a complete line (without its "\n" or "\r\n")
 ---@field on_oversize fun(size: integer)  a line over `max` was skipped
 ---@field on_frame fun(kind: string, ...)  a frame: "json", text | "output", id, seq, stream,
@@ -31,7 +32,7 @@ end
 
 --- From now on the bytes are frames (the rest of what was fed included).
 function Reader:binary()
-  self.framer = self.framer or core.framer(M.MAX_FRAME)
+  self.framer = self.framer or core.framer(self.opts.max_frame or M.MAX_FRAME)
 end
 
 function Reader:_frames(chunk)
