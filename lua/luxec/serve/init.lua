@@ -179,16 +179,21 @@ function M.listen(srv, path, idle)
     end
     uv.fs_unlink(path)
   end
+  -- Bound and listening under a name of its own, made 0600, and only then linked into
+  -- place (never over another): the socket is never there with another mode, nor there and
+  -- refusing. (The name is no longer than the socket's own in the same directory.)
   local l = uv.new_pipe(false)
-  local ok, err = l:bind(path)
+  local tmp = ("%s/.l%d"):format(path:match("^(.*)/[^/]*$") or ".", uv.os_getpid())
+  uv.fs_unlink(tmp)
+  local ok, err = l:bind(tmp)
   if not ok then
     io.stderr:write(("luxec serve: cannot listen on %s: %s\n"):format(path, tostring(err)))
     l:close()
     return 1
   end
-  uv.fs_chmod(path, 384)
-  local bound = uv.fs_lstat(path)
-  l:listen(64, function(lerr)
+  uv.fs_chmod(tmp, 384)
+  local bound = uv.fs_lstat(tmp)
+  ok, err = l:listen(64, function(lerr)
     if lerr then return end
     local c = uv.new_pipe(false)
     if not pcall(l.accept, l, c) then return c:close() end
@@ -213,6 +218,14 @@ function M.listen(srv, path, idle)
       reader:feed(data)
     end)
   end)
+  local linked
+  if ok then linked, err = uv.fs_link(tmp, path) end
+  uv.fs_unlink(tmp)
+  if not (ok and linked) then
+    io.stderr:write(("luxec serve: cannot listen on %s: %s\n"):format(path, tostring(err)))
+    l:close()
+    return 1
+  end
   local signals, idle_timer = {}, nil
   sched.suspend(function(done)
     for _, name in ipairs({ "sigterm", "sigint", "sighup" }) do
