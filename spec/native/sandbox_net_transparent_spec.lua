@@ -164,6 +164,68 @@ describe("network by name without the proxy variables", function()
   end)
 end)
 
+describe("network by name: what leads nowhere is recorded", function()
+  if skip then
+    it("runs where it can", function() pending("skipped: " .. skip) end)
+    return
+  end
+  -- A UDP server on addr:port counting the datagrams it gets.
+  local function udp_counter(addr, port)
+    local s = { got = 0 }
+    s.udp = uv.new_udp()
+    assert(s.udp:bind(addr, port))
+    s.udp:recv_start(function(_, data) if data then s.got = s.got + 1 end end)
+    function s.close() s.udp:close() end
+    return s
+  end
+
+  it("refuses TCP to 53, UDP to 443 and 80 and to the proxy's port, with the transport in "
+    .. "the record; an answered DNS query and an allowed connect are no record", function()
+    local tcp53 = assert(counter(OK_ADDR, 53, HELLO))
+    local udp443, udp80 = udp_counter(OK_ADDR, 443), udp_counter(OK_ADDR, 80)
+    local udp3128 = udp_counter("127.0.0.1", 3128)
+    local ok80 = assert(counter(OK_ADDR, 80, HELLO))
+    local py = table.concat({
+      "import socket, sys",
+      "def tcp(a, p):",
+      "    try: socket.create_connection((a, p), 3); print('tcp', p, 'connected')",
+      "    except OSError as e: print('tcp', p, e.errno)",
+      "def udp(a, p, msg=False):",
+      "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)",
+      "    try:",
+      "        if msg: s.sendmsg([b'x'], [], 0, (a, p))",
+      "        else: s.sendto(b'x', (a, p))",
+      "        print('udp', p, 'sent')",
+      "    except OSError as e: print('udp', p, e.errno)",
+      "tcp(sys.argv[1], 53); udp(sys.argv[1], 443); udp('198.51.100.7', 80, True)",
+      "udp('127.0.0.1', 3128)" }, "\n")
+    local r = luxec.run({ "sh", "-c", "getent ahostsv4 ok.test | head -1; "
+      .. "curl -sS --noproxy '*' http://ok.test/; python3 -c \"$0\" " .. OK_ADDR, py },
+      { cwd = "/", timeout = 30, env = { PATH = PATH, HOME = "/tmp" },
+        sandbox = { mode = "read-only", network = { allow = { "ok.test" },
+          resolve = { ["ok.test"] = OK_ADDR } } } })
+    uv.run("nowait")
+    for _, s in ipairs({ tcp53, udp443, udp80, udp3128, ok80 }) do s.close() end
+    assert.matches("^198%.18%.%d+%.%d+%s+STREAM ok%.test\nplain\ntcp 53 1\nudp 443 1\n"
+      .. "udp 80 1\nudp 3128 1\n$", r.output)
+    assert.same({ 0, 0, 0, 0, 1 }, { tcp53.conns, udp443.got, udp80.got, udp3128.got,
+      ok80.conns })
+    local lines = {}
+    for _, d in ipairs(r.sandbox.denials) do
+      if d.addr then lines[#lines + 1] = sandbox.describe(d):gsub("pid %d+", "pid N") end
+    end
+    local because = " refused: only the proxy leads out (network by name) (pid N python3)"
+    assert.same({
+      ("connect %s:53/tcp"):format(OK_ADDR) .. because,
+      ("sendto %s:443/udp"):format(OK_ADDR) .. because,
+      "sendmsg 198.51.100.7:80/udp" .. because,
+      "sendto 127.0.0.1:3128/udp" .. because,
+    }, lines)
+    assert.same({ ["ok.test"] = 1 }, r.sandbox.network.allowed)
+    assert.same({}, r.sandbox.network.refused)
+  end)
+end)
+
 describe("network by name without the proxy variables, as an unprivileged user", function()
   local skip2 = skip or not have("setpriv") and "setpriv (util-linux) is not installed"
   if skip2 then
