@@ -89,10 +89,11 @@ function M.ip_literal(s)
   return ipv4(s) or ipv6(s)
 end
 
---- A name as the proxy compares it: lower case, without a final dot.
+--- A name as the proxy compares it: lower case, without a final dot ("a.test.." keeps both:
+--- it is no name, and stays none when normalized again).
 function M.normalize(host)
   host = host:lower()
-  if host:sub(-1) == "." then host = host:sub(1, -2) end
+  if host:sub(-1) == "." and host:sub(-2) ~= ".." then host = host:sub(1, -2) end
   return host
 end
 

@@ -247,7 +247,7 @@ end
 --- A request the proxy will not forward: recorded (with the host and port it names, "?" and
 --- 0 when it names none) and answered code.
 function Proxy:_refuse(conn, code, host, port, why)
-  host = host and network.normalize(host) or "?"
+  host = host or "?"
   self:_record(self.refused, conn, host, port or 0, why)
   self:_reply(conn, code, ("%s %s:%d refused: %s"):format(conn.op, host, port or 0, why))
 end
@@ -255,7 +255,9 @@ end
 function Proxy:_request(conn, head, rest)
   conn.op = head:match("^CONNECT ") and "connect" or "http"
   local req, bad = httphead.parse(head)
-  if bad then return self:_refuse(conn, 400, req and req.host, req and req.port, bad) end
+  if bad then
+    return self:_refuse(conn, 400, req and network.normalize(req.host), req and req.port, bad)
+  end
   local host, port = network.normalize(req.host), req.port
   local ok, why = network.judge(self._policy, host, port)
   if not ok then return self:_refuse(conn, 403, host, port, why) end
@@ -292,8 +294,13 @@ function Proxy:_accept()
   local t = uv.new_timer()
   t:unref()
   conn.timer = t
+  local function refuse(code, why)
+    conn.head = true
+    conn.op = (parts[1] or ""):match("^CONNECT ") and "connect" or "http"
+    self:_refuse(conn, code, nil, nil, why)
+  end
   t:start(self._head_ms, 0, function()
-    self:_reply(conn, 408, ("no request within %d ms"):format(self._head_ms))
+    refuse(408, ("no request within %d ms"):format(self._head_ms))
   end)
   c:read_start(function(err, data)
     if conn.closed or conn.head then return end
@@ -303,10 +310,8 @@ function Proxy:_accept()
     local all = table.concat(parts)
     parts = { all }
     local e = all:find("\r\n\r\n", 1, true)
-    if not e then
-      if size > HEAD_MAX then self:_reply(conn, 431, "request head too long") end
-      return
-    end
+    if (e or size) > HEAD_MAX then return refuse(431, "request head too long") end
+    if not e then return end
     conn.head = true
     c:read_stop()
     close_handle(t)
