@@ -361,6 +361,21 @@ describe("the transparent path's reading of DNS queries and TLS server names", f
       transparent.dns_answer(names, query(9, "x.test", 1):sub(1, 20)))
   end)
 
+  it("keeps a bounded table of names: past MAX_NAMES the oldest name's address is reused",
+    function()
+    local names = transparent.new()
+    local saved = transparent.MAX_NAMES
+    transparent.MAX_NAMES = 3
+    finally(function() transparent.MAX_NAMES = saved end)
+    local got = {}
+    for i = 1, 5 do got[i] = transparent.address(names, "n" .. i .. ".test") end
+    assert.same({ "198.18.0.2", "198.18.0.3", "198.18.0.4", "198.18.0.2", "198.18.0.3" }, got)
+    assert.same({ "n4.test", "n5.test", "n3.test" }, { transparent.name_of(names, got[1]),
+      transparent.name_of(names, got[2]), transparent.name_of(names, got[3]) })
+    assert.same({ ["n3.test"] = "198.18.0.4", ["n4.test"] = "198.18.0.2",
+      ["n5.test"] = "198.18.0.3" }, names.by_name)
+  end)
+
   it("reads the server name of a real ClientHello (python's ssl), and only of one", function()
     local py = have("python3")
     if not py then
