@@ -68,8 +68,12 @@ typedef struct {
   int type, protocol;
 } sock_kind;
 
-static int is_tcp(sock_kind k) {
-  return k.type == SOCK_STREAM && k.protocol == IPPROTO_TCP;
+#ifndef IPPROTO_MPTCP
+#define IPPROTO_MPTCP 262
+#endif
+
+static int is_tcp(sock_kind k) { /* (MPTCP falls back to TCP with a listener that has none) */
+  return k.type == SOCK_STREAM && (k.protocol == IPPROTO_TCP || k.protocol == IPPROTO_MPTCP);
 }
 
 static int is_udp(sock_kind k) {

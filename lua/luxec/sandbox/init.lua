@@ -379,7 +379,7 @@ function M.evidence(report)
 end
 
 local PROTOCOLS = { [6] = "tcp", [17] = "udp", [1] = "icmp", [58] = "icmpv6", [132] = "sctp",
-  [0] = "raw" }
+  [262] = "mptcp", [0] = "raw" }
 
 --- "/tcp", "/udp", "/icmp", ... of a network record whose socket is known, or "".
 local function transport(d)
