@@ -141,6 +141,9 @@ describe("network by name without the proxy variables", function()
         .. "False; c.verify_mode = ssl.CERT_NONE; c.wrap_socket(socket.create_connection("
         .. "(\"ok.test\", 443)), server_hostname=\"evil.test\")' 2>&1 | tail -1"),
       "curl -sS --noproxy '*' http://" .. OK_ADDR .. "/z",
+      ("python3 -c 'import socket; s = socket.create_connection((\"ok.test\", 80)); "
+        .. "s.sendall(b\"GET http://evil.test/w HTTP/1.1\\r\\nHost: ok.test\\r\\n\\r\\n\"); "
+        .. "print(s.recv(99).split(b\"\\r\\n\")[0].decode())'"),
       "true" }, "; ") }, { cwd = "/", timeout = 30,
       env = { PATH = PATH, HOME = "/tmp" }, sandbox = { mode = "read-only", network = net } })
     uv.run("nowait")
@@ -159,6 +162,8 @@ describe("network by name without the proxy variables", function()
       "connect ok.test:443 refused: the TLS server name names evil.test, not the name looked "
         .. "up (pid N python3)",
       "http " .. OK_ADDR .. ":80 refused: an IP address not in network.allow (pid N curl)",
+      "http ok.test:80 refused: the Host header names \"ok.test\", not the request's "
+        .. "\"evil.test\" (pid N python3)",
     }, lines)
     assert.same({}, r.sandbox.network.allowed)
   end)

@@ -384,7 +384,15 @@ function Proxy:_accept_transparent(server, port)
         close_handle(t)
         return refuse(bad)
       end
-      said = split_authority(header(buf:sub(1, e + 3), "[Hh][Oo][Ss][Tt]") or "", 80)
+      local req, mismatch = httphead.parse(buf:sub(1, e + 3))
+      if mismatch and req then
+        conn.head = true
+        close_handle(t)
+        return refuse(mismatch)
+      end
+      -- (an absolute URI names the host as a Host header does: the origin may read either)
+      said = req and req.target:find("://", 1, true) and req.host
+        or split_authority(header(buf:sub(1, e + 3), "[Hh][Oo][Ss][Tt]") or "", 80)
     end
     conn.head = true
     c:read_stop()
