@@ -144,6 +144,9 @@ describe("network by name without the proxy variables", function()
       ("python3 -c 'import socket; s = socket.create_connection((\"ok.test\", 80)); "
         .. "s.sendall(b\"GET http://evil.test/w HTTP/1.1\\r\\nHost: ok.test\\r\\n\\r\\n\"); "
         .. "print(s.recv(99).split(b\"\\r\\n\")[0].decode())'"),
+      ("python3 -c 'import socket; s = socket.create_connection((\"ok.test\", 80)); "
+        .. "s.sendall(b\"GET http://evil.test/v HTTP/1.0\\r\\n\\r\\n\"); "
+        .. "print(s.recv(99).split(b\"\\r\\n\")[0].decode())'"),
       "true" }, "; ") }, { cwd = "/", timeout = 30,
       env = { PATH = PATH, HOME = "/tmp" }, sandbox = { mode = "read-only", network = net } })
     uv.run("nowait")
@@ -164,6 +167,8 @@ describe("network by name without the proxy variables", function()
       "http " .. OK_ADDR .. ":80 refused: an IP address not in network.allow (pid N curl)",
       "http ok.test:80 refused: the Host header names \"ok.test\", not the request's "
         .. "\"evil.test\" (pid N python3)",
+      "http ok.test:80 refused: the request's URI names evil.test, not the name looked up "
+        .. "(pid N python3)",
     }, lines)
     assert.same({}, r.sandbox.network.allowed)
   end)

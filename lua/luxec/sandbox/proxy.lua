@@ -372,6 +372,7 @@ function Proxy:_accept_transparent(server, port)
     if err or not data then return self:_close(conn) end
     buf = buf .. data
     local said
+    local what = tls and "TLS server name" or "Host header"
     if tls then
       said = transparent.sni(buf)
       if said == nil and #buf < HEAD_MAX then return end
@@ -392,7 +393,11 @@ function Proxy:_accept_transparent(server, port)
       end
       -- (an absolute URI names the host as a Host header does: the origin may read either)
       said = req and req.target:find("://", 1, true) and req.host
-        or split_authority(header(buf:sub(1, e + 3), "[Hh][Oo][Ss][Tt]") or "", 80)
+      if said then
+        what = "request's URI"
+      else
+        said = split_authority(header(buf:sub(1, e + 3), "[Hh][Oo][Ss][Tt]") or "", 80)
+      end
     end
     conn.head = true
     c:read_stop()
@@ -400,7 +405,7 @@ function Proxy:_accept_transparent(server, port)
     said = said and network.normalize(said) or nil
     if name and said and said ~= name then
       return refuse(("the %s names %s, not the name looked up"):format(
-        tls and "TLS server name" or "Host header", said))
+        what, said))
     end
     local ok, why = network.judge(self._policy, host, port)
     if not ok then return refuse(why) end
