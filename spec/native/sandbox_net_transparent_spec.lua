@@ -311,6 +311,43 @@ describe("network by name: no name leaves by DNS", function()
     assert.is_true(#asked > 0, "the host's resolver was never asked: the check sees nothing")
     for _, name in ipairs(asked) do assert.equals("up.test", name) end
   end)
+
+  it("refuses a name the host's resolver gives an address of the host's own (under \"*\")",
+    function()
+    local own
+    for _, list in pairs(uv.interface_addresses()) do
+      for _, a in ipairs(list) do
+        if a.family == "inet" and not a.ip:match("^127%.") then own = own or a.ip end
+      end
+    end
+    if not own then
+      pending("skipped: the host has no IPv4 address but loopback")
+      return
+    end
+    local srv = assert(counter(own, 0, HELLO))
+    local port = srv.tcp:getsockname().port
+    local dir = H.tmpdir()
+    H.write_file(dir .. "/hosts", ("127.0.0.1 localhost\n%s own.test\n"):format(own))
+    local code = ([[
+      local luxec = require("luxec")
+      local r = luxec.run({"curl", "-sS", "http://own.test:%d/"}, {cwd = "/", timeout = 20,
+        env = {PATH = %q, HOME = "/tmp"}, sandbox = {mode = "read-only",
+        network = {allow = {"*"}}}})
+      io.write(r.output, require("luxec.sandbox").describe(r.sandbox.network.refused[1]), "\n")
+    ]]):format(port, PATH)
+    local r = H.run({ cmd = "unshare", "-m", "--propagation", "private", "sh", "-c",
+      'mount --bind "$0" /etc/hosts && exec "$@"', dir .. "/hosts", H.luxec, "-e", code },
+      { env = { "PATH=" .. PATH, "HOME=/tmp" }, timeout = 60000 })
+    srv.close()
+    H.rmtree(dir)
+    assert(not r.timed_out and r.code == 0, r.stderr)
+    local reason = ("resolves to %s (an address of this host: list the address to allow it)")
+      :format(own)
+    assert.equals(("luxec sandbox: http own.test:%d refused: %s\n"):format(port, reason)
+      .. ("http own.test:%d refused: %s (pid N curl)\n"):format(port, reason),
+      (r.stdout:gsub("pid %d+", "pid N")))
+    assert.equals(0, srv.conns, "the host's own address was reached")
+  end)
 end)
 
 describe("network by name without the proxy variables, as an unprivileged user", function()

@@ -265,9 +265,11 @@ function M.judge(policy, host, port)
 end
 
 --- What makes ip (a literal as ip_literal gives it) an address of the host itself or of its
---- link: "loopback", "unspecified", "link-local", or nil. A name the host's resolver gives
---- such an address is not reached (only a listed literal or the policy's resolve table is).
-function M.host_local(ip)
+--- link: "loopback", "unspecified", "link-local", "an address of this host" (one of own, a
+--- set of the host's interface addresses), or nil. A name the host's resolver gives such an
+--- address is not reached (only a listed literal or the policy's resolve table is).
+function M.host_local(ip, own)
+  if own and own[ip] then return "an address of this host" end
   local a, b = ip:match("^(%d+)%.(%d+)%.%d+%.%d+$")
   if a then
     a, b = tonumber(a), tonumber(b)

@@ -161,9 +161,10 @@ end
 
 --- The addresses of host: an IP literal, the policy's resolve table, else the host's
 --- resolver; cb(list) or cb(nil, err, refused). An address of the host itself or of its link
---- (loopback, unspecified, link-local) is never one the host's resolver gives a name here
---- ("localhost", or any name a DNS server says is 127.0.0.1, would reach the host's own
---- services): only a listed literal or the resolve table leads there.
+--- (loopback, unspecified, link-local, any address of the host's interfaces) is never one the
+--- host's resolver gives a name here ("localhost", or any name a DNS server says is
+--- 127.0.0.1 or the host's own address, would reach the host's own services): only a listed
+--- literal or the resolve table leads there.
 local function resolve(policy, host, cb)
   local ip = network.ip_literal(host)
   if ip or policy.resolve[host] then return cb({ ip or policy.resolve[host] }) end
@@ -171,9 +172,12 @@ local function resolve(policy, host, cb)
     if err or not res or #res == 0 then
       return cb(nil, "cannot resolve: " .. (err or "no address"))
     end
-    local list, dropped = {}, nil
+    local list, dropped, own = {}, nil, {}
+    for _, addrs in pairs(uv.interface_addresses() or {}) do
+      for _, a in ipairs(addrs) do own[network.ip_literal(a.ip) or a.ip] = true end
+    end
     for _, r in ipairs(res) do
-      local kind = network.host_local(network.ip_literal(r.addr) or r.addr)
+      local kind = network.host_local(network.ip_literal(r.addr) or r.addr, own)
       if kind then
         dropped = dropped or ("resolves to %s (%s: list the address to allow it)")
           :format(r.addr, kind)
