@@ -269,19 +269,20 @@ end
 --- set of the host's interface addresses), or nil. A name the host's resolver gives such an
 --- address is not reached (only a listed literal or the policy's resolve table is).
 function M.host_local(ip, own)
-  if own and own[ip] then return "an address of this host" end
   local a, b = ip:match("^(%d+)%.(%d+)%.%d+%.%d+$")
   if a then
     a, b = tonumber(a), tonumber(b)
     if a == 127 then return "loopback" end
     if a == 0 then return "unspecified" end
     if a == 169 and b == 254 then return "link-local" end
-    return nil
+  elseif ip == "0:0:0:0:0:0:0:1" then
+    return "loopback"
+  elseif ip == "0:0:0:0:0:0:0:0" then
+    return "unspecified"
+  elseif (tonumber(ip:match("^(%x+):") or "0", 16) or 0) & 0xffc0 == 0xfe80 then
+    return "link-local"
   end
-  if ip == "0:0:0:0:0:0:0:1" then return "loopback" end
-  if ip == "0:0:0:0:0:0:0:0" then return "unspecified" end
-  local g = tonumber(ip:match("^(%x+):") or "0", 16)
-  if g & 0xffc0 == 0xfe80 then return "link-local" end
+  if own and own[ip] then return "an address of this host" end
   return nil
 end
 
