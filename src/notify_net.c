@@ -63,28 +63,48 @@ static int read_addr(sbx_call *c, uint64_t addr, uint64_t len, struct sockaddr_s
   return 1;
 }
 
-/* Network by name: the proxy's listener in the sandbox's own namespace (no other address
- * there leads anywhere, and this one only to the host's proxy). */
-static int to_proxy(const sbx_call *c, const struct sockaddr_storage *ss) {
+/* What a socket is: its type and protocol (fixed when it was made: not raceable). */
+typedef struct {
+  int type, protocol;
+} sock_kind;
+
+#ifndef IPPROTO_MPTCP
+#define IPPROTO_MPTCP 262
+#endif
+
+static int is_tcp(sock_kind k) { /* (MPTCP falls back to TCP with a listener that has none) */
+  return k.type == SOCK_STREAM && (k.protocol == IPPROTO_TCP || k.protocol == IPPROTO_MPTCP);
+}
+
+static int is_udp(sock_kind k) {
+  return k.type == SOCK_DGRAM && k.protocol == IPPROTO_UDP;
+}
+
+/* Network by name: where a socket of kind k may go in the sandbox's own namespace, which
+ * has nothing else: the proxy's listener (TCP to 127.0.0.1 or [::1] at its port) and the
+ * transparent path (every address is local there: TCP to 443 and 80, UDP to 53, of any).
+ * Anything else meets no listener: it is refused here, so that it is recorded. */
+static int to_proxy(const sbx_call *c, const struct sockaddr_storage *ss, sock_kind k) {
   if (c->m->proxy_port <= 0) return 0;
-  if (ss->ss_family == AF_INET || ss->ss_family == AF_INET6) {    /* the transparent path: every */
-    int port = ntohs(((const struct sockaddr_in *)ss)->sin_port); /* address is local there */
-    if (port == 443 || port == 80 || port == 53) return 1;
+  if (ss->ss_family != AF_INET && ss->ss_family != AF_INET6) return 0;
+  int port = ntohs(((const struct sockaddr_in *)ss)->sin_port); /* (same offset in both) */
+  if (c->m->transparent) {
+    if (is_tcp(k) && (port == 443 || port == 80)) return 1;
+    if (is_udp(k) && port == 53) return 1;
   }
+  if (!is_tcp(k) || port != c->m->proxy_port) return 0;
   if (ss->ss_family == AF_INET6) { /* [::1]:port, or 127.0.0.1 written as ::ffff:127.0.0.1 */
     const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
     static const unsigned char mapped[16] = {0, 0, 0,    0,    0,   0, 0, 0,
                                              0, 0, 0xff, 0xff, 127, 0, 0, 1};
-    return ntohs(in6->sin6_port) == c->m->proxy_port &&
-           (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) || memcmp(&in6->sin6_addr, mapped, 16) == 0);
+    return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) || memcmp(&in6->sin6_addr, mapped, 16) == 0;
   }
-  if (ss->ss_family != AF_INET) return 0;
   const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
-  return ntohs(in->sin_port) == c->m->proxy_port && ntohl(in->sin_addr.s_addr) == INADDR_LOOPBACK;
+  return ntohl(in->sin_addr.s_addr) == INADDR_LOOPBACK;
 }
 
-/* connect, sendto, sendmsg: a destination. */
-static void judge_dest(sbx_call *c, const char *op, uint64_t addr, uint64_t len) {
+/* connect, sendto, sendmsg: a destination, from a socket of kind k. */
+static void judge_dest(sbx_call *c, const char *op, uint64_t addr, uint64_t len, sock_kind k) {
   struct sockaddr_storage ss;
   int rc = read_addr(c, addr, len, &ss);
   if (rc == 0) return;
@@ -94,8 +114,10 @@ static void judge_dest(sbx_call *c, const char *op, uint64_t addr, uint64_t len)
   }
   /* unix sockets are judged by the kernel layers; the network namespace keeps the rest
    * in, whatever the memory says by then: a refusal here is the evidence */
-  if (ss.ss_family == AF_UNIX || !c->m->net_deny || to_proxy(c, &ss)) return;
+  if (ss.ss_family == AF_UNIX || !c->m->net_deny || to_proxy(c, &ss, k)) return;
   refuse_addr(c, op, &ss);
+  c->rec.type = k.type;
+  c->rec.protocol = k.protocol;
 }
 
 static void judge_bind(sbx_call *c, uint64_t addr, uint64_t len) {
@@ -116,7 +138,7 @@ static void judge_bind(sbx_call *c, uint64_t addr, uint64_t len) {
   judge_create(c, "bind", AT_FDCWD, path, MK_NODE, 0);
 }
 
-static void judge_sendmmsg(sbx_call *c, uint64_t vec, unsigned vlen) {
+static void judge_sendmmsg(sbx_call *c, uint64_t vec, unsigned vlen, sock_kind k) {
   if (vlen > MMSG_MAX) vlen = MMSG_MAX;
   for (unsigned i = 0; i < vlen; i++) {
     struct mmsghdr mh;
@@ -124,21 +146,27 @@ static void judge_sendmmsg(sbx_call *c, uint64_t vec, unsigned vlen) {
       answer(c, EFAULT);
       return;
     }
-    judge_dest(c, "sendmmsg", (uint64_t)(uintptr_t)mh.msg_hdr.msg_name, mh.msg_hdr.msg_namelen);
+    judge_dest(c, "sendmmsg", (uint64_t)(uintptr_t)mh.msg_hdr.msg_name, mh.msg_hdr.msg_namelen, k);
     if (c->resp->flags == 0) return; /* refused: one record for the call */
   }
 }
 
-/* The domain of the target's socket fd (fixed when it was made: not raceable); an AF_UNIX
- * socket's duplicate in *dup. -1 when it is no socket (the kernel fails the call itself),
- * -2 when it cannot be looked at (the call is refused: never let through unjudged). */
-static int socket_domain(const sbx_call *c, int fd, int *dup) {
+/* The domain of the target's socket fd (fixed when it was made: not raceable), its type and
+ * protocol in *k; an AF_UNIX socket's duplicate in *dup. -1 when it is no socket (the kernel
+ * fails the call itself), -2 when it cannot be looked at (the call is refused: never let
+ * through unjudged). */
+static int socket_domain(const sbx_call *c, int fd, int *dup, sock_kind *k) {
   *dup = unix_target_fd((pid_t)c->req->pid, fd);
   if (*dup < 0) return errno == EBADF ? -1 : -2;
   int domain = -1;
   socklen_t len = sizeof domain;
   if (getsockopt(*dup, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0)
     domain = errno == ENOTSOCK ? -1 : -2;
+  len = sizeof k->type;
+  if (domain >= 0 && getsockopt(*dup, SOL_SOCKET, SO_TYPE, &k->type, &len) < 0) domain = -2;
+  len = sizeof k->protocol;
+  if (domain >= 0 && getsockopt(*dup, SOL_SOCKET, SO_PROTOCOL, &k->protocol, &len) < 0)
+    domain = -2;
   if (domain != AF_UNIX) {
     close(*dup);
     *dup = -1;
@@ -149,9 +177,10 @@ static int socket_domain(const sbx_call *c, int fd, int *dup) {
 int notify_net_call(sbx_call *c) {
   const __u64 *a = c->req->data.args;
   int nr = c->req->data.nr;
+  sock_kind k = {0, 0};
   if (nr == SYS_connect || nr == SYS_sendto || nr == SYS_sendmsg || nr == SYS_sendmmsg) {
     int dup;
-    int domain = socket_domain(c, (int)a[0], &dup);
+    int domain = socket_domain(c, (int)a[0], &dup, &k);
     if (domain == -1) return 1; /* no socket: the kernel says so (CONTINUE) */
     if (domain == -2) {
       answer(c, EPERM);
@@ -175,18 +204,18 @@ int notify_net_call(sbx_call *c) {
       d->protocol = (int)a[2];
       return 1;
     }
-    case SYS_connect: judge_dest(c, "connect", a[1], a[2]); return 1;
+    case SYS_connect: judge_dest(c, "connect", a[1], a[2], k); return 1;
     case SYS_bind: judge_bind(c, a[1], a[2]); return 1;
-    case SYS_sendto: judge_dest(c, "sendto", a[4], a[5]); return 1;
+    case SYS_sendto: judge_dest(c, "sendto", a[4], a[5], k); return 1;
     case SYS_sendmsg: {
       struct msghdr msg;
       if (read_mem((pid_t)c->req->pid, a[1], &msg, sizeof msg) < 0)
         answer(c, EFAULT);
       else
-        judge_dest(c, "sendmsg", (uint64_t)(uintptr_t)msg.msg_name, msg.msg_namelen);
+        judge_dest(c, "sendmsg", (uint64_t)(uintptr_t)msg.msg_name, msg.msg_namelen, k);
       return 1;
     }
-    case SYS_sendmmsg: judge_sendmmsg(c, a[1], (unsigned)a[2]); return 1;
+    case SYS_sendmmsg: judge_sendmmsg(c, a[1], (unsigned)a[2], k); return 1;
     default: return 0;
   }
 }

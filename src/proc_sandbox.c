@@ -110,7 +110,8 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
     p->sbx = ro == NULL ? NULL
                         : sbx_monitor_start(listener, prep->roots, prep->nroots, ro, nro,
                                             prep->mountns_ok, strcmp(info->network, "deny") == 0,
-                                            prep->proxy_port, judged ? &u : NULL);
+                                            prep->proxy_port, p->transp_fd[SBX_TRANSP_TLS] >= 0,
+                                            judged ? &u : NULL);
     if (ro == NULL) close(listener);
     free(ro);
     info->notify = p->sbx != NULL;
@@ -147,7 +148,7 @@ static void push_denial(lua_State *L, const sbx_denial *d) {
     set_str(L, "addr", d->addr);
     set_int(L, "port", d->port);
   }
-  if (strcmp(d->op, "socket") == 0) {
+  if (strcmp(d->op, "socket") == 0 || (d->addr[0] && d->type != 0)) {
     set_int(L, "type", d->type);
     set_int(L, "protocol", d->protocol);
   }

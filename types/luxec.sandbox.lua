@@ -32,6 +32,9 @@
 ---@field family string|nil
 ---@field addr string|nil
 ---@field port integer|nil
+---@field type integer|nil  the socket's type (1 stream, 2 datagram, ...): socket, and a network call whose socket is known
+---@field protocol integer|nil  its protocol (6 TCP, 17 UDP, ...): shown as "/tcp", "/udp"
+---@field reason string|nil  network by name: why a connect or datagram past the proxy was refused
 ---@field pid integer|nil
 ---@field comm string|nil
 
