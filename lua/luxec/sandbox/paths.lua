@@ -392,25 +392,19 @@ function Found:dotgit(dir, typ, ctx)
   end
 end
 
--- The last search of each root (and depth): what each directory held, with its times.
-local scan_cache = {}
-
 --- A directory read less than this many seconds after its last change is read again at the
---- next search (two changes within one tick of a file system's clock can leave one time).
+--- next search when the core could not watch it (two changes within one tick of a file
+--- system's clock can leave one time).
 M.SCAN_RACY_SECS = 2
 
 -- Find every repository below `root`: directories breadth first up to the depth bound, no
 -- symlink followed; each directory is read once (getdents, no stat per entry: the core's
 -- walk, as this runs at every spawn over trees such as a shared /tmp), and not again at the
--- next search while its times say it did not change.
+-- next search while its watch (inotify) or, without one, its times say it did not change.
 function Found:scan(root, scan, ctx)
-  local key = root .. "\0" .. scan.depth
   core = core or require("luxec.core")
   local hits, read, at = core.sandbox_scan(root, scan.depth, scan.dirs - self.dirs,
-    scan_cache[key], M.SCAN_RACY_SECS)
-  if hits then
-    scan_cache[key] = at -- (the directories read: unchanged ones are not read again)
-  end
+    M.SCAN_RACY_SECS)
   if not hits then
     return false, ("read %d directories and did not reach the end (at %s)"):format(scan.dirs,
       at), "dirs"
