@@ -67,7 +67,21 @@ static struct {
   node *paths[NBUCKETS], *wds[NBUCKETS];
   unsigned long long gen;
   int ready;
+  unsigned long long epoch; /* moves with every change a search could see */
 } S;
+
+/* The last complete search of a root whose every directory had a watch: while nothing
+ * moved the epoch since, it is the answer, with no walk at all. */
+#define NMEMO 8
+static struct memo {
+  char *root;
+  int depth;
+  long long read;
+  unsigned long long epoch;
+  int nhits;
+  char **dirs;
+  unsigned char *types; /* DT_ type + 1, or 0: a bare repository */
+} memos[NMEMO];
 
 static unsigned hash_path(const char *s) {
   unsigned h = 2166136261u;
@@ -100,6 +114,7 @@ static void unwatch(node *n, int remove) {
 }
 
 static void all_stale(void) {
+  S.epoch++;
   for (int b = 0; b < NBUCKETS; b++)
     for (node *n = S.paths[b]; n; n = n->next) n->stale = 1;
 }
@@ -140,14 +155,19 @@ static void drain(void) {
       if (e->mask & IN_Q_OVERFLOW) { /* events lost: every directory proves itself again */
         for (int b = 0; b < NBUCKETS; b++)
           for (node *x = S.paths[b]; x; x = x->next) x->stale = x->dirty = 1;
+        S.epoch++;
         continue;
       }
       node *d = by_wd(e->wd);
       if (d == NULL) continue;
-      if (e->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)) d->stale = 1;
+      if (e->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)) {
+        d->stale = 1;
+        S.epoch++;
+      }
       if (e->mask & IN_IGNORED) unwatch(d, 0);
       if (e->len > 0 && e->name[0] != '\0' && ((e->mask & IN_ISDIR) || counts(e->name))) {
         d->dirty = 1;
+        S.epoch++;
         char *sub = join(d->path, e->name);
         node *c = sub ? by_path(sub) : NULL;
         if (c) c->stale = 1;
@@ -342,6 +362,7 @@ static void prune(const char *root) {
       int below = strncmp(n->path, root, rl) == 0 &&
                   (n->path[rl] == '\0' || n->path[rl] == '/' || (rl > 0 && root[rl - 1] == '/'));
       if (below && n->gen != S.gen) {
+        S.epoch++; /* its watch is gone: another root's search may have counted on it */
         *p = n->next;
         unwatch(n, 1);
         free(n->path);
@@ -396,6 +417,60 @@ static int push(queue *q, char *dir, int depth, int verify) {
   return 0;
 }
 
+static struct memo *memo_find(const char *root, int depth) {
+  for (int i = 0; i < NMEMO; i++)
+    if (memos[i].root && memos[i].depth == depth && strcmp(memos[i].root, root) == 0)
+      return &memos[i];
+  return NULL;
+}
+
+static void memo_clear(struct memo *m) {
+  for (int i = 0; i < m->nhits; i++) free(m->dirs[i]);
+  free(m->dirs);
+  free(m->types);
+  free(m->root);
+  memset(m, 0, sizeof *m);
+}
+
+/* Keep the search's answer (the list at index list) for the next search of root. */
+static void memo_store(lua_State *L, int list, const char *root, int depth, long long read) {
+  struct memo *m = memo_find(root, depth);
+  if (m == NULL) {
+    static int next;
+    m = &memos[next++ % NMEMO];
+  }
+  memo_clear(m);
+  int n = (int)lua_rawlen(L, list);
+  m->root = strdup(root);
+  m->dirs = calloc((size_t)n + 1, sizeof *m->dirs);
+  m->types = calloc((size_t)n + 1, 1);
+  if (m->root == NULL || m->dirs == NULL || m->types == NULL) {
+    memo_clear(m);
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, list, i + 1);
+    lua_getfield(L, -1, "dir");
+    m->dirs[i] = strdup(lua_tostring(L, -1));
+    m->nhits = i + 1;
+    lua_getfield(L, -2, "type");
+    const char *t = lua_tostring(L, -1);
+    m->types[i] = t == NULL                     ? 0
+                  : strcmp(t, "directory") == 0 ? DT_DIR + 1
+                  : strcmp(t, "file") == 0      ? DT_REG + 1
+                  : strcmp(t, "link") == 0      ? DT_LNK + 1
+                                                : DT_UNKNOWN + 1;
+    lua_pop(L, 3);
+    if (m->dirs[i] == NULL) {
+      memo_clear(m);
+      return;
+    }
+  }
+  m->depth = depth;
+  m->read = read;
+  m->epoch = S.epoch;
+}
+
 /* core.sandbox_scan(root, depth, max_dirs, racy_secs) -> hits, dirs_read | nil, "dirs",
  * dir_reached. A directory read less than racy_secs after its last change is not trusted
  * by its times alone (without a watch) at the next search. */
@@ -409,7 +484,20 @@ int core_sandbox_scan(lua_State *L) {
   int list = lua_gettop(L);
   init();
   drain();
+  struct memo *m = memo_find(root, maxdepth);
+  node *top = m && m->epoch == S.epoch && m->read <= maxdirs && S.ifd >= 0 && S.mfd >= 0
+                  ? by_path(root)
+                  : NULL;
+  /* the root is still the directory it watches (not one put there since: its watch sees
+   * its own moves, not an ancestor's) */
+  if (top && top->wd >= 0 && inotify_add_watch(S.ifd, root, WATCH_MASK) == top->wd) {
+    for (int i = 0; i < m->nhits; i++)
+      hit(L, list, m->dirs[i], m->types[i] ? type_name((unsigned char)(m->types[i] - 1)) : NULL);
+    lua_pushinteger(L, m->read);
+    return 2;
+  }
   S.gen++;
+  int watched = S.ifd >= 0 && S.mfd >= 0; /* every directory: the answer can be kept */
   queue q = {0};
   char *first = strdup(root);
   if (first == NULL || push(&q, first, 0, 1) < 0) {
@@ -432,6 +520,7 @@ int core_sandbox_scan(lua_State *L) {
     int cv = 1, oom = 0;
     node *n = visit(dir, verify, racy, buf, sizeof buf, &cv, &oom);
     if (oom) fail = "memory";
+    if (n == NULL || n->wd < 0) watched = 0;
     if (n == NULL) {
       free(dir);
       continue;
@@ -468,6 +557,7 @@ int core_sandbox_scan(lua_State *L) {
     return 3;
   }
   prune(root);
+  if (watched) memo_store(L, list, root, maxdepth, read);
   lua_pushvalue(L, list);
   lua_pushinteger(L, read);
   return 2;

@@ -153,6 +153,22 @@ describe("sandbox paths (workspace-write)", function()
     assert.is_true(contains(report.protected, ws .. "/old/b/c/late/.git"))
   end)
 
+  it("finds a repository in a root put in place of the last one (its parent moved)", function()
+    local root = ws .. "/p/w"
+    assert(uv.fs_mkdir(ws .. "/p", 493))
+    assert(uv.fs_mkdir(root, 493))
+    local policy = { tmp = false, workspace = root }
+    local _, code = jail("true", policy) -- the search of the root is kept
+    assert.equal(0, code)
+    assert(uv.fs_rename(ws .. "/p", ws .. "/old"))
+    assert(uv.fs_mkdir(ws .. "/p", 493))
+    assert(uv.fs_mkdir(root, 493))
+    git_init(root .. "/r")
+    local out, _, report = jail("mkdir -p p/w/r/.git/hooks/x; echo made=$?", policy)
+    assert.truthy(out:find("made=1", 1, true), out)
+    assert.is_true(contains(report.protected, root .. "/r/.git"))
+  end)
+
   it("keeps a repository under /tmp read-only when the workspace is elsewhere", function()
     local elsewhere = assert(uv.fs_mkdtemp("/var/tmp/luxec-ws-XXXXXX"))
     local tmprepo = H.tmpdir() -- (in /tmp: a writable root of workspace-write)

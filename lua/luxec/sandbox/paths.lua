@@ -275,7 +275,14 @@ local function config_values(file)
       line = rest
     end
     local key, value = line:match("^%s*([%w%-]+)%s*=%s*(.-)%s*$")
+    local kind
     if key then
+      key = key:lower()
+      local top = section:match("^[^%.]+") or section
+      kind = section == "core" and key == "hookspath" and "hooks"
+        or (top == "include" or top == "includeif") and key == "path" and "include" or nil
+    end
+    if kind then -- (only these values are read: a spawn reads every repository's config)
       -- a value: quotes removed, escapes kept as the character, a comment cut
       local v, quoted = {}, false
       local i = 1
@@ -294,14 +301,7 @@ local function config_values(file)
         end
         i = i + 1
       end
-      local val = table.concat(v):gsub("%s+$", "")
-      key = key:lower()
-      local top = section:match("^[^%.]+") or section
-      if section == "core" and key == "hookspath" then
-        out[#out + 1] = { kind = "hooks", value = val }
-      elseif (top == "include" or top == "includeif") and key == "path" then
-        out[#out + 1] = { kind = "include", value = val }
-      end
+      out[#out + 1] = { kind = kind, value = (table.concat(v):gsub("%s+$", "")) }
     end
   end
   return out
