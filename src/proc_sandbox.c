@@ -73,7 +73,7 @@ int proc_sandbox_prepare(lua_State *L, int opts, sandbox_prep *prep, proc_sandbo
 
 /* Each layer's cost: from the stamp before it to its own (µs), -1 for a layer not made. */
 static void layer_costs(proc_sandbox_info *info, const sandbox_prep *prep) {
-  for (int i = 0; i < 16; i++) {
+  for (int i = 0; i < SBX_T_N; i++) {
     info->setup_us[i] = -1;
     if (i == SBX_T_PREPARE || prep->t_ns[i] == 0) continue;
     int before = i - 1;
@@ -243,11 +243,12 @@ static int proc_sandbox_report(lua_State *L) {
     lua_setfield(L, -2, over[i].op);
   }
   lua_setfield(L, -2, "denials_overflow");
-  static const char *const layer_names[16] = {
-      NULL,       "prepare", "launch", "userns", "netns",    "namespaces", "mounts", "dev",
-      "pid_init", "clone",   "proc",   "caps",   "landlock", "seccomp",    "exec",   "monitor"};
-  lua_createtable(L, 0, 16);
-  for (int i = 0; i < 16; i++)
+  static const char *const layer_names[SBX_T_N] = {
+      NULL,       "prepare", "launch",   "userns", "netns",  "namespaces",
+      "mounts",   "dev",     "pid_init", "clone",  "proc",   "caps",
+      "landlock", "seccomp", "fds",      "exec",   "monitor"};
+  lua_createtable(L, 0, SBX_T_N);
+  for (int i = 0; i < SBX_T_N; i++)
     if (layer_names[i] && info->setup_us[i] >= 0) set_int(L, layer_names[i], info->setup_us[i]);
   lua_setfield(L, -2, "setup_us");
   lua_pushinteger(L, total);
