@@ -267,6 +267,9 @@ local function config_values(file)
   local text = size > 0 and fd:read(size) or ""
   fd:close()
   local out, section = {}, ""
+  -- neither key can be in a file without these words (names are whole, in any case)
+  local low = text:lower()
+  if not (low:find("hookspath", 1, true) or low:find("include", 1, true)) then return out end
   for line in (text:gsub("\\\r?\n", "")):gmatch("[^\n]+") do
     local sec, rest = line:match("^%s*%[([^%]]*)%](.*)$")
     if sec then
