@@ -68,7 +68,13 @@ static struct {
   unsigned long long gen;
   int ready;
   unsigned long long epoch; /* moves with every change a search could see */
+  long long count;          /* nodes kept */
 } S;
+
+/* Beyond this many directories kept (and watched) besides twice a search's bound, those the
+ * search did not reach are dropped: a host that served many workspaces does not keep
+ * watching them all. */
+#define KEEP_SPARE 20000
 
 /* The last complete search of a root whose every directory had a watch: while nothing
  * moved the epoch since, it is the answer, with no walk at all. */
@@ -288,6 +294,7 @@ static node *add_node(char *path) {
   if (n == NULL) return NULL;
   n->path = path;
   n->wd = -1;
+  S.count++;
   unsigned b = hash_path(path);
   n->next = S.paths[b];
   S.paths[b] = n;
@@ -353,14 +360,16 @@ static node *visit(const char *path, int verify, long long racy, char *buf, size
   return n;
 }
 
-/* Forget the directories below root (or root) that the search did not reach. */
+/* Forget the directories below root (or root, or anywhere when root is NULL) that the
+ * search did not reach. */
 static void prune(const char *root) {
-  size_t rl = strlen(root);
+  size_t rl = root ? strlen(root) : 0;
   for (int b = 0; b < NBUCKETS; b++) {
     for (node **p = &S.paths[b]; *p;) {
       node *n = *p;
-      int below = strncmp(n->path, root, rl) == 0 &&
-                  (n->path[rl] == '\0' || n->path[rl] == '/' || (rl > 0 && root[rl - 1] == '/'));
+      int below = root == NULL ||
+                  (strncmp(n->path, root, rl) == 0 &&
+                   (n->path[rl] == '\0' || n->path[rl] == '/' || (rl > 0 && root[rl - 1] == '/')));
       if (below && n->gen != S.gen) {
         S.epoch++; /* its watch is gone: another root's search may have counted on it */
         *p = n->next;
@@ -368,6 +377,7 @@ static void prune(const char *root) {
         free(n->path);
         free(n->names);
         free(n);
+        S.count--;
       } else {
         p = &n->next;
       }
@@ -556,7 +566,7 @@ int core_sandbox_scan(lua_State *L) {
     free(reached);
     return 3;
   }
-  prune(root);
+  prune(S.count > 2 * maxdirs + KEEP_SPARE ? NULL : root);
   if (watched) memo_store(L, list, root, maxdepth, read);
   lua_pushvalue(L, list);
   lua_pushinteger(L, read);
