@@ -1,10 +1,11 @@
 /* notify_net.c: network calls the sandbox's listener sees. With the network denied, a socket
  * of another family than AF_UNIX, or an address of one, is refused (EPERM) and recorded with
- * what it tried; a unix socket's bind makes a file, judged as any new name. */
+ * what it tried; a unix socket's bind makes a file: the host binds it itself (make_name). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -120,24 +121,6 @@ static void judge_dest(sbx_call *c, const char *op, uint64_t addr, uint64_t len,
   c->rec.protocol = k.protocol;
 }
 
-static void judge_bind(sbx_call *c, uint64_t addr, uint64_t len) {
-  struct sockaddr_storage ss;
-  if (read_addr(c, addr, len, &ss) <= 0) return; /* EFAULT, EINVAL */
-  if (ss.ss_family != AF_UNIX) {
-    if (c->m->net_deny) refuse_addr(c, "bind", &ss);
-    return;
-  }
-  const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
-  size_t n = len > sizeof ss ? sizeof ss : (size_t)len;
-  size_t max = n - offsetof(struct sockaddr_un, sun_path);
-  if (n <= offsetof(struct sockaddr_un, sun_path) || un->sun_path[0] == '\0') return; /* abstract */
-  char *path = c->to;
-  size_t k = strnlen(un->sun_path, max);
-  memcpy(path, un->sun_path, k);
-  path[k] = '\0';
-  judge_create(c, "bind", AT_FDCWD, path, MK_NODE, 0);
-}
-
 static void judge_sendmmsg(sbx_call *c, uint64_t vec, unsigned vlen, sock_kind k) {
   if (vlen > MMSG_MAX) vlen = MMSG_MAX;
   for (unsigned i = 0; i < vlen; i++) {
@@ -174,10 +157,89 @@ static int socket_domain(const sbx_call *c, int fd, int *dup, sock_kind *k) {
   return domain;
 }
 
+/* bind on the unix socket sock (the host's duplicate of the task's): performed here with the
+ * host's copy of the address, never left to the kernel, which would read it again (a name
+ * judged "x" could be ".git" by then). A pathname is a new name, judged and made as any
+ * (notify_files.c); an abstract name makes no file. */
+static void unix_bind(sbx_call *c, int sock, uint64_t addr, uint64_t len) {
+  struct sockaddr_storage ss;
+  if (len > sizeof ss) {
+    answer(c, EINVAL);
+    return;
+  }
+  int rc = read_addr(c, addr, len, &ss);
+  if (rc <= 0) {
+    answer(c, rc == 0 ? (len ? EFAULT : EINVAL) : len < sizeof(sa_family_t) ? EINVAL : EFAULT);
+    return;
+  }
+  const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
+  size_t head = offsetof(struct sockaddr_un, sun_path);
+  if (ss.ss_family != AF_UNIX || len > sizeof *un) {
+    answer(c, EINVAL);
+    return;
+  }
+  if (len == head || un->sun_path[0] == '\0') { /* automatic or abstract: the socket's netns */
+    emu_answer(c, bind(sock, (const struct sockaddr *)&ss, (socklen_t)len));
+    return;
+  }
+  size_t k = strnlen(un->sun_path, len - head);
+  memcpy(c->to, un->sun_path, k);
+  c->to[k] = '\0';
+  make_name(c, "bind", AT_FDCWD, MK_SOCK, 0, sock);
+}
+
+/* bind: on a unix socket it makes a file; an address of another family is evidence. With
+ * AF_UNIX mediated (the restricted modes) the host binds every socket itself: the kernel
+ * would look the descriptor up again, and another thread could have put a unix socket
+ * there meanwhile. */
+static void bind_call(sbx_call *c, int fd, uint64_t addr, uint64_t len) {
+  struct sockaddr_storage ss;
+  int dup = -1;
+  if (c->m->mediate_unix) {
+    sock_kind k;
+    int domain = socket_domain(c, fd, &dup, &k);
+    if (domain == -1 || domain == -2) { /* no socket: the kernel's answer; unknown: refused */
+      answer(c, domain == -2 ? EPERM : errno == EBADF ? EBADF : ENOTSOCK);
+      return;
+    }
+    if (dup >= 0) { /* AF_UNIX */
+      unix_bind(c, dup, addr, len);
+      close(dup);
+      return;
+    }
+    dup = unix_target_fd((pid_t)c->req->pid, fd); /* (socket_domain keeps only unix ones) */
+    if (dup < 0) {
+      answer(c, EPERM);
+      return;
+    }
+  }
+  int rc = read_addr(c, addr, len, &ss);
+  if (rc > 0 && ss.ss_family != AF_UNIX && c->m->net_deny) {
+    refuse_addr(c, "bind", &ss);
+  } else if (dup >= 0) {
+    emu_state es;
+    int e = len > sizeof ss ? -EINVAL
+            : rc == 0       ? -(len ? EFAULT : EINVAL)
+            : rc < 0        ? -(len < sizeof(sa_family_t) ? EINVAL : EFAULT)
+                            : emu_begin(c, &es);
+    if (e < 0) {
+      answer(c, -e);
+    } else {
+      emu_answer(c, bind(dup, (const struct sockaddr *)&ss, (socklen_t)len));
+      emu_end(&es);
+    }
+  }
+  if (dup >= 0) close(dup);
+}
+
 int notify_net_call(sbx_call *c) {
   const __u64 *a = c->req->data.args;
   int nr = c->req->data.nr;
   sock_kind k = {0, 0};
+  if (nr == SYS_bind) {
+    bind_call(c, (int)a[0], a[1], a[2]);
+    return 1;
+  }
   if (nr == SYS_connect || nr == SYS_sendto || nr == SYS_sendmsg || nr == SYS_sendmmsg) {
     int dup;
     int domain = socket_domain(c, (int)a[0], &dup, &k);
@@ -205,7 +267,6 @@ int notify_net_call(sbx_call *c) {
       return 1;
     }
     case SYS_connect: judge_dest(c, "connect", a[1], a[2], k); return 1;
-    case SYS_bind: judge_bind(c, a[1], a[2]); return 1;
     case SYS_sendto: judge_dest(c, "sendto", a[4], a[5], k); return 1;
     case SYS_sendmsg: {
       struct msghdr msg;

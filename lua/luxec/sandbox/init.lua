@@ -75,6 +75,7 @@ end
 ---@param search boolean|nil  false: skip looking for repositories and secrets (only the roots
 ---  are wanted, as for the server's instructions)
 function M.resolve(policy, cwd, home, search)
+  local t0 = uv.hrtime()
   if type(policy) ~= "table" then
     fail("a table expected, got %s", type(policy))
   end
@@ -215,6 +216,7 @@ function M.resolve(policy, cwd, home, search)
     unprotected = found.unprotected,
     git_repos = found.repos,
     git_scanned = found.dirs,
+    resolve_us = math.floor((uv.hrtime() - t0) / 1000), -- (the report's setup_us.resolve)
   }
 end
 
@@ -299,6 +301,7 @@ function M.annotate(report, spec, proxy)
       if d.addr and d.op ~= "bind" then d.reason = "only the proxy leads out (network by name)" end
     end
   end
+  if report.setup_us then report.setup_us.resolve = spec.resolve_us end
   local applied = report.layers and report.layers.mountns
   report.protected = applied and spec.ro_paths or {}
   report.masked = applied and spec.masks or {}
