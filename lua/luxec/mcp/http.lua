@@ -187,7 +187,8 @@ function Http:_end_session(sess, why, done)
       end
     end
     sess.pending = {}
-    if sess.get_stream then sess.get_stream.timer:close() end
+    local g = sess.get_stream
+    if g and not g.timer:is_closing() then g.timer:close() end
     if done then done() end
   end)
 end
@@ -213,7 +214,8 @@ function Http:_host_allowed(req)
   local host = req.headers.host
   if not host or req.counts.host ~= 1 then return false, "no Host header (or more than one)" end
   if not self.addr.loopback then return true end
-  local name, port = host:lower():match("^(%[?[%w%.:]-%]?):?(%d*)$")
+  local name, port = host:lower():match("^(%[[%x:%.]+%]):?(%d*)$")
+  if not name then name, port = host:lower():match("^([%w%.%-]+):?(%d*)$") end
   if not name or not (LOCAL_NAMES[name] or name == self.addr.host)
     or (port ~= "" and tonumber(port) ~= self.port) then
     return false, ("Host %q is not this server (expected localhost:%d or %s:%d)")
@@ -221,7 +223,8 @@ function Http:_host_allowed(req)
   end
   local origin = req.headers.origin
   if origin then
-    local oname = origin:lower():match("^https?://(%[?[%w%.:]-%]?):?%d*$")
+    local oname = origin:lower():match("^https?://(%[[%x:%.]+%]):?%d*$")
+      or origin:lower():match("^https?://([%w%.%-]+):?%d*$")
     if not (oname and LOCAL_NAMES[oname]) then
       return false, ("Origin %q is not a local one (a loopback server answers only pages "
         .. "of localhost)"):format(origin)

@@ -83,7 +83,7 @@ function Conn:_fail(status, why)
   self.on_log(("%d %s: %s"):format(status, M.REASONS[status], why))
 end
 
-local PARSE_STATUS = { HPE_HEADER_OVERFLOW = 431, HPE_INVALID_VERSION = 505 }
+local PARSE_STATUS = { HPE_HEADER_OVERFLOW = 431 }
 
 function Conn:_feed(data)
   local used, events, ename, etext = self.parser:feed(data)
@@ -125,6 +125,9 @@ function Conn:_event(ev)
   elseif kind == "head" then
     end_header(req)
     req.method, req.version = ev[2], ("HTTP/%d.%d"):format(ev[3], ev[4])
+    if ev[3] ~= 1 then
+      return self:_fail(505, ("%s is not served (HTTP/1.0 and HTTP/1.1 are)"):format(req.version))
+    end
     if ev[7] then return self:_fail(400, "protocol upgrades are not supported") end
     if ev[5] > self.limits.body_bytes then
       return self:_fail(413, ("a body of %d bytes is over the limit of %d bytes")
