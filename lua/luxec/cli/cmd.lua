@@ -89,7 +89,8 @@ end
 
 commands.mcp = {
   summary = "serve MCP on stdio: exec_command, write_stdin, ... for AI agents",
-  description = "Serves the Model Context Protocol on stdin and stdout: the tools "
+  description = "Serves the Model Context Protocol on stdin and stdout (or over HTTP with "
+    .. "--listen): the tools "
     .. "exec_command, write_stdin, list_sessions, ... run commands in sandboxed sessions. "
     .. "Without --config the defaults apply: workspace-write sandbox in the current "
     .. "directory, network denied.",

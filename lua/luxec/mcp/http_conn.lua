@@ -85,19 +85,26 @@ end
 
 local PARSE_STATUS = { HPE_HEADER_OVERFLOW = 431 }
 
+-- Parse `data`; the parser stops after each complete request: what follows it is parsed at
+-- once if the request was answered already, else held until it is.
 function Conn:_feed(data)
-  local used, events, ename, etext = self.parser:feed(data)
-  for _, ev in ipairs(events) do
-    if self.stopped then return end
-    self:_event(ev)
-  end
-  if self.stopped then return end
-  if ename then
-    return self:_fail(PARSE_STATUS[ename] or 400, ("malformed request (%s: %s)")
-      :format(ename, etext))
-  end
-  if self.busy and used < #data then
-    self.held, self.held_size = { data:sub(used + 1) }, #data - used
+  while not self.closed do
+    local used, events, ename, etext = self.parser:feed(data)
+    for _, ev in ipairs(events) do
+      if self.stopped or self.closed then return end
+      self:_event(ev)
+    end
+    if self.stopped or self.closed then return end
+    if ename then
+      return self:_fail(PARSE_STATUS[ename] or 400, ("malformed request (%s: %s)")
+        :format(ename, etext))
+    end
+    if used >= #data then return end
+    data = data:sub(used + 1)
+    if self.busy then
+      self.held, self.held_size = { data }, #data
+      return
+    end
   end
 end
 
