@@ -48,23 +48,26 @@ scenarios.basic = async () => {
   return out;
 };
 
-// Two sessions: A's call waits for a file that only B's call makes, so A's answer can come
-// only if B was served while A's call was running; B sees none of A's processes.
+// Two sessions whose calls wait for each other: A's command marks that it runs, then waits
+// for a file that only B's command makes, and B's waits for A's mark; so both answers come
+// only if B's call was served while A's was running. B sees none of A's processes.
 scenarios.concurrent = async () => {
   const a = await connect();
   const b = await connect();
-  const order = [];
   const bg = await exec(a.client, { cmd: 'exec sleep 1000', yield_time_ms: 100 });
   const long = exec(a.client, {
-    cmd: 'while [ ! -e flag ]; do sleep 0.05; done; echo A-done', yield_time_ms: 60000,
-  }).then(r => { order.push('A'); return r; });
+    cmd: 'touch started; while [ ! -e flag ]; do sleep 0.05; done; echo A-done',
+    yield_time_ms: 60000,
+  });
   const bList = await b.client.callTool({ name: 'list_sessions', arguments: {} });
-  const bCall = await exec(b.client, { cmd: 'touch flag && echo B-done' });
-  order.push('B');
+  const bCall = await exec(b.client, {
+    cmd: 'while [ ! -e started ]; do sleep 0.05; done; touch flag && echo B-done',
+    yield_time_ms: 60000,
+  });
   const aCall = await long;
   const aList = await a.client.callTool({ name: 'list_sessions', arguments: {} });
   const out = {
-    ids: [a.transport.sessionId, b.transport.sessionId], order, a: text(aCall), b: text(bCall),
+    ids: [a.transport.sessionId, b.transport.sessionId], a: text(aCall), b: text(bCall),
     bgSession: bg.structuredContent?.session_id,
     aSessions: (aList.structuredContent?.sessions ?? []).map(s => s.session_id),
     bSessions: (bList.structuredContent?.sessions ?? []).map(s => s.session_id),
