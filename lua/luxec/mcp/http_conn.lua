@@ -157,14 +157,16 @@ end
 
 -- Output ------------------------------------------------------------------------------------
 
+-- Queue `data` for the client. A client that has not taken what is queued already, over the
+-- bound, is dropped instead (one message may go past the bound; the next one does not).
 function Conn:_write(data)
   if self.closed then return end
-  local ok, err = pcall(self.tcp.write, self.tcp, data)
-  if not ok then return self:close("write: " .. tostring(err)) end
   if self.tcp:get_write_queue_size() > self.limits.max_queued_bytes then
-    self:close(("the client reads too slowly (over %d bytes unsent)")
+    return self:close(("the client reads too slowly (over %d bytes unsent)")
       :format(self.limits.max_queued_bytes))
   end
+  local ok, err = pcall(self.tcp.write, self.tcp, data)
+  if not ok then return self:close("write: " .. tostring(err)) end
 end
 
 local function head(status, headers, extra)
