@@ -310,6 +310,12 @@ describe("luxec mcp --listen http://", function()
     local r = H.run({ "mcp", "--listen", "http://0.0.0.0:0" }, { env = environ() })
     assert.equal(2, r.code)
     assert.matches("not a loopback address, so a bearer token is required", r.stderr)
+    r = H.run({ "mcp", "--listen", "http://127.0.0.1:0", "--daemon" }, { env = environ() })
+    assert.same({ 2, "luxec mcp: --listen does not run sessions on the daemon (--daemon or the "
+      .. "config key daemon): each HTTP session has its own\n" }, { r.code, r.stderr })
+    r = H.run({ "mcp", "--listen", "http://build-1:80" }, { env = environ() })
+    assert.same({ 2, "luxec mcp: --listen http://build-1:80: build-1 is not an IP address (use "
+      .. "an address or localhost)\n" }, { r.code, r.stderr })
     local token = "s3cret-token-0123456789"
     srv = start(dir, "http://0.0.0.0:0", nil, { "LUXEC_MCP_TOKEN=" .. token })
     local status, headers = post(srv.url, INIT)

@@ -138,6 +138,11 @@ function commands.mcp.run(values)
     return 0
   end
   if values.listen then
+    if cfg.daemon then
+      io.stderr:write("luxec mcp: --listen does not run sessions on the daemon (--daemon or "
+        .. "the config key daemon): each HTTP session has its own\n")
+      return 2
+    end
     local token, terr = M.mcp_token(values.token_file)
     if terr then
       io.stderr:write("luxec mcp: ", terr, "\n")
