@@ -313,6 +313,10 @@ describe("luxec mcp --listen http://", function()
     r = H.run({ "mcp", "--listen", "http://127.0.0.1:0", "--daemon" }, { env = environ() })
     assert.same({ 2, "luxec mcp: --listen does not run sessions on the daemon (--daemon or the "
       .. "config key daemon): each HTTP session has its own\n" }, { r.code, r.stderr })
+    r = H.run({ "mcp", "--check-config", R.config(dir, "return { server = { "
+      .. "http_header_bytes = 10 } }", "small.lua") }, { env = environ() })
+    assert.equal(1, r.code)
+    assert.matches("server.http_header_bytes: expected at least 256, got 10", r.stderr, 1, true)
     r = H.run({ "mcp", "--listen", "http://build-1:80" }, { env = environ() })
     assert.same({ 2, "luxec mcp: --listen http://build-1:80: build-1 is not an IP address (use "
       .. "an address or localhost)\n" }, { r.code, r.stderr })

@@ -364,6 +364,9 @@ local function cross_checks(cfg, bad)
   if good("server.max_message_bytes") and s.max_message_bytes < 1024 then
     note("server.max_message_bytes", "expected at least 1024, got %d", s.max_message_bytes)
   end
+  if good("server.http_header_bytes") and s.http_header_bytes < 256 then
+    note("server.http_header_bytes", "expected at least 256, got %d", s.http_header_bytes)
+  end
   if good("server.read_output_max_bytes") and s.read_output_max_bytes > 16 * MiB then
     note("server.read_output_max_bytes", "expected at most %d (16 MiB), got %d", 16 * MiB,
       s.read_output_max_bytes)
