@@ -132,6 +132,10 @@ local function route(sess, msg)
     local key = mcp.id_key(msg.id)
     local r = key and sess.pending[key] or sess.current
     if key then sess.pending[key] = nil end
+    if r and not r.key then -- an error about a POST that held no request: its answer
+      r.open = false
+      return r.conn:respond(400, { ["Content-Type"] = "application/json" }, json.encode(msg))
+    end
     if r then
       if sess.initializing == r then
         sess.initializing = nil
@@ -147,7 +151,7 @@ local function route(sess, msg)
     local key = mcp.id_key(p.progressToken)
     r = key and sess.tokens[key]
   end
-  r = r or sess.current
+  r = r or (sess.current and sess.current.key and sess.current)
   if not (r and r.open and r.sse) then
     r = nil
     for _, pr in pairs(sess.pending) do
