@@ -190,6 +190,17 @@ describe("luxec mcp --listen http://", function()
     assert.matches("level must be one of debug, info, notice", out.bad.message)
   end)
 
+  it("sends a call's progress on its own stream", function()
+    if not dir or not sdk() then return end
+    srv = start(dir, "http://127.0.0.1:0", { "--config", R.config(dir, "return { login = "
+      .. "false, sandbox = { mode = 'full-access' }, server = { progress_interval_ms = 100 } }") })
+    local out = node_run("progress", srv.url, dir)
+    assert.equal("went\n", out.output)
+    assert.is_true(out.progress >= 1)
+    assert.is_number(out.first.progress)
+    assert.matches("waiting", out.first.message)
+  end)
+
   it("DELETE ends the session and its processes; the id is then unknown (404)", function()
     if not dir or not sdk() then return end
     srv = start(dir, "http://127.0.0.1:0")

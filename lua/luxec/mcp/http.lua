@@ -137,6 +137,7 @@ local function route(sess, msg)
       return r.conn:respond(400, { ["Content-Type"] = "application/json" }, json.encode(msg))
     end
     if r then
+      if r.tkey and sess.tokens[r.tkey] == r then sess.tokens[r.tkey] = nil end
       if sess.initializing == r then
         sess.initializing = nil
         if msg.error then r.headers["Mcp-Session-Id"] = nil end
@@ -359,7 +360,7 @@ function Http:_post(conn, req)
     sess.pending[key] = r
     local meta = type(msg.params) == "table" and msg.params._meta
     local tkey = type(meta) == "table" and mcp.id_key(meta.progressToken)
-    if tkey then sess.tokens[tkey] = r end
+    if tkey then sess.tokens[tkey], r.tkey = r, tkey end
     conn:on_close(function()
       r.open = false
       if sess.pending[key] == r then sess.pending[key] = nil end

@@ -9,6 +9,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from
   '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import fs from 'node:fs';
 
 const scenario = process.argv[2];
 const url = new URL(process.env.LUXEC_URL);
@@ -97,6 +98,24 @@ scenarios.logging = async () => {
   await transport.terminateSession();
   await client.close();
   return { logging: caps.logging, logs, bad, errors };
+};
+
+// A call with a progress token: its notifications/progress come on its POST's stream; the
+// command waits for a file the client makes when the first one arrives.
+scenarios.progress = async () => {
+  const { client, transport, errors } = await connect();
+  const progress = [];
+  const r = await client.callTool(
+    { name: 'exec_command', arguments: {
+      cmd: 'while [ ! -e go ]; do sleep 0.05; done; echo went', yield_time_ms: 60000 } },
+    undefined,
+    { onprogress: p => {
+      progress.push(p);
+      if (progress.length === 1) fs.writeFileSync(`${process.env.LUXEC_CWD}/go`, '');
+    }, timeout: 60000 });
+  await transport.terminateSession();
+  await client.close();
+  return { output: text(r), progress: progress.length, first: progress[0], errors };
 };
 
 // A session with a process running; the client then ends the session (DELETE) or just goes
