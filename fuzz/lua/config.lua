@@ -54,6 +54,7 @@ local SECTIONS = {
     instructions = "string", log = { "off", "error", "warn", "info", "debug" },
     http_header_bytes = "positive", http_request_timeout_ms = "positive",
     http_max_queued_bytes = "positive", http_max_sessions = "positive",
+    http_max_connections = "positive",
     http_keepalive_ms = "positive" },
 }
 local TOP = { "sandbox", "cwd", "shell", "login", "allow_login_shell", "env", "output", "exec",

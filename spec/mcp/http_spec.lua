@@ -91,9 +91,12 @@ local function raw(port, bytes)
   local tcp = uv.new_tcp()
   local got, closed = {}, false
   tcp:connect("127.0.0.1", port, function(cerr)
-    assert(not cerr, cerr)
-    if bytes then tcp:write(bytes) end
-    tcp:read_start(function(_, data)
+    if cerr then -- refused: nothing sent back
+      closed = true
+      return
+    end
+    if bytes then tcp:write(bytes, function() end) end
+    tcp:read_start(function(_, data) -- an error (a reset) ends it as EOF does
       if data then got[#got + 1] = data else closed = true end
     end)
   end)
@@ -324,6 +327,29 @@ describe("luxec mcp --listen http://", function()
     assert.same({ "404/a", "404/b" }, paths)
     assert.equal("", raw(srv.port, nil)) -- said nothing: closed without an answer
     assert.matches("no request in time", srv.stderr())
+  end)
+
+  it("keeps at most server.http_max_connections open", function()
+    if not dir then return end
+    srv = start(dir, "http://127.0.0.1:0", { "--config", R.config(dir, "return { login = "
+      .. "false, server = { http_max_connections = 2 } }") })
+    local held, answers = {}, 0
+    for i = 1, 2 do
+      local tcp = uv.new_tcp()
+      held[i] = tcp
+      tcp:connect("127.0.0.1", srv.port, function(err)
+        assert(not err, err)
+        tcp:read_start(function(_, data) if data then answers = answers + 1 end end)
+        tcp:write("GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") -- kept alive after
+      end)
+    end
+    H.wait_for(function() return answers == 2 end, 10000, "both connections answered")
+    assert.equal("", raw(srv.port, "GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
+    assert.matches("a connection refused: 2 are open", srv.stderr(), 1, true)
+    for _, tcp in ipairs(held) do tcp:close() end
+    H.wait_for(function() -- the server sees them go, then serves a new one
+      return raw(srv.port, "GET /x HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n") ~= ""
+    end, 10000, "a connection served again")
   end)
 
   it("needs a bearer token off loopback (401 without or with a wrong one)", function()

@@ -83,6 +83,7 @@ local SCHEMA = {
     http_request_timeout_ms = "positive",
     http_max_queued_bytes = "positive",
     http_max_sessions = "positive",
+    http_max_connections = "positive",
     http_keepalive_ms = "positive",
   },
   on_command = "function",
@@ -155,7 +156,8 @@ function M.defaults()
       progress_interval_ms = 1000, cancel = "keep", max_message_bytes = 64 * MiB,
       read_output_max_bytes = 1 * MiB, list_ttl_ms = 300000, list_cache_scope = "private",
       log = "info", http_header_bytes = 16 * 1024, http_request_timeout_ms = 30000,
-      http_max_queued_bytes = 16 * MiB, http_max_sessions = 64, http_keepalive_ms = 25000,
+      http_max_queued_bytes = 16 * MiB, http_max_sessions = 64, http_max_connections = 256,
+      http_keepalive_ms = 25000,
     },
   }
 end

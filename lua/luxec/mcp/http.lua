@@ -408,10 +408,11 @@ function M.serve(cfg, url, token)
   end
   local s = cfg.server
   local self = setmetatable({ cfg = cfg, addr = addr, token = token, sessions = {},
-    nsessions = 0, conns = {}, limits = {
+    nsessions = 0, conns = {}, nconns = 0, limits = {
       header_bytes = s.http_header_bytes, body_bytes = s.max_message_bytes,
       request_timeout_ms = s.http_request_timeout_ms, max_queued_bytes = s.http_max_queued_bytes,
       max_sessions = s.http_max_sessions, keepalive_ms = s.http_keepalive_ms,
+      max_connections = s.http_max_connections,
     } }, Http)
   local tcp = uv.new_tcp(addr.family == "inet6" and "inet6" or "inet")
   local ok, berr = tcp:bind(addr.host, addr.port)
@@ -441,11 +442,20 @@ function Http:_accept(err)
   if err then return self:log("accept: " .. tostring(err)) end
   local c = uv.new_tcp()
   if not self.tcp:accept(c) then return c:close() end
+  if self.nconns >= self.limits.max_connections then
+    self:log(("http: a connection refused: %d are open (server.http_max_connections)")
+      :format(self.nconns))
+    return c:close()
+  end
+  self.nconns = self.nconns + 1
   local conn
   conn = conn_mod.serve(c, self.limits, function(cn, req) self:request(cn, req) end,
     function(msg) self:log("http: " .. msg) end)
   self.conns[conn] = true
-  conn.on_end = function() self.conns[conn] = nil end
+  conn.on_end = function()
+    self.conns[conn] = nil
+    self.nconns = self.nconns - 1
+  end
 end
 
 -- Stop listening, end every session (and so every process), then close what is left.

@@ -229,7 +229,7 @@ function Conn:_finish()
     self.tcp:read_stop()
     local tcp = self.tcp
     tcp:shutdown(function() if not tcp:is_closing() then tcp:close() end end)
-    if self.on_end then self.on_end() end
+    self:_ended()
     return
   end
   self:_wait_request()
@@ -249,7 +249,13 @@ function Conn:close(why)
   local closers = self.closers
   self.closers = {}
   for _, fn in ipairs(closers) do fn() end
-  if self.on_end then self.on_end() end
+  self:_ended()
+end
+
+function Conn:_ended()
+  local fn = self.on_end
+  self.on_end = nil
+  if fn then fn() end
 end
 
 return M
