@@ -2,7 +2,7 @@
 -- with CMake) and installs it with luxec's Lua modules, for `lua5.4 -e 'require("luxec")'`.
 -- (`luarocks --lua-version 5.4 make` where LuaRocks defaults to another Lua.)
 -- It builds against the system's libraries (Debian 12: liblua5.4-dev libuv1-dev lua-luv-dev
--- libseccomp-dev libvterm-dev cmake pkg-config) and loads, at run time, the system's luv,
+-- libseccomp-dev libvterm-dev libhttp-parser-dev cmake pkg-config) and loads, at run time, the system's luv,
 -- lua-cjson and lua-rex-pcre2 (lua-luv lua-cjson lua-rex-pcre2): they are not rocks here, so
 -- that the module runs on the very luv it was built against.
 rockspec_format = "3.0"

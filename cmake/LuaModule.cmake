@@ -23,7 +23,7 @@ target_compile_definitions(luxec_module PRIVATE
 # luv by its library (the same file Lua loads as luv.so), not liblua: the interpreter has it.
 target_link_directories(luxec_module PRIVATE ${LUV_LIBRARY_DIRS})
 target_link_libraries(luxec_module PRIVATE lua5.4-luv PkgConfig::UV PkgConfig::SECCOMP
-  PkgConfig::VTERM Threads::Threads)
+  PkgConfig::VTERM Threads::Threads ${HTTP_PARSER_LIBRARY})
 target_link_options(luxec_module PRIVATE -Wl,-z,nodelete)
 
 if(LUXEC_ROCK_LIBDIR)

@@ -27,7 +27,7 @@
 #include <luv/luv.h>
 
 #ifndef FUZZ_TARGET
-#error "define FUZZ_TARGET (truncate, mcp_line or config)"
+#error "define FUZZ_TARGET (truncate, mcp_line, config or http)"
 #endif
 
 #define NCOUNTERS (1 << 16)
@@ -172,6 +172,7 @@ static int open_native(lua_State *l) {
   luaL_newlib(l, native_functions);
   luxec_open_outbuf(l);       /* .outbuf(head, tail): src/outbuf.c, as core.outbuf */
   luxec_open_frame(l);        /* .framer, .frame_json, ...: src/frame.c, as in core */
+  luxec_open_http(l);         /* .http_parser(max): src/http_parse.c, as core.http_parser */
   lua_pushstring(l, tmp_dir); /* .tmpdir: for the files a target writes */
   lua_setfield(l, -2, "tmpdir");
   return 1;

@@ -57,6 +57,7 @@ int luxec_open_core(lua_State *L) {
   luaL_newlib(L, core_functions);
   luxec_open_proc(L);
   luxec_open_outbuf(L);
+  luxec_open_http(L);
   luxec_open_stream(L);
   luxec_open_relay(L);
   luxec_open_base64(L);

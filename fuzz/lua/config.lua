@@ -51,7 +51,11 @@ local SECTIONS = {
   server = { progress_interval_ms = "positive", cancel = { "keep", "kill" },
     max_message_bytes = "positive", read_output_max_bytes = "positive",
     list_ttl_ms = "count", list_cache_scope = { "public", "private" },
-    instructions = "string", log = { "off", "error", "warn", "info", "debug" } },
+    instructions = "string", log = { "off", "error", "warn", "info", "debug" },
+    http_header_bytes = "positive", http_request_timeout_ms = "positive",
+    http_max_queued_bytes = "positive", http_max_sessions = "positive",
+    http_max_connections = "positive",
+    http_keepalive_ms = "positive" },
 }
 local TOP = { "sandbox", "cwd", "shell", "login", "allow_login_shell", "env", "output", "exec",
   "server", "on_command", "on_input", "on_denial" }
@@ -255,7 +259,8 @@ local function check_config(cfg)
   local e, s = cfg.exec, cfg.server
   check(e.min_yield_ms <= e.max_yield_ms and e.poll_min_ms <= e.poll_max_ms
     and e.protect_recent < e.max_sessions, "exec's limits contradict each other")
-  check(s.max_message_bytes >= 1024 and s.read_output_max_bytes <= 16 * MiB, "server's limits")
+  check(s.max_message_bytes >= 1024 and s.read_output_max_bytes <= 16 * MiB
+    and s.http_header_bytes >= 256, "server's limits")
   local ok, err = pcall(sandbox.resolve, cfg.sandbox, cfg.cwd, nil, false)
   check(ok, "the sandbox policy does not resolve: %s", q(err))
   ok, err = pcall(policy.config, config.engine_config(cfg))

@@ -84,8 +84,10 @@ describe("luxec SUBCOMMAND --help", function()
   it("luxec mcp --help explains --config and --check-config", function()
     local r = H.run({ "mcp", "--help" })
     assert.equals(0, r.code)
-    assert.matches("^usage: luxec mcp %[%-h%] %[%-%-config FILE%] %[%-%-daemon%]\n +"
-      .. "%[%-%-check%-config %[FILE%]%]\n", r.stdout)
+    assert.matches("^usage: luxec mcp %[%-h%] %[%-%-config FILE%] %[%-%-daemon%] "
+      .. "%[%-%-listen URL%]\n +%[%-%-token%-file PATH%] %[%-%-check%-config %[FILE%]%]\n",
+      r.stdout)
+    assert.matches("\n   %-%-listen URL +serve MCP over Streamable HTTP", r.stdout)
     assert.matches("\n   %-%-config FILE +the configuration", r.stdout)
     assert.matches("\n   %-%-check%-config %[FILE%] +check FILE", r.stdout)
     assert.matches("claude mcp add luxec -- luxec mcp", r.stdout, 1, true)
@@ -108,8 +110,10 @@ describe("luxec SUBCOMMAND with a bad argument", function()
     local r = H.run({ "mcp", "--bogus" })
     assert.same({ 2, "" }, { r.code, r.stdout })
     assert.equals("luxec mcp: unknown option '--bogus'\n"
-      .. "valid options: -h/--help, --config FILE, --check-config [FILE], --daemon\n"
-      .. "usage: luxec mcp [-h] [--config FILE] [--daemon]\n       [--check-config [FILE]]\n"
+      .. "valid options: -h/--help, --config FILE, --check-config [FILE], --daemon, "
+      .. "--listen URL, --token-file PATH\n"
+      .. "usage: luxec mcp [-h] [--config FILE] [--daemon] [--listen URL]\n"
+      .. "       [--token-file PATH] [--check-config [FILE]]\n"
       .. "('luxec mcp --help' explains each)\n", r.stderr)
     r = H.run({ "mcp", "--confg", "x.lua" })
     assert.equals(2, r.code)

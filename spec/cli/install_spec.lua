@@ -251,7 +251,7 @@ describe("the Debian package (cpack -G DEB)", function()
       names[name] = true
     end
     for _, name in ipairs({ "liblua5.4-0", "libuv1", "lua-luv", "libseccomp2", "libvterm0",
-      "libedit2", "lua-cjson", "lua-rex-pcre2", "lua-argparse" }) do
+      "libedit2", "libhttp-parser2.9", "lua-cjson", "lua-rex-pcre2", "lua-argparse" }) do
       assert.is_true(names[name], name .. " is not in Depends: " .. depends)
     end
     -- every library the binary needs comes from a package it depends on

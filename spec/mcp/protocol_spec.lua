@@ -71,6 +71,38 @@ describe("luxec mcp protocol", function()
     end)
   end)
 
+  it("sends its log as notifications/message on stdout once asked (logging/setLevel)", function()
+    start()
+    local init = P:handshake()
+    assert.same({}, init.capabilities.logging)
+    P:tool("exec_command", { cmd = "true" })
+    local function logs()
+      local out = {}
+      for _, m in ipairs(P.messages) do
+        if m.method == "notifications/message" then out[#out + 1] = m.params end
+      end
+      return out
+    end
+    assert.same({}, logs()) -- none before the client asks
+    assert.same({}, P:call("logging/setLevel", { level = "debug" }).result)
+    P:tool("exec_command", { cmd = "true" })
+    local m = P:wait_for(function(msg)
+      return msg.method == "notifications/message" and msg.params.data:match("exec_command")
+    end, nil, "a log message about the call")
+    assert.same({ "debug", "luxec" }, { m.params.level, m.params.logger })
+    assert.matches("^call n:%d+: exec_command$", m.params.data)
+    -- the client's level is its own: stderr keeps server.log's (info)
+    assert.is_nil(P:stderr():find("exec_command", 1, true))
+    local n = #logs()
+    assert.same({}, P:call("logging/setLevel", { level = "error" }).result)
+    P:tool("exec_command", { cmd = "true" })
+    assert.equal(n, #logs()) -- debug lines no longer sent
+    local bad = P:call("logging/setLevel", { level = "loud" }).error
+    assert.equal(-32602, bad.code)
+    assert.equal("Invalid params: level must be one of debug, info, notice, warning, error, "
+      .. "critical, alert, emergency, got \"loud\"", bad.message)
+  end)
+
   describe("the 2026-07-28 revision", function()
     it("answers server/discover with versions, capabilities and cache hints", function()
       start()

@@ -89,7 +89,8 @@ end
 
 commands.mcp = {
   summary = "serve MCP on stdio: exec_command, write_stdin, ... for AI agents",
-  description = "Serves the Model Context Protocol on stdin and stdout: the tools "
+  description = "Serves the Model Context Protocol on stdin and stdout (or over HTTP with "
+    .. "--listen): the tools "
     .. "exec_command, write_stdin, list_sessions, ... run commands in sandboxed sessions. "
     .. "Without --config the defaults apply: workspace-write sandbox in the current "
     .. "directory, network denied.",
@@ -104,6 +105,12 @@ commands.mcp = {
     { "--daemon", help = "run the sessions on the local daemon (luxec serve --daemon, "
       .. "started when none runs): they outlive this server, which takes them back when it "
       .. "starts again (the config key daemon = true does the same)" },
+    { "--listen", arg = "URL", help = "serve MCP over Streamable HTTP at URL "
+      .. "(http://127.0.0.1:PORT, http://[::1]:PORT, http://0.0.0.0:PORT; PORT 0 picks one, "
+      .. "printed on stderr) instead of stdio; the endpoint is /mcp" },
+    { "--token-file", arg = "PATH", help = "with --listen: clients must send this file's "
+      .. "token (Authorization: Bearer TOKEN); required unless the address is loopback "
+      .. "(the environment variable LUXEC_MCP_TOKEN does the same)" },
   },
   arguments = {},
 }
@@ -130,7 +137,45 @@ function commands.mcp.run(values)
     io.write(config.describe(cfg))
     return 0
   end
+  if values.listen then
+    if cfg.daemon then
+      io.stderr:write("luxec mcp: --listen does not run sessions on the daemon (--daemon or "
+        .. "the config key daemon): each HTTP session has its own\n")
+      return 2
+    end
+    local token, terr = M.mcp_token(values.token_file)
+    if terr then
+      io.stderr:write("luxec mcp: ", terr, "\n")
+      return 2
+    end
+    return require("luxec.mcp.http").serve(cfg, values.listen, token)
+  elseif values.token_file then
+    io.stderr:write("luxec mcp: --token-file goes with --listen (stdio needs no token)\n")
+    return 2
+  end
   return require("luxec.mcp").serve(cfg)
+end
+
+--- The bearer token of `luxec mcp --listen`: the file's first line, else LUXEC_MCP_TOKEN;
+--- nil when neither is given; nil and an error for an unreadable or empty one.
+---@param file string|nil
+---@return string|nil token, string|nil err
+function M.mcp_token(file)
+  local token, from
+  if file then
+    local f, err = io.open(file, "r")
+    if not f then return nil, "--token-file: " .. tostring(err) end
+    token, from = (f:read("l") or ""), "--token-file " .. file
+    f:close()
+  else
+    token, from = os.getenv("LUXEC_MCP_TOKEN"), "LUXEC_MCP_TOKEN"
+    if token == nil then return nil end
+  end
+  token = token:match("^%s*(.-)%s*$")
+  if #token < 16 then
+    return nil, ("%s: the token must be at least 16 characters (got %d)"):format(from, #token)
+  end
+  return token
 end
 
 commands.serve = {

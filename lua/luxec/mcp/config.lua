@@ -79,6 +79,12 @@ local SCHEMA = {
     list_cache_scope = { "public", "private" },
     instructions = "string",
     log = { "off", "error", "warn", "info", "debug" },
+    http_header_bytes = "positive",
+    http_request_timeout_ms = "positive",
+    http_max_queued_bytes = "positive",
+    http_max_sessions = "positive",
+    http_max_connections = "positive",
+    http_keepalive_ms = "positive",
   },
   on_command = "function",
   on_input = "function",
@@ -149,7 +155,9 @@ function M.defaults()
     server = {
       progress_interval_ms = 1000, cancel = "keep", max_message_bytes = 64 * MiB,
       read_output_max_bytes = 1 * MiB, list_ttl_ms = 300000, list_cache_scope = "private",
-      log = "info",
+      log = "info", http_header_bytes = 16 * 1024, http_request_timeout_ms = 30000,
+      http_max_queued_bytes = 16 * MiB, http_max_sessions = 64, http_max_connections = 256,
+      http_keepalive_ms = 25000,
     },
   }
 end
@@ -357,6 +365,9 @@ local function cross_checks(cfg, bad)
   local s = cfg.server
   if good("server.max_message_bytes") and s.max_message_bytes < 1024 then
     note("server.max_message_bytes", "expected at least 1024, got %d", s.max_message_bytes)
+  end
+  if good("server.http_header_bytes") and s.http_header_bytes < 256 then
+    note("server.http_header_bytes", "expected at least 256, got %d", s.http_header_bytes)
   end
   if good("server.read_output_max_bytes") and s.read_output_max_bytes > 16 * MiB then
     note("server.read_output_max_bytes", "expected at most %d (16 MiB), got %d", 16 * MiB,

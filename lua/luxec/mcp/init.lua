@@ -59,12 +59,24 @@ end
 local Server = {}
 Server.__index = Server
 
---- Log `msg` on stderr when the configured level lets `level` through.
+-- MCP's logging levels (RFC 5424's, least severe first) and the server's own, mapped.
+local MCP_LEVELS = { "debug", "info", "notice", "warning", "error", "critical", "alert",
+  "emergency" }
+local MCP_RANK = {}
+for i, name in ipairs(MCP_LEVELS) do MCP_RANK[name] = i end
+local TO_MCP = { error = "error", warn = "warning", info = "info", debug = "debug" }
+
+--- Log `msg` on stderr when the configured level lets `level` through, and to the client as
+--- notifications/message once it asked for them (logging/setLevel) at this level or below.
 ---@param level "error"|"warn"|"info"|"debug"
 ---@param msg string
 function Server:log(level, msg)
   if LEVELS[level] <= self.log_level then
-    io.stderr:write("luxec mcp: ", msg, "\n")
+    io.stderr:write("luxec mcp: ", self.log_prefix or "", msg, "\n")
+  end
+  local mcp_level = TO_MCP[level]
+  if self.client_log_rank and MCP_RANK[mcp_level] >= self.client_log_rank then
+    self:notify("notifications/message", { level = mcp_level, logger = "luxec", data = msg })
   end
 end
 
@@ -127,7 +139,7 @@ function methods.initialize(self, req)
     p.protocolVersion))
   return {
     protocolVersion = version,
-    capabilities = { tools = { listChanged = false } },
+    capabilities = { tools = { listChanged = false }, logging = {} },
     serverInfo = server_info(),
     instructions = self.instructions,
   }
@@ -144,13 +156,23 @@ end
 methods["server/discover"] = function(self)
   return {
     supportedVersions = SUPPORTED,
-    capabilities = { tools = { listChanged = false } },
+    capabilities = { tools = { listChanged = false }, logging = {} },
     serverInfo = server_info(),
     instructions = self.instructions,
     resultType = "complete",
     ttlMs = self.cfg.server.list_ttl_ms,
     cacheScope = self.cfg.server.list_cache_scope,
   }
+end
+
+methods["logging/setLevel"] = function(self, req)
+  local level = req.params.level
+  if not MCP_RANK[level] then
+    rpc_error(M.INVALID_PARAMS, ("Invalid params: level must be one of %s, got %s"):format(
+      table.concat(MCP_LEVELS, ", "), json.encode(level == nil and json.null or level)))
+  end
+  self.client_log_rank = MCP_RANK[level]
+  return {}
 end
 
 methods["tools/list"] = function(self, req)
@@ -389,6 +411,16 @@ end
 
 -- Lifetime ------------------------------------------------------------------------------------
 
+--- End every session and wait (boundedly) for the calls still running; no request is taken
+--- after it. Yields (call it from a task).
+function Server:end_sessions()
+  self.closing = true
+  remote.detach(self)
+  self.engine:shutdown()
+  local deadline = now_ms() + 5000
+  while next(self.calls) and now_ms() < deadline do sched.sleep(5) end
+end
+
 --- Stop serving: end every session, wait (boundedly) for the calls still running, flush
 --- stdout; `serve` then returns. Idempotent.
 ---@param reason string
@@ -398,11 +430,8 @@ function Server:shutdown(reason)
   self:log("info", "shutting down: " .. reason)
   if self.input then self.input:close() end
   sched.go(function()
-    remote.detach(self)
-    self.engine:shutdown()
-    local deadline = now_ms() + 5000
-    while next(self.calls) and now_ms() < deadline do sched.sleep(5) end
-    deadline = now_ms() + 2000
+    self:end_sessions()
+    local deadline = now_ms() + 2000
     while not self.out:drained() and now_ms() < deadline do sched.sleep(5) end
     self.closed = true
     self.out:close()
