@@ -78,8 +78,21 @@ static int completes_gitdir(sbx_task *t, sbx_loc *l) {
  * that would complete a git directory, or a missing protected path; with ancestor, also a
  * directory above such a path (a rename or a symbolic link there would put the path in
  * place). Outside the roots the kernel refuses. */
-static int reserved(sbx_task *t, const sbx_monitor *m, sbx_loc *l, const char *full, int ancestor) {
-  if (m->nreserved == 0 || l->type != LAST_NORM || !path_writable(m, l->dir)) return 0;
+static int reserved(sbx_task *t, const sbx_monitor *m, sbx_loc *l, char *full, int ancestor) {
+  if (m->nreserved == 0 || l->type != LAST_NORM) return 0;
+  /* A reserved path is compared as a path: the directory's, read back from the descriptor
+   * the call will be made on (a cwd moved, or a directory renamed, since the walk read it
+   * would otherwise name another place than the one the name is made in); full (PATH_MAX
+   * bytes) becomes that path, for the record. */
+  for (int i = 0; i < m->nreserved; i++) {
+    if (m->reserved[i][0] != '/') continue;
+    int rc = loc_settle(t, l);
+    if (rc == -ENOENT) return 0; /* a removed directory: the call fails there with ENOENT */
+    if (rc < 0) return 1;        /* unreadable: refuse rather than guess */
+    loc_path(l, full, PATH_MAX);
+    break;
+  }
+  if (!path_writable(m, l->dir)) return 0;
   size_t n = strlen(full);
   for (int i = 0; i < m->nreserved; i++) {
     const char *r = m->reserved[i];

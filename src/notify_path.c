@@ -337,6 +337,18 @@ int loc_follow(sbx_task *t, sbx_loc *l) {
   return walk(t, l, text);
 }
 
+int loc_settle(sbx_task *t, sbx_loc *l) {
+  int fd = loc_dirfd(t, l);
+  if (fd < 0) return fd;
+  char now[PATH_MAX];
+  int rc = fd_path(fd, now, sizeof now);
+  if (rc < 0) return rc;
+  size_t n = strlen(now);
+  if (now[0] != '/' || (n > 10 && strcmp(now + n - 10, " (deleted)") == 0)) return -ENOENT;
+  copy_str(l->dir, sizeof l->dir, now);
+  return 0;
+}
+
 void loc_path(const sbx_loc *l, char *out, size_t size) {
   if (l->type != LAST_NORM) {
     copy_str(out, size, l->dir);
