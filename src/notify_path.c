@@ -144,6 +144,13 @@ static int dotdot(sbx_task *t, sbx_loc *l) {
   if (fd < 0) return fd;
   int up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (up < 0) return -errno;
+  /* where ".." led, read back from it (a directory renamed since it was walked has another
+   * parent than its path says) */
+  char now[PATH_MAX];
+  if (fd_path(up, now, sizeof now) == 0 && now[0] == '/') {
+    set_dir(l, up, now);
+    return 0;
+  }
   char *cut = strrchr(l->dir, '/');
   if (cut == l->dir)
     cut[1] = '\0';
@@ -261,18 +268,26 @@ static int start(sbx_task *t, int dirfd, const char *path, sbx_loc *l) {
     strcpy(l->dir, "/");
     return 0;
   }
+  /* The directory is opened first and its path read back from that descriptor: the task can
+   * move its cwd (or put another file at descriptor dirfd) at any time, so a path read from
+   * /proc/<tid>/cwd and a directory opened from it a moment later could be two places (a
+   * workspace judged, /proc/sys written). */
+  char link[48];
   if (dirfd == AT_FDCWD)
-    snprintf(l->lazy, sizeof l->lazy, "/proc/%d/cwd", (int)t->tid);
+    snprintf(link, sizeof link, "/proc/%d/cwd", (int)t->tid);
   else
-    snprintf(l->lazy, sizeof l->lazy, "/proc/%d/fd/%d", (int)t->tid, dirfd);
-  ssize_t n = readlink(l->lazy, l->dir, sizeof l->dir - 1);
-  if (n < 0) return errno == ENOENT ? -EBADF : -errno;
-  l->dir[n] = '\0';
-  if (l->dir[0] != '/') return -ENOTDIR; /* a pipe, a socket...: no directory */
-  size_t len = (size_t)n;
-  if (len > 10 && strcmp(l->dir + len - 10, " (deleted)") == 0) return -ENOENT;
+    snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)t->tid, dirfd);
+  int fd = open(link, O_PATH | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? -EBADF : -errno;
+  int rc = fd_path(fd, l->dir, sizeof l->dir);
+  size_t len = rc < 0 ? 0 : strlen(l->dir);
+  if (rc < 0 || l->dir[0] != '/' || (len > 10 && strcmp(l->dir + len - 10, " (deleted)") == 0)) {
+    close(fd);
+    return rc < 0 ? rc : l->dir[0] != '/' ? -ENOTDIR : -ENOENT; /* a pipe, a socket: no dir */
+  }
+  l->dirfd = fd;
   if (t->flags & (W_INROOT | W_BENEATH)) { /* openat2: dirfd is the walk's root */
-    t->rootfd = open(l->lazy, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    t->rootfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (t->rootfd < 0) return -errno;
     copy_str(t->rootpath, sizeof t->rootpath, l->dir);
   }

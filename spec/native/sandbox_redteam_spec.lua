@@ -198,6 +198,25 @@ call("memfd + execveat of a shell that writes outside", { "memfd-exec", "/bin/sh
   end,
 })
 
+attempt("system calls around the layers",
+  "a cwd race between the workspace and /proc/sys/kernel: open domainname with O_CREAT", {
+    argv = function(ctx)
+      return { RT, "cwd-swap", ctx.ws, "/proc/sys/kernel", "domainname", "luxec-redteam", "5000" }
+    end,
+    loose = true,
+    records = function(ctx)
+      return { { "open", "/proc/sys/kernel/domainname" }, { "open", ctx.ws .. "/domainname" } }
+    end,
+    effect = function(ctx, res)
+      local now = file("/proc/sys/kernel/domainname")
+      if now ~= ctx.domainname then
+        H.write_file("/proc/sys/kernel/domainname", ctx.domainname)
+        return "the host's domainname became " .. tostring(now)
+      end
+      return worked(ctx, res)
+    end,
+  })
+
 -- Terminals by other request numbers
 attempt("terminals", "TIOCSTI with bits above the 32 the kernel reads", {
   tty = true,
