@@ -204,6 +204,10 @@ static void open_create(sbx_call *c, int dirfd, const char *path, int flags, uns
     deny(c, "open", special ? EACCES : write_errno(&t, &l, 1), full, NULL);
     goto out;
   }
+  if (loc_proc_foreign(&t, &l)) { /* another process's environ, memory...: ptrace's */
+    deny(c, "open", EACCES, full, NULL);
+    goto out;
+  }
   int dfd = loc_dirfd(&t, &l);
   if (dfd < 0 || (rc = emu_begin(c, &es)) < 0) {
     answer(c, dfd < 0 ? -dfd : -rc);

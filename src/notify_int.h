@@ -79,6 +79,9 @@ int loc_follow(sbx_task *t, sbx_loc *l);
  * task's cwd or built during the walk can be stale (the task moved its cwd or renamed a
  * directory since), while a call made here acts on the descriptor. 0 or -errno. */
 int loc_settle(sbx_task *t, sbx_loc *l);
+/* Whether the location is in another process's /proc/<pid> (one the task would need ptrace
+ * access for, which the host has and the task may not): the host opens nothing there. */
+int loc_proc_foreign(sbx_task *t, sbx_loc *l);
 /* The full path (dir + "/" + name). */
 void loc_path(const sbx_loc *l, char *out, size_t size);
 /* Whether the file system holding the location's dir (obj: the last component itself) is

@@ -160,10 +160,34 @@ static int dotdot(sbx_task *t, sbx_loc *l) {
   return 0;
 }
 
+/* Whether dir (a path in the task's /proc) is the task's own process's, or no process's
+ * (/proc/sys...). The host may open what the task may not: the kernel lets a process follow
+ * another's magic links and read its environ or memory only with ptrace access, and the
+ * sandbox's init (a fork of the host, with its memory and environment, holding the pipe
+ * that ends the session with the host) is one the task has no such access to. So on the
+ * task's behalf the host goes into the task's own /proc/<pid> only. */
+static int proc_own(sbx_task *t, const char *dir) {
+  if (strncmp(dir, "/proc/", 6) != 0) return 0;
+  const char *p = dir + 6;
+  size_t n = strspn(p, "0123456789");
+  if (n == 0) return 1; /* not a process's directory */
+  char own[64];
+  if (self_name(t, 0, own, sizeof own) < 0) return 0;
+  return strlen(own) == n && strncmp(p, own, n) == 0 && (p[n] == '/' || p[n] == '\0');
+}
+
+int loc_proc_foreign(sbx_task *t, sbx_loc *l) {
+  if (l->type != LAST_NORM || in_proc(t, l) == 0) return 0;
+  char full[PATH_MAX];
+  loc_path(l, full, sizeof full);
+  return !proc_own(t, full);
+}
+
 /* Jump through the magic link name in dir (a /proc/<pid>/... entry) to its object. */
 static int magic(sbx_task *t, sbx_loc *l, const char *name) {
   if (t->flags & (W_NOMAGIC | W_NOSYM)) return -ELOOP;
   if (t->flags & (W_BENEATH | W_INROOT)) return -EXDEV;
+  if (!proc_own(t, l->dir)) return -EACCES;
   int obj = openat(loc_dirfd(t, l), name, O_PATH | O_CLOEXEC);
   if (obj < 0) return -errno;
   char path[PATH_MAX];

@@ -38,14 +38,18 @@ end
 
 -- One attempt in a sandbox of `mode`, run by a luxec host of the user under test; HOME is
 -- ctx.home unless `home` is given. Returns the runner's result (output, code, denials).
+local SECRET = "luxec-host-secret-" .. math.random(10 ^ 8)
 local function jail(ctx, argv, mode, home, tty)
+  -- the luxec host has a secret in its environment that the session is not given
   local req = json.encode({ argv = argv, cwd = ctx.ws, tty = tty == true,
+    env = { PATH = PATH, HOME = home or ctx.home, LANG = "C.UTF-8" },
     sandbox = { mode = mode, network = "deny" } })
   local cmd = {}
   for _, a in ipairs(ctx.user.prefix) do cmd[#cmd + 1] = a end
   for _, a in ipairs({ H.luxec, RUNNER, req }) do cmd[#cmd + 1] = a end
   local r = assert(luxec.run(cmd, { timeout = 120,
-    env = { PATH = PATH, HOME = home or ctx.home, LANG = "C.UTF-8" } }))
+    env = { PATH = PATH, HOME = home or ctx.home, LANG = "C.UTF-8",
+      LUXEC_HOST_SECRET = SECRET } }))
   local line = r.output:match("RESULT ([^\n]*)")
   assert(line, "the attempt's luxec host gave no result: " .. r.output)
   local res = assert(json.decode(line))
@@ -215,6 +219,36 @@ attempt("system calls around the layers",
       end
       return worked(ctx, res)
     end,
+  })
+
+-- The sandbox's init is a fork of the luxec host (its memory and environment) and holds the
+-- pipe whose end ends the session with the host: the host opens nothing of it for the task.
+local function creat_open(name, argv, effect)
+  attempt("the init's /proc (a fork of the host)", name, {
+    argv = argv,
+    effect = effect,
+    records = function() return { { "open" } } end,
+  })
+end
+creat_open("read the host's environment: /proc/1/environ opened with O_CREAT",
+  function() return { RT, "creat-open", "/proc/1/environ", "r" } end,
+  function(_, res)
+    if res.output:find(SECRET, 1, true) then return "read: " .. res.output:sub(1, 120) end
+  end)
+creat_open("read the host's memory map: /proc/1/maps opened with O_CREAT",
+  function() return { RT, "creat-open", "/proc/1/maps", "r" } end,
+  function(_, res)
+    if res.output:match("^ok") then return "read: " .. res.output:sub(1, 120) end
+  end)
+attempt("the init's /proc (a fork of the host)",
+  "take the init's end-of-session pipe for writing through /proc/1/fd/N with O_CREAT", {
+    argv = function()
+      return { "sh", "-c", "for f in /proc/1/fd/*; do " .. RT .. " creat-open $f w; done" }
+    end,
+    effect = function(_, res)
+      if res.output:match("ok opened") then return "opened: " .. res.output end
+    end,
+    records = function() return {} end,
   })
 
 -- Terminals by other request numbers
