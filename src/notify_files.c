@@ -174,7 +174,9 @@ static void open_create(sbx_call *c, int dirfd, const char *path, int flags, uns
           answer(c, dfd < 0 ? -dfd : -rc);
           goto out;
         }
-        int fd = openat(dfd, l.name, flags | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, mode);
+        /* (no set-user-ID or set-group-ID program is made: see notify_meta.c) */
+        int fd = openat(dfd, l.name, flags | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
+                        mode & ~(unsigned)(S_ISUID | S_ISGID));
         int e = errno;
         emu_end(&es);
         if (fd < 0)
@@ -364,7 +366,7 @@ static void create_call(sbx_call *c, const char *op, int dirfd, uint64_t addr, i
   if (kind == MK_DIR)
     rc = mkdirat(dfd, l.name, (mode_t)mode);
   else if (kind == MK_NODE)
-    rc = mknodat(dfd, l.name, (mode_t)mode, 0);
+    rc = mknodat(dfd, l.name, (mode_t)mode & ~(mode_t)(S_ISUID | S_ISGID), 0);
   else
     rc = symlinkat(c->path, dfd, l.name);
   emu_answer(c, rc);

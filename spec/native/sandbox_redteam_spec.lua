@@ -39,11 +39,13 @@ end
 -- One attempt in a sandbox of `mode`, run by a luxec host of the user under test; HOME is
 -- ctx.home unless `home` is given. Returns the runner's result (output, code, denials).
 local SECRET = "luxec-host-secret-" .. math.random(10 ^ 8)
-local function jail(ctx, argv, mode, home, tty)
+local function jail(ctx, argv, mode, home, tty, extra)
+  local policy = { mode = mode, network = "deny" }
+  for k, v in pairs(extra or {}) do policy[k] = v end
   -- the luxec host has a secret in its environment that the session is not given
   local req = json.encode({ argv = argv, cwd = ctx.ws, tty = tty == true,
     env = { PATH = PATH, HOME = home or ctx.home, LANG = "C.UTF-8" },
-    sandbox = { mode = mode, network = "deny" } })
+    sandbox = policy })
   local cmd = {}
   for _, a in ipairs(ctx.user.prefix) do cmd[#cmd + 1] = a end
   for _, a in ipairs({ H.luxec, RUNNER, req }) do cmd[#cmd + 1] = a end
@@ -250,6 +252,43 @@ attempt("the init's /proc (a fork of the host)",
     end,
     records = function() return {} end,
   })
+
+-- Set-user-ID programs: left in a writable root, one runs as its owner (root, for a root
+-- host) for whoever starts it on the host later
+local function setid_effect(ctx)
+  local st = uv.fs_stat(ctx.dir .. "/setid")
+  os.remove(ctx.dir .. "/setid")
+  if st and st.mode & 3072 ~= 0 then
+    return ("%s/setid is mode %o on the host"):format(ctx.dir, st.mode & 4095)
+  end
+end
+local function setid(name, script, want, extra)
+  local a = extra or {}
+  a.argv = function(ctx) return { "sh", "-c", script(ctx.dir .. "/setid") } end
+  a.effect = setid_effect
+  a.records = function(ctx, mode)
+    local path = ctx.dir .. "/setid"
+    local out = {}
+    for _, w in ipairs(want) do -- read-only: the file is not made (and chmod(1) stats first)
+      if (w == "open") == (mode == "read-only") then out[#out + 1] = { w, path } end
+    end
+    return out
+  end
+  attempt("set-user-ID programs", name, a)
+end
+setid("chmod 4755 a copy of sh in /tmp", function(p)
+  return ("cp /bin/sh %s; chmod 4755 %s"):format(p, p)
+end, { "open", "chmod" })
+setid("chmod g+s a copy of sh in /tmp", function(p)
+  return ("cp /bin/sh %s; chmod g+s %s"):format(p, p)
+end, { "open", "chmod" })
+setid("chmod 4755 with file evidence off", function(p)
+  return ("cp /bin/sh %s; chmod 4755 %s"):format(p, p)
+end, {}, { policy = { evidence = false } }) -- (no record: evidence is off)
+setid("made with mode 04755 (open with O_CREAT)", function(p)
+  return ("python3 -c \"import os; os.close(os.open('%s', os.O_CREAT | os.O_WRONLY, 0o4755))\"")
+    :format(p)
+end, { "open" })
 
 -- Terminals by other request numbers
 attempt("terminals", "TIOCSTI with bits above the 32 the kernel reads", {
@@ -471,7 +510,7 @@ local function run_attempt(ctx, a, mode)
   snapshot_home(ctx, home or ctx.home)
   H.write_file(ctx.ws .. "/rc", "touch /tmp/pwned\n")
   give(ctx, ctx.ws .. "/rc")
-  local res = jail(ctx, a.argv(ctx), mode, home, a.tty)
+  local res = jail(ctx, a.argv(ctx), mode, home, a.tty, a.policy)
   local out = res.output or ""
   local what = a.effect(ctx, res)
   H.write_file(ctx.target, ctx.target_text)
