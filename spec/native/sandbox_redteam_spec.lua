@@ -3,7 +3,8 @@
 -- the mount API, namespaces, keyrings, bpf, perf), the kernel's own files (/proc/sys, /sys),
 -- terminals by other request numbers, what the host's shell, ssh, git, editors and agents run
 -- from HOME when HOME is in a writable root, a race of the working directory against a name
--- the host makes itself, and the evidence of calls the kernel fails for its own reasons.
+-- the host makes itself, the init's /proc (a fork of the host), set-user-ID programs left in
+-- a writable root, and the evidence of calls the kernel fails for its own reasons.
 -- Every attempt runs under workspace-write and read-only, as root and as an unprivileged user
 -- whose luxec host is itself unprivileged (contain_runner.lua through setpriv), and is decided
 -- from outside: a file on the host, the host's HOME, a host-side check. The evidence must be
