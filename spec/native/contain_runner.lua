@@ -58,4 +58,5 @@ finish({
   output = p:read(),
   denials = json.array(sb.denials or {}),
   denials_total = sb.denials_total or 0,
+  denials_overflow = sb.denials_overflow,
 })
