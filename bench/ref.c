@@ -264,6 +264,14 @@ static int count_descendants(pid_t root, const char *comm) {
   return k;
 }
 
+/* the host's own CPU (user + system) so far, in seconds */
+static double cpu_now(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 static long vm_rss_kib(void) {
   FILE *f = fopen("/proc/self/status", "re");
   char line[256];
@@ -288,14 +296,16 @@ static int w5(int count, const char *sleep_prog) {
   poll(pf, (nfds_t)count, 0);
   long rss = vm_rss_kib();
   t0 = now();
+  double c0 = cpu_now();
   for (int i = 0; i < count; i++) kill(-pids[i], SIGKILL); /* each is its session's group */
   for (int i = 0; i < count; i++) {
     reap(pids[i]);
     close(masters[i]);
   }
-  double stop = now() - t0;
+  double stop = now() - t0, cpu = cpu_now() - c0;
   int left = count_descendants(getpid(), "sleep");
-  printf("start=%.6f rss_kib=%ld kill=%.6f survivors=%d\n", start, rss, stop, left);
+  printf("start=%.6f rss_kib=%ld kill=%.6f kill_cpu=%.6f survivors=%d\n", start, rss, stop, cpu,
+         left);
   free(pids);
   free(masters);
   free(pf);

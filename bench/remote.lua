@@ -6,6 +6,7 @@
 ---                                                connection each, all at once
 ---   luxec bench/remote.lua pipe BYTES SSH_ARGV...  BYTES written into `cat > /dev/null`
 ---                                                through a remote pipe session
+---   luxec bench/remote.lua pipe BYTES unix:PATH   the same through a server on a socket
 --- SSH_ARGV is the command that runs `luxec serve` there (ssh ... luxec serve). Connecting
 --- is timed too, except in w4 (one connection, then the round trips).
 local luxec = require("luxec")
@@ -73,9 +74,17 @@ end
 
 -- Written in 1 MiB pieces, at most WINDOW bytes not yet accepted by the server (the
 -- protocol's process/write answers), so that memory stays bounded on both sides.
+local function target_of(argv)
+  local path = #argv == 1 and argv[1]:match("^unix:(.+)$")
+  -- (LUXEC_FRAMING=lines: Codex's framing, for a comparison)
+  local framing = os.getenv("LUXEC_FRAMING")
+  if path then return { socket = path, name = "bench", framing = framing } end
+  return { command = argv, name = "bench", framing = framing }
+end
+
 local function pipe(argv)
   local t0 = uv.hrtime()
-  local host = assert(remote.connect({ command = argv, name = "bench" }))
+  local host = assert(remote.connect(target_of(argv)))
   local p = assert(host:spawn({ "sh", "-c", "cat > /dev/null; echo done" }, { stdin = "pipe" }))
   local piece, window, inflight, sent = ("\0"):rep(1 << 20), 8 << 20, 0, 0
   local conn, waiting = host.conn, nil
@@ -83,7 +92,7 @@ local function pipe(argv)
     local data = #piece <= n - sent and piece or piece:sub(1, n - sent)
     sent = sent + #data
     inflight = inflight + #data
-    conn:send_call("process/write", { processId = p.id }, function(r, err)
+    conn:send_write(p.id, data, function(r, err)
       assert(r and r.status == "accepted", err or (r and r.status))
       inflight = inflight - #data
       if waiting and inflight <= window then
@@ -91,7 +100,7 @@ local function pipe(argv)
         waiting = nil
         w()
       end
-    end, require("luxec.serve.base64").encode(data))
+    end)
     if inflight > window then
       require("luxec.sched").suspend(function(wake) waiting = wake end)
     end

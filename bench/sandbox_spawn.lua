@@ -6,6 +6,8 @@
 --- noevidence (the same with evidence = false); nosearch (no evidence, tmp = false,
 --- deny_read = false: no git search of /tmp, no globs to expand); netonly (full-access with
 --- the network denied: a user namespace when not root, and a network namespace).
+--- Then, untimed, LAYERS more spawns whose reports say what each layer cost (setup_us):
+--- prints layer_<name>=<median microseconds> for each.
 local luxec = require("luxec")
 local uv = require("luv")
 
@@ -31,3 +33,22 @@ once() -- warm: the user-namespace probe and the seccomp programs are made once 
 local t0 = uv.hrtime()
 for _ = 1, count do once() end
 print(("secs=%.9f"):format((uv.hrtime() - t0) / 1e9 / count))
+if not opts.sandbox then return end
+local samples = {}
+for _ = 1, 15 do
+  local p = assert(luxec.spawn({ "/bin/true" }, opts))
+  assert(p:wait({ timeout = 10 }))
+  for k, v in pairs(p:status().sandbox.setup_us) do
+    samples[k] = samples[k] or {}
+    table.insert(samples[k], v)
+  end
+  p:close()
+end
+local names = {}
+for k in pairs(samples) do names[#names + 1] = k end
+table.sort(names)
+for _, k in ipairs(names) do
+  local s = samples[k]
+  table.sort(s)
+  print(("layer_%s=%d"):format(k, s[(#s + 1) // 2]))
+end

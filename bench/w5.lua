@@ -53,6 +53,37 @@ local function count_descendants(root, comm)
   return k
 end
 
+--- Whether a process named comm is left below root, zombies included, walking down through
+--- the "children" files of each process's tasks: the few processes below the host, not every
+--- process of the machine, so cheap enough to ask at every turn of the loop while it reaps.
+local function any_below(root, comm)
+  local todo = { math.tointeger(root) }
+  while #todo > 0 do
+    local pid = table.remove(todo)
+    local req = uv.fs_scandir(("/proc/%d/task"):format(pid))
+    for tid in function() return req and uv.fs_scandir_next(req) end do
+      local f = io.open(("/proc/%d/task/%s/children"):format(pid, tid))
+      for kid in (f and f:read("a") or ""):gmatch("%d+") do
+        local st = io.open(("/proc/%s/stat"):format(kid))
+        if st and st:read("a"):match("^%d+ %((.*)%)") == comm then
+          st:close()
+          f:close()
+          return true
+        end
+        if st then st:close() end
+        todo[#todo + 1] = math.tointeger(tonumber(kid))
+      end
+      if f then f:close() end
+    end
+  end
+  return false
+end
+
+local function cpu_seconds()
+  local r = uv.getrusage()
+  return r.utime.sec + r.stime.sec + (r.utime.usec + r.stime.usec) / 1e6
+end
+
 local procs = {}
 local t0 = uv.hrtime()
 for i = 1, count do
@@ -68,6 +99,7 @@ turn:close()
 local rss = status_kib("VmRSS")
 
 t0 = uv.hrtime()
+local c0 = cpu_seconds()
 if how == "terminate" then
   for _, p in ipairs(procs) do
     p:terminate()
@@ -97,14 +129,15 @@ elseif how == "close" then
   local t = uv.new_timer()
   t:start(1, 1, function() end)
   local deadline = uv.hrtime() + 5e9
-  while count_descendants(uv.os_getpid(), "sleep") > 0 and uv.hrtime() < deadline do
+  while any_below(uv.os_getpid(), "sleep") and uv.hrtime() < deadline do
     uv.run("once")
   end
   t:close()
 else
   error("unknown way to end the sessions: " .. how)
 end
-local stop = (uv.hrtime() - t0) / 1e9
+local stop, cpu = (uv.hrtime() - t0) / 1e9, cpu_seconds() - c0
 local left = count_descendants(uv.os_getpid(), "sleep")
-print(("start=%.6f rss_kib=%d kill=%.6f survivors=%d"):format(start, rss, stop, left))
+print(("start=%.6f rss_kib=%d kill=%.6f kill_cpu=%.6f survivors=%d")
+  :format(start, rss, stop, cpu, left))
 if left ~= 0 then os.exit(1) end

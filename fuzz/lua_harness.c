@@ -171,6 +171,7 @@ static const luaL_Reg native_functions[] = {
 static int open_native(lua_State *l) {
   luaL_newlib(l, native_functions);
   luxec_open_outbuf(l);       /* .outbuf(head, tail): src/outbuf.c, as core.outbuf */
+  luxec_open_frame(l);        /* .framer, .frame_json, ...: src/frame.c, as in core */
   lua_pushstring(l, tmp_dir); /* .tmpdir: for the files a target writes */
   lua_setfield(l, -2, "tmpdir");
   return 1;

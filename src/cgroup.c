@@ -284,9 +284,13 @@ int cg_session_pids(const cg_session *s, pid_t *out, int max) {
   int fd = cg_session_open(s, "cgroup.procs", O_RDONLY);
   if (fd < 0) return s->id == 0 ? 0 : fd;
   char buf[8192];
-  int n = 0, have = 0;
+  int n = 0, have = 0, more = 1;
   ssize_t r;
-  while (n < max && (r = read(fd, buf + have, sizeof buf - 1 - (size_t)have)) > 0) {
+  /* A seq_file: a read that left room for another record in the page it fills was the last
+   * (the read of EOF after it is saved). */
+  while (more && n < max && (r = read(fd, buf + have, sizeof buf - 1 - (size_t)have)) > 0) {
+    size_t asked = sizeof buf - 1 - (size_t)have;
+    more = (size_t)r + 32 >= (asked < 4096 ? asked : 4096);
     have += (int)r;
     buf[have] = '\0';
     char *p = buf, *nl;
@@ -352,7 +356,9 @@ int cg_session_release(cg_session *s, int known_empty) {
   if (s->id == 0) return 1;
   if (s->dir_fd >= 0) close(s->dir_fd); /* a fresh one is never pooled */
   s->dir_fd = -1;
-  int wd = state == 1 && !known_empty && cg_session_populated(s) == 1 ? cg_session_watch(s) : -1;
+  /* Watched first, then read: an emptying between the two is not missed. (Not known empty
+   * means its tree was just killed: it is full still, and the read before is saved.) */
+  int wd = state == 1 && !known_empty ? cg_session_watch(s) : -1;
   if (wd >= 0 && cg_session_populated(s) == 1 && ndraining < DRAIN_MAX) {
     draining[ndraining].id = s->id;
     draining[ndraining].wd = wd;

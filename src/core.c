@@ -61,6 +61,7 @@ int luxec_open_core(lua_State *L) {
   luxec_open_relay(L);
   luxec_open_base64(L);
   luxec_open_peercred(L);
+  luxec_open_frame(L);
   lua_pushstring(L, LUXEC_VERSION);
   lua_setfield(L, -2, "version");
   lua_pushstring(L, LUA_RELEASE);

@@ -122,6 +122,7 @@ int launch_child_main(void *arg) {
   sigprocmask(SIG_SETMASK, &none, NULL);
   for (int i = 0; i < req->nrlimits; i++)
     if (setrlimit(req->rlimit_res[i], &req->rlimit_val[i]) < 0) child_fail(c, "limits");
+  if (req->sandbox != NULL) sandbox_stamp(req->sandbox, SBX_T_EXECVE);
   execve(req->path, req->argv, req->envp);
   child_fail(c, "exec");
   return 127;

@@ -130,6 +130,7 @@ static int setup_main(void *arg) {
     s->init_pid = init;
     s->g->contained = 1;
   }
+  sandbox_stamp(sp, SBX_T_INIT);
   int pidfd = -1;
   char *stack = launch_stack(1);
   launch_stack_clean(stack);

@@ -48,6 +48,7 @@ void luxec_set_paths(lua_State *L, const char *lua_dir);
 /* core.c */
 int luxec_open_core(lua_State *L);    /* the luxec.core table */
 void luxec_open_outbuf(lua_State *L); /* outbuf_lua.c */
+void luxec_open_frame(lua_State *L);  /* frame.c */
 /* outbuf_lua.c: what read(cursor) and snapshot() of any handle return, from its buffer:
  * data, next_cursor, dropped, gap_at / head, tail, dropped, total (4 values each) */
 struct outbuf;

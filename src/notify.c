@@ -268,7 +268,8 @@ static void *serve(void *arg) {
 }
 
 sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths, int nro,
-                               int mountns, int net_deny, int proxy_port, const sbx_unix_cfg *u) {
+                               int mountns, int net_deny, int proxy_port, int transparent,
+                               const sbx_unix_cfg *u) {
   sbx_monitor *m = calloc(1, sizeof *m);
   if (m == NULL) {
     close(fd);
@@ -293,6 +294,7 @@ sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths
   m->mountns = mountns;
   m->net_deny = net_deny;
   m->proxy_port = proxy_port;
+  m->transparent = transparent;
   m->roots = copy(roots, nroots);
   m->nroots = nroots;
   m->ro_paths = copy(ro_paths, nro);

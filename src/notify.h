@@ -50,6 +50,7 @@ typedef struct sbx_monitor {
   int mountns;    /* the read-only mount layer is in place */
   int net_deny;   /* the network is denied (in a network namespace) */
   int proxy_port; /* network by name: connects to 127.0.0.1:port (the proxy) go on */
+  int transparent; /* network by name: TCP to 443 and 80, UDP to 53 of any address go on */
   char **roots;
   int nroots;
   char **ro_paths;
@@ -94,7 +95,7 @@ typedef struct sbx_unix_cfg {
 
 /* Takes ownership of fd; roots are copied. NULL on failure (fd closed). */
 sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths, int nro,
-                               int mountns, int net_deny, int proxy_port,
+                               int mountns, int net_deny, int proxy_port, int transparent,
                                const sbx_unix_cfg *unix_cfg);
 /* Stop serving and drop the session's hold: the listener closes and the monitor is freed once
  * no connect waits on its own thread. Call only after the session's processes are gone (a

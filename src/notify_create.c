@@ -7,6 +7,7 @@
  * caller's umask, without the host's capabilities (the sandboxed process has none), and
  * answers with the result; an opened file goes to the caller with SECCOMP_ADDFD. */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/seccomp.h>
@@ -17,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -63,6 +66,21 @@ void emu_end(emu_state *s) {
   struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
   syscall(SYS_capset, &h, s->caps);
   s->dropped = 0;
+}
+
+int emu_bind_at(int sock, int dirfd, const char *name) {
+  struct sockaddr_un un;
+  memset(&un, 0, sizeof un);
+  un.sun_family = AF_UNIX;
+  size_t n = strlen(name);
+  if (n >= sizeof un.sun_path) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  memcpy(un.sun_path, name, n);
+  if (own_fs != 1 || fchdir(dirfd) < 0) return -1; /* (emu_begin gave it its own cwd) */
+  return bind(sock, (struct sockaddr *)&un,
+              (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1));
 }
 
 /* Answer with rc (a syscall's result: -1 and errno, or 0). */

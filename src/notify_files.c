@@ -288,29 +288,6 @@ out:
 
 /* ---- mkdir, mknod, symlink, a unix socket's bind: a new name in a directory ---- */
 
-void judge_create(sbx_call *c, const char *op, int dirfd, const char *path, int kind, int device) {
-  if (path[0] == '\0') return; /* ENOENT */
-  sbx_task t;
-  task_init(&t, (pid_t)c->req->pid);
-  sbx_loc l;
-  struct stat st;
-  char full[PATH_MAX];
-  if (loc_parent(&t, dirfd, path, &l) < 0 || l.type != LAST_NORM) goto out; /* EEXIST */
-  int rc = loc_lstat(&t, &l, &st);
-  if (rc != -ENOENT) goto out;             /* EEXIST, or the kernel's own error */
-  if (l.slash && kind != MK_DIR) goto out; /* ENOENT */
-  loc_path(&l, full, sizeof full);
-  if (reserved(&t, c->m, &l, full, kind == MK_LINK)) {
-    refuse(c, op, EACCES, full, NULL);
-    goto out;
-  }
-  if (c->m->reserve_only || (path_writable(c->m, l.dir) && !device)) goto out;
-  refuse(c, op, write_errno(&t, &l, 0), full, NULL);
-out:
-  loc_free(&l);
-  task_free(&t);
-}
-
 /* mkdir, mknod, symlink: judged, then performed here (notify_create.c), never left to the
  * kernel, which would read the path again. */
 static void create_call(sbx_call *c, const char *op, int dirfd, uint64_t addr, int kind,
@@ -319,6 +296,10 @@ static void create_call(sbx_call *c, const char *op, int dirfd, uint64_t addr, i
     answer(c, EFAULT);
     return;
   }
+  make_name(c, op, dirfd, kind, mode, -1);
+}
+
+void make_name(sbx_call *c, const char *op, int dirfd, int kind, unsigned mode, int sock) {
   int device = 0;
   if (kind == MK_NODE) {
     unsigned type = mode & S_IFMT;
@@ -339,14 +320,15 @@ static void create_call(sbx_call *c, const char *op, int dirfd, uint64_t addr, i
   struct stat st;
   char full[PATH_MAX];
   emu_state es;
+  int exists = kind == MK_SOCK ? EADDRINUSE : EEXIST; /* (bind's word for it) */
   int rc = loc_parent(&t, dirfd, c->to, &l);
   if (rc < 0 || l.type != LAST_NORM) {
-    answer(c, rc < 0 ? -rc : EEXIST);
+    answer(c, rc < 0 ? -rc : exists);
     goto out;
   }
   rc = loc_lstat(&t, &l, &st);
   if (rc != -ENOENT || (l.slash && kind != MK_DIR)) {
-    answer(c, rc == 0 ? EEXIST : rc == -ENOENT ? ENOENT : -rc);
+    answer(c, rc == 0 ? exists : rc == -ENOENT ? ENOENT : -rc);
     goto out;
   }
   loc_path(&l, full, sizeof full);
@@ -367,6 +349,8 @@ static void create_call(sbx_call *c, const char *op, int dirfd, uint64_t addr, i
     rc = mkdirat(dfd, l.name, (mode_t)mode);
   else if (kind == MK_NODE)
     rc = mknodat(dfd, l.name, (mode_t)mode & ~(mode_t)(S_ISUID | S_ISGID), 0);
+  else if (kind == MK_SOCK)
+    rc = emu_bind_at(sock, dfd, l.name);
   else
     rc = symlinkat(c->path, dfd, l.name);
   emu_answer(c, rc);

@@ -95,10 +95,11 @@ void loc_free(sbx_loc *l);
 int path_writable(const sbx_monitor *m, const char *path);
 int path_meta_ok(const sbx_monitor *m, const char *path);
 
-/* A new name at (dirfd, path) of the task (mkdir, mknod, symlink, a unix socket's bind);
- * device: a device node, which Landlock never grants. */
-void judge_create(sbx_call *c, const char *op, int dirfd, const char *path, int kind, int device);
-enum { MK_DIR, MK_NODE, MK_LINK };
+/* A new name at (dirfd, c->to) of the task, judged and made by the host: a directory, a node
+ * (mode: its type and permissions), a symbolic link to c->path, or the host's duplicate sock
+ * of the task's unix socket bound there. Always answered. */
+void make_name(sbx_call *c, const char *op, int dirfd, int kind, unsigned mode, int sock);
+enum { MK_DIR, MK_NODE, MK_LINK, MK_SOCK };
 
 /* ---- notify_create.c: calls that make a name, performed by the host ---- */
 
@@ -115,6 +116,9 @@ void emu_end(emu_state *s);
 void emu_answer(sbx_call *c, int rc);
 /* The host's descriptor fd (closed) becomes the caller's, the call's result. */
 void emu_give_fd(sbx_call *c, int fd, int cloexec);
+/* bind(sock) to name in the directory dirfd (the calling thread's working directory moves
+ * there: it has one of its own). 0, or -1 with errno. */
+int emu_bind_at(int sock, int dirfd, const char *name);
 /* An open with O_CREAT that found an object: at (dirfd, name), or dirfd itself (name NULL). */
 void emu_open_existing(sbx_call *c, int dirfd, const char *name, int flags, const struct stat *st);
 

@@ -1,10 +1,11 @@
 /* notify_net.c: network calls the sandbox's listener sees. With the network denied, a socket
  * of another family than AF_UNIX, or an address of one, is refused (EPERM) and recorded with
- * what it tried; a unix socket's bind makes a file, judged as any new name. */
+ * what it tried; a unix socket's bind makes a file: the host binds it itself (make_name). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -63,28 +64,48 @@ static int read_addr(sbx_call *c, uint64_t addr, uint64_t len, struct sockaddr_s
   return 1;
 }
 
-/* Network by name: the proxy's listener in the sandbox's own namespace (no other address
- * there leads anywhere, and this one only to the host's proxy). */
-static int to_proxy(const sbx_call *c, const struct sockaddr_storage *ss) {
+/* What a socket is: its type and protocol (fixed when it was made: not raceable). */
+typedef struct {
+  int type, protocol;
+} sock_kind;
+
+#ifndef IPPROTO_MPTCP
+#define IPPROTO_MPTCP 262
+#endif
+
+static int is_tcp(sock_kind k) { /* (MPTCP falls back to TCP with a listener that has none) */
+  return k.type == SOCK_STREAM && (k.protocol == IPPROTO_TCP || k.protocol == IPPROTO_MPTCP);
+}
+
+static int is_udp(sock_kind k) {
+  return k.type == SOCK_DGRAM && k.protocol == IPPROTO_UDP;
+}
+
+/* Network by name: where a socket of kind k may go in the sandbox's own namespace, which
+ * has nothing else: the proxy's listener (TCP to 127.0.0.1 or [::1] at its port) and the
+ * transparent path (every address is local there: TCP to 443 and 80, UDP to 53, of any).
+ * Anything else meets no listener: it is refused here, so that it is recorded. */
+static int to_proxy(const sbx_call *c, const struct sockaddr_storage *ss, sock_kind k) {
   if (c->m->proxy_port <= 0) return 0;
-  if (ss->ss_family == AF_INET || ss->ss_family == AF_INET6) {    /* the transparent path: every */
-    int port = ntohs(((const struct sockaddr_in *)ss)->sin_port); /* address is local there */
-    if (port == 443 || port == 80 || port == 53) return 1;
+  if (ss->ss_family != AF_INET && ss->ss_family != AF_INET6) return 0;
+  int port = ntohs(((const struct sockaddr_in *)ss)->sin_port); /* (same offset in both) */
+  if (c->m->transparent) {
+    if (is_tcp(k) && (port == 443 || port == 80)) return 1;
+    if (is_udp(k) && port == 53) return 1;
   }
+  if (!is_tcp(k) || port != c->m->proxy_port) return 0;
   if (ss->ss_family == AF_INET6) { /* [::1]:port, or 127.0.0.1 written as ::ffff:127.0.0.1 */
     const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
     static const unsigned char mapped[16] = {0, 0, 0,    0,    0,   0, 0, 0,
                                              0, 0, 0xff, 0xff, 127, 0, 0, 1};
-    return ntohs(in6->sin6_port) == c->m->proxy_port &&
-           (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) || memcmp(&in6->sin6_addr, mapped, 16) == 0);
+    return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) || memcmp(&in6->sin6_addr, mapped, 16) == 0;
   }
-  if (ss->ss_family != AF_INET) return 0;
   const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
-  return ntohs(in->sin_port) == c->m->proxy_port && ntohl(in->sin_addr.s_addr) == INADDR_LOOPBACK;
+  return ntohl(in->sin_addr.s_addr) == INADDR_LOOPBACK;
 }
 
-/* connect, sendto, sendmsg: a destination. */
-static void judge_dest(sbx_call *c, const char *op, uint64_t addr, uint64_t len) {
+/* connect, sendto, sendmsg: a destination, from a socket of kind k. */
+static void judge_dest(sbx_call *c, const char *op, uint64_t addr, uint64_t len, sock_kind k) {
   struct sockaddr_storage ss;
   int rc = read_addr(c, addr, len, &ss);
   if (rc == 0) return;
@@ -94,29 +115,13 @@ static void judge_dest(sbx_call *c, const char *op, uint64_t addr, uint64_t len)
   }
   /* unix sockets are judged by the kernel layers; the network namespace keeps the rest
    * in, whatever the memory says by then: a refusal here is the evidence */
-  if (ss.ss_family == AF_UNIX || !c->m->net_deny || to_proxy(c, &ss)) return;
+  if (ss.ss_family == AF_UNIX || !c->m->net_deny || to_proxy(c, &ss, k)) return;
   refuse_addr(c, op, &ss);
+  c->rec.type = k.type;
+  c->rec.protocol = k.protocol;
 }
 
-static void judge_bind(sbx_call *c, uint64_t addr, uint64_t len) {
-  struct sockaddr_storage ss;
-  if (read_addr(c, addr, len, &ss) <= 0) return; /* EFAULT, EINVAL */
-  if (ss.ss_family != AF_UNIX) {
-    if (c->m->net_deny) refuse_addr(c, "bind", &ss);
-    return;
-  }
-  const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
-  size_t n = len > sizeof ss ? sizeof ss : (size_t)len;
-  size_t max = n - offsetof(struct sockaddr_un, sun_path);
-  if (n <= offsetof(struct sockaddr_un, sun_path) || un->sun_path[0] == '\0') return; /* abstract */
-  char *path = c->to;
-  size_t k = strnlen(un->sun_path, max);
-  memcpy(path, un->sun_path, k);
-  path[k] = '\0';
-  judge_create(c, "bind", AT_FDCWD, path, MK_NODE, 0);
-}
-
-static void judge_sendmmsg(sbx_call *c, uint64_t vec, unsigned vlen) {
+static void judge_sendmmsg(sbx_call *c, uint64_t vec, unsigned vlen, sock_kind k) {
   if (vlen > MMSG_MAX) vlen = MMSG_MAX;
   for (unsigned i = 0; i < vlen; i++) {
     struct mmsghdr mh;
@@ -124,21 +129,27 @@ static void judge_sendmmsg(sbx_call *c, uint64_t vec, unsigned vlen) {
       answer(c, EFAULT);
       return;
     }
-    judge_dest(c, "sendmmsg", (uint64_t)(uintptr_t)mh.msg_hdr.msg_name, mh.msg_hdr.msg_namelen);
+    judge_dest(c, "sendmmsg", (uint64_t)(uintptr_t)mh.msg_hdr.msg_name, mh.msg_hdr.msg_namelen, k);
     if (c->resp->flags == 0) return; /* refused: one record for the call */
   }
 }
 
-/* The domain of the target's socket fd (fixed when it was made: not raceable); an AF_UNIX
- * socket's duplicate in *dup. -1 when it is no socket (the kernel fails the call itself),
- * -2 when it cannot be looked at (the call is refused: never let through unjudged). */
-static int socket_domain(const sbx_call *c, int fd, int *dup) {
+/* The domain of the target's socket fd (fixed when it was made: not raceable), its type and
+ * protocol in *k; an AF_UNIX socket's duplicate in *dup. -1 when it is no socket (the kernel
+ * fails the call itself), -2 when it cannot be looked at (the call is refused: never let
+ * through unjudged). */
+static int socket_domain(const sbx_call *c, int fd, int *dup, sock_kind *k) {
   *dup = unix_target_fd((pid_t)c->req->pid, fd);
   if (*dup < 0) return errno == EBADF ? -1 : -2;
   int domain = -1;
   socklen_t len = sizeof domain;
   if (getsockopt(*dup, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0)
     domain = errno == ENOTSOCK ? -1 : -2;
+  len = sizeof k->type;
+  if (domain >= 0 && getsockopt(*dup, SOL_SOCKET, SO_TYPE, &k->type, &len) < 0) domain = -2;
+  len = sizeof k->protocol;
+  if (domain >= 0 && getsockopt(*dup, SOL_SOCKET, SO_PROTOCOL, &k->protocol, &len) < 0)
+    domain = -2;
   if (domain != AF_UNIX) {
     close(*dup);
     *dup = -1;
@@ -146,12 +157,92 @@ static int socket_domain(const sbx_call *c, int fd, int *dup) {
   return domain;
 }
 
+/* bind on the unix socket sock (the host's duplicate of the task's): performed here with the
+ * host's copy of the address, never left to the kernel, which would read it again (a name
+ * judged "x" could be ".git" by then). A pathname is a new name, judged and made as any
+ * (notify_files.c); an abstract name makes no file. */
+static void unix_bind(sbx_call *c, int sock, uint64_t addr, uint64_t len) {
+  struct sockaddr_storage ss;
+  if (len > sizeof ss) {
+    answer(c, EINVAL);
+    return;
+  }
+  int rc = read_addr(c, addr, len, &ss);
+  if (rc <= 0) {
+    answer(c, rc == 0 ? (len ? EFAULT : EINVAL) : len < sizeof(sa_family_t) ? EINVAL : EFAULT);
+    return;
+  }
+  const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
+  size_t head = offsetof(struct sockaddr_un, sun_path);
+  if (ss.ss_family != AF_UNIX || len > sizeof *un) {
+    answer(c, EINVAL);
+    return;
+  }
+  if (len == head || un->sun_path[0] == '\0') { /* automatic or abstract: the socket's netns */
+    emu_answer(c, bind(sock, (const struct sockaddr *)&ss, (socklen_t)len));
+    return;
+  }
+  size_t k = strnlen(un->sun_path, len - head);
+  memcpy(c->to, un->sun_path, k);
+  c->to[k] = '\0';
+  make_name(c, "bind", AT_FDCWD, MK_SOCK, 0, sock);
+}
+
+/* bind: on a unix socket it makes a file; an address of another family is evidence. With
+ * AF_UNIX mediated (the restricted modes) the host binds every socket itself: the kernel
+ * would look the descriptor up again, and another thread could have put a unix socket
+ * there meanwhile. */
+static void bind_call(sbx_call *c, int fd, uint64_t addr, uint64_t len) {
+  struct sockaddr_storage ss;
+  int dup = -1;
+  if (c->m->mediate_unix) {
+    sock_kind k;
+    int domain = socket_domain(c, fd, &dup, &k);
+    if (domain == -1 || domain == -2) { /* no socket: the kernel's answer; unknown: refused */
+      answer(c, domain == -2 ? EPERM : errno == EBADF ? EBADF : ENOTSOCK);
+      return;
+    }
+    if (dup >= 0) { /* AF_UNIX */
+      unix_bind(c, dup, addr, len);
+      close(dup);
+      return;
+    }
+    dup = unix_target_fd((pid_t)c->req->pid, fd); /* (socket_domain keeps only unix ones) */
+    if (dup < 0) {
+      answer(c, EPERM);
+      return;
+    }
+  }
+  int rc = read_addr(c, addr, len, &ss);
+  if (rc > 0 && ss.ss_family != AF_UNIX && c->m->net_deny) {
+    refuse_addr(c, "bind", &ss);
+  } else if (dup >= 0) {
+    emu_state es;
+    int e = len > sizeof ss ? -EINVAL
+            : rc == 0       ? -(len ? EFAULT : EINVAL)
+            : rc < 0        ? -(len < sizeof(sa_family_t) ? EINVAL : EFAULT)
+                            : emu_begin(c, &es);
+    if (e < 0) {
+      answer(c, -e);
+    } else {
+      emu_answer(c, bind(dup, (const struct sockaddr *)&ss, (socklen_t)len));
+      emu_end(&es);
+    }
+  }
+  if (dup >= 0) close(dup);
+}
+
 int notify_net_call(sbx_call *c) {
   const __u64 *a = c->req->data.args;
   int nr = c->req->data.nr;
+  sock_kind k = {0, 0};
+  if (nr == SYS_bind) {
+    bind_call(c, (int)a[0], a[1], a[2]);
+    return 1;
+  }
   if (nr == SYS_connect || nr == SYS_sendto || nr == SYS_sendmsg || nr == SYS_sendmmsg) {
     int dup;
-    int domain = socket_domain(c, (int)a[0], &dup);
+    int domain = socket_domain(c, (int)a[0], &dup, &k);
     if (domain == -1) return 1; /* no socket: the kernel says so (CONTINUE) */
     if (domain == -2) {
       answer(c, EPERM);
@@ -175,18 +266,17 @@ int notify_net_call(sbx_call *c) {
       d->protocol = (int)a[2];
       return 1;
     }
-    case SYS_connect: judge_dest(c, "connect", a[1], a[2]); return 1;
-    case SYS_bind: judge_bind(c, a[1], a[2]); return 1;
-    case SYS_sendto: judge_dest(c, "sendto", a[4], a[5]); return 1;
+    case SYS_connect: judge_dest(c, "connect", a[1], a[2], k); return 1;
+    case SYS_sendto: judge_dest(c, "sendto", a[4], a[5], k); return 1;
     case SYS_sendmsg: {
       struct msghdr msg;
       if (read_mem((pid_t)c->req->pid, a[1], &msg, sizeof msg) < 0)
         answer(c, EFAULT);
       else
-        judge_dest(c, "sendmsg", (uint64_t)(uintptr_t)msg.msg_name, msg.msg_namelen);
+        judge_dest(c, "sendmsg", (uint64_t)(uintptr_t)msg.msg_name, msg.msg_namelen, k);
       return 1;
     }
-    case SYS_sendmmsg: judge_sendmmsg(c, a[1], (unsigned)a[2]); return 1;
+    case SYS_sendmmsg: judge_sendmmsg(c, a[1], (unsigned)a[2], k); return 1;
     default: return 0;
   }
 }

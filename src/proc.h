@@ -18,6 +18,7 @@ typedef struct proc_sandbox_info {
   int used, landlock_abi, seccomp, notify, userns, mountns, pidns, ipcns, netns, caps_dropped;
   int degraded_notify, degraded_ns;
   char mode[24], network[8];
+  long long setup_us[20]; /* each layer's cost (sandbox.h's SBX_T_*), -1: not made */
 } proc_sandbox_info;
 
 typedef struct pstream {

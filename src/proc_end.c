@@ -44,7 +44,8 @@ struct tree_end {
 static struct tree_end *watching = NULL;
 static uv_poll_t cg_poll; /* the inotify descriptor of cgroup.c */
 static int cg_poll_open = 0;
-static uv_signal_t chld; /* reaps what closed sessions left */
+static uv_signal_t chld;      /* reaps what closed sessions left */
+static uv_check_t chld_check; /* once per turn of the loop, however many SIGCHLDs came */
 static int chld_open = 0;
 static struct {
   pid_t pid;
@@ -180,14 +181,16 @@ int proc_end_members(proc *p, pid_t *out) {
 
 static struct tree_end *end_of(proc *p);
 
-static int kill_now(proc *p, const char **method) {
+/* SIGKILL the whole tree now; with count, how many processes that was (with a cgroup, a read
+ * of its list that closing does not need). */
+static int kill_now(proc *p, const char **method, int count) {
   static pid_t pids[MAX_TREE];
   int n = 0;
   struct tree_end *te = end_of(p);
   if (te != NULL) te->killing = 1;
   if (p->cg.id != 0) {
     *method = p->init_pid > 0 ? "pid namespace" : "cgroup";
-    n = cg_session_pids(&p->cg, pids, MAX_TREE);
+    n = count ? cg_session_pids(&p->cg, pids, MAX_TREE) : 0;
     cg_session_kill(&p->cg);
     proc_ns_kill(p);
     return n > 0 ? n : 0;
@@ -196,10 +199,7 @@ static int kill_now(proc *p, const char **method) {
   /* Found while the tree stands (once its processes die, theirs move to the host), then
    * killed; a second look catches one that was on its way between the two lists. */
   int m = members(p, pids);
-  if (!p->reaped) {
-    kill(-p->pid, SIGKILL);
-    n += kill(p->pid, SIGKILL) == 0;
-  }
+  if (!p->reaped) n += kill(-p->pid, SIGKILL) == 0; /* (its own group: it leads a session) */
   for (int i = 0; i < m; i++) n += kill(pids[i], SIGKILL) == 0;
   int again = members(p, pids);
   for (int i = 0; i < again; i++) kill(pids[i], SIGKILL);
@@ -211,7 +211,7 @@ int proc_end_kill(proc *p, const char *reason) {
   const char *method;
   if (p->killed_by[0] == '\0' && !p->reaped)
     snprintf(p->killed_by, sizeof p->killed_by, "%s", reason);
-  return kill_now(p, &method);
+  return kill_now(p, &method, 1);
 }
 
 /* ---- the "tree_empty" event ---- */
@@ -380,12 +380,18 @@ int proc_end_watch(proc *p) {
 /* ---- what a closed session leaves ---- */
 
 /* Reap the adopted zombies. Another reaper of the host may have taken one first and its pid
- * gone to a new process: the start time tells, and that one is left alone. */
-static void chld_cb(uv_signal_t *h, int sig) {
-  (void)h, (void)sig;
+ * gone to a new process: the start time tells, and that one is left alone. Only one that has
+ * ended is looked at (a look that reaps nothing): the others cost one system call each. */
+static void reap_adopted(void) {
   for (int i = 0; i < nadopted;) {
+    siginfo_t si;
+    si.si_pid = 0;
     pid_t r = 0;
-    if (start_of(adopted[i].pid) == adopted[i].start)
+    if (waitid(P_PID, (id_t)adopted[i].pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+      r = -1; /* not the host's child any more */
+    else if (si.si_pid == 0)
+      r = 0; /* still running */
+    else if (start_of(adopted[i].pid) == adopted[i].start)
       r = waitpid(adopted[i].pid, NULL, WNOHANG);
     else
       r = -1;
@@ -396,13 +402,27 @@ static void chld_cb(uv_signal_t *h, int sig) {
   }
 }
 
+static void chld_check_cb(uv_check_t *h) {
+  uv_check_stop(h);
+  reap_adopted();
+}
+
+/* Many children ending together send many SIGCHLDs in one turn: one look, after them. */
+static void chld_cb(uv_signal_t *h, int sig) {
+  (void)h, (void)sig;
+  uv_check_start(&chld_check, chld_check_cb);
+}
+
 static void adopt(proc *p, pid_t pid) {
   unsigned long long start = start_of(pid); /* unreaped, so still this process */
   if (start == 0 || waitpid(pid, NULL, WNOHANG) == pid || nadopted >= MAX_TREE) return;
   adopted[nadopted].pid = pid;
   adopted[nadopted++].start = start;
-  if (!chld_open && uv_signal_init(&luxec_gethost(p->L)->loop, &chld) == 0) {
+  uv_loop_t *loop = &luxec_gethost(p->L)->loop;
+  if (!chld_open && uv_signal_init(loop, &chld) == 0) {
     chld_open = 1;
+    uv_check_init(loop, &chld_check);
+    uv_unref((uv_handle_t *)&chld_check);
     uv_signal_start(&chld, chld_cb, SIGCHLD);
     uv_unref((uv_handle_t *)&chld);
   }
@@ -414,15 +434,15 @@ int proc_end_close(proc *p, const char *why) {
   norphans = 0;
   int known_empty = p->reaped && p->te != NULL && p->te->cg_empty;
   int cg_alive = 0;
-  if (p->cg.id != 0 && !known_empty) {
+  if (p->cg.id != 0 && !known_empty && p->reaped) { /* (while its program runs, it is full) */
     cg_alive = cg_session_populated(&p->cg) == 1;
-    known_empty = !cg_alive && p->reaped; /* with its program gone it cannot fill again */
+    known_empty = !cg_alive; /* with its program gone it cannot fill again */
   }
   int alive = !p->reaped || (p->init_pid > 0 && !p->init_killed) || cg_alive;
   if (alive) {
     const char *method;
     if (p->killed_by[0] == '\0') snprintf(p->killed_by, sizeof p->killed_by, "%s", why);
-    kill_now(p, &method);
+    kill_now(p, &method, 0);
   }
   if (p->te != NULL) {
     unwatch_cgroup(p->te);
@@ -456,7 +476,8 @@ void proc_end_shutdown(void) {
   if (chld_open) {
     chld_open = 0;
     uv_close((uv_handle_t *)&chld, NULL);
-    chld_cb(NULL, SIGCHLD); /* what died already; the rest is init's once the host is gone */
+    uv_close((uv_handle_t *)&chld_check, NULL);
+    reap_adopted(); /* what died already; the rest is init's once the host is gone */
   }
 }
 
@@ -480,7 +501,7 @@ static int proc_kill_tree_l(lua_State *L) {
   if (p->killed_by[0] == '\0' && !p->reaped)
     snprintf(p->killed_by, sizeof p->killed_by, "%s", reason);
   const char *method;
-  int killed = kill_now(p, &method);
+  int killed = kill_now(p, &method, 1);
   lua_createtable(L, 0, 2);
   lua_pushinteger(L, killed);
   lua_setfield(L, -2, "killed");
@@ -501,39 +522,51 @@ static lua_Integer check_list(lua_State *L) {
   return n;
 }
 
-/* core.kill_trees({p, ...} [, reason]) -> processes killed: every tree at once, no wait */
+/* core.kill_trees({p, ...} [, reason]) -> processes killed, {killed of each}: every tree at
+ * once, no wait */
 static int core_kill_trees(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   const char *reason = luaL_optstring(L, 2, "terminate");
   lua_Integer n = check_list(L);
   int total = 0;
+  lua_createtable(L, (int)n, 0);
   batch_begin();
   for (lua_Integer i = 1; i <= n; i++) {
     lua_rawgeti(L, 1, i);
     proc *p = proc_check(L, -1);
     lua_pop(L, 1);
-    total += proc_end_kill(p, reason);
+    int k = proc_end_kill(p, reason);
+    total += k;
+    lua_pushinteger(L, k);
+    lua_rawseti(L, -2, i);
   }
   batch_end();
   lua_pushinteger(L, total);
-  return 1;
+  lua_insert(L, -2);
+  return 2;
 }
 
-/* core.signal_trees({p, ...}, sig) -> processes signalled (each tree as p:signal_tree) */
+/* core.signal_trees({p, ...}, sig) -> processes signalled (each tree as p:signal_tree), {how
+ * each session's tree is reached: "cgroup" or "process group and sweep"} */
 static int core_signal_trees(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   int sig = proc_checksignal(L, 2);
   lua_Integer n = check_list(L);
   int total = 0;
+  lua_createtable(L, (int)n, 0);
   batch_begin();
   for (lua_Integer i = 1; i <= n; i++) {
     lua_rawgeti(L, 1, i);
-    total += proc_tree_signal(proc_check(L, -1), sig);
+    proc *p = proc_check(L, -1);
     lua_pop(L, 1);
+    total += proc_tree_signal(p, sig);
+    lua_pushstring(L, p->cg.id != 0 ? "cgroup" : "process group and sweep");
+    lua_rawseti(L, -2, i);
   }
   batch_end();
   lua_pushinteger(L, total);
-  return 1;
+  lua_insert(L, -2);
+  return 2;
 }
 
 /* core.watch_trees({p, ...}) -> {gone, ...}: p:watch_tree() of each, with one scan */

@@ -221,6 +221,13 @@ static int proc_write(lua_State *L) {
   return 1;
 }
 
+/* p:input_queued() -> the bytes written and not yet taken by the child's stdin. */
+static int proc_input_queued(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  lua_pushinteger(L, (lua_Integer)p->wq_bytes);
+  return 1;
+}
+
 /* p:close_stdin(): EOF for the child once everything queued is written. */
 static int proc_close_stdin(lua_State *L) {
   proc *p = proc_check(L, 1);
@@ -304,6 +311,7 @@ static int proc_log_error(lua_State *L) {
 }
 
 const luaL_Reg proc_io_methods[] = {{"close_stdin", proc_close_stdin},
+                                    {"input_queued", proc_input_queued},
                                     {"log_error", proc_log_error},
                                     {"read", proc_read},
                                     {"read_range", proc_read_range},

@@ -19,7 +19,7 @@
 #include "procfs.h"
 
 static int subreaper = 0;
-static int watching = 0;        /* the two handles below are open */
+static int watching = 0;        /* the handles below are open (or closing, at the end) */
 static uv_signal_t orphan_sig;  /* SIGCHLD, while there are sessions without a cgroup or with
                                  * a sandbox's init, both of which leave children to reap */
 static uv_timer_t orphan_timer; /* and a slow sweep, for a SIGCHLD that went elsewhere */
@@ -277,16 +277,19 @@ static void watchdog_main(int rd) {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
   prctl(PR_SET_NAME, "luxec-sweeper");
-  int32_t msg;
+  int32_t msgs[1024]; /* the host writes whole messages, at most a pipe's atomic size at once */
   ssize_t n;
-  while ((n = read(rd, &msg, sizeof msg)) != 0) {
+  while ((n = read(rd, msgs, sizeof msgs)) != 0) {
     if (n < 0 && errno == EINTR) continue;
-    if (n != (ssize_t)sizeof msg) break;
-    if (msg > 0 && wd_n < WD_MAX && !wd_known(msg)) {
-      wd_ids[wd_n++] = msg;
-    } else if (msg < 0) {
-      for (int i = 0; i < wd_n; i++)
-        if (wd_ids[i] == -msg) wd_ids[i] = wd_ids[--wd_n];
+    if (n < 0 || n % (ssize_t)sizeof msgs[0] != 0) break;
+    for (ssize_t k = 0; k < n / (ssize_t)sizeof msgs[0]; k++) {
+      int32_t msg = msgs[k];
+      if (msg > 0 && wd_n < WD_MAX && !wd_known(msg)) {
+        wd_ids[wd_n++] = msg;
+      } else if (msg < 0) {
+        for (int i = 0; i < wd_n; i++)
+          if (wd_ids[i] == -msg) wd_ids[i] = wd_ids[--wd_n];
+      }
     }
   }
   /* The host is gone: kill until a pass finds nothing alive (a tree that forks meanwhile
@@ -320,10 +323,38 @@ static void watchdog_start(void) {
   watchdog_fd = fds[1];
 }
 
+/* What the watchdog is to forget (the sessions reaped in this turn of the loop): told in one
+ * write once the turn's events are done, not one write (and one wake-up of it) each. */
+static int32_t forgets[1024];
+static int nforgets = 0;
+static uv_check_t forget_check;
+
+static void watchdog_write(const int32_t *msgs, int n) {
+  if (watchdog_fd < 0 || n == 0) return;
+  while (write(watchdog_fd, msgs, (size_t)n * sizeof msgs[0]) < 0 && errno == EINTR) {
+  }
+}
+
+static void forgets_flush(void) {
+  watchdog_write(forgets, nforgets);
+  nforgets = 0;
+}
+
+static void forget_check_cb(uv_check_t *h) {
+  uv_check_stop(h);
+  forgets_flush();
+}
+
 static void watchdog_tell(int32_t msg) {
   if (watchdog_fd < 0) return;
-  while (write(watchdog_fd, &msg, sizeof msg) < 0 && errno == EINTR) {
+  if (msg < 0 && watching && !uv_is_closing((uv_handle_t *)&forget_check) &&
+      nforgets < (int)(sizeof forgets / sizeof forgets[0])) {
+    forgets[nforgets++] = msg;
+    uv_check_start(&forget_check, forget_check_cb);
+    return;
   }
+  forgets_flush(); /* first: a pid reaped and given again to a new session, in that order */
+  watchdog_write(&msg, 1);
 }
 
 static void watch(uv_loop_t *loop) {
@@ -340,6 +371,9 @@ static void watch(uv_loop_t *loop) {
   uv_check_init(loop, &orphan_check);
   orphan_check.data = NULL;
   uv_unref((uv_handle_t *)&orphan_check);
+  uv_check_init(loop, &forget_check);
+  forget_check.data = NULL;
+  uv_unref((uv_handle_t *)&forget_check);
 }
 
 /* A session started. Without a cgroup, its session id (and its sandbox's init) is the
@@ -368,9 +402,11 @@ void proc_orphans_forget(pid_t pid) {
 }
 
 void proc_orphans_close(void) {
+  forgets_flush();
   if (watching && !uv_is_closing((uv_handle_t *)&orphan_sig)) {
     uv_close((uv_handle_t *)&orphan_sig, NULL);
     uv_close((uv_handle_t *)&orphan_timer, NULL);
     uv_close((uv_handle_t *)&orphan_check, NULL);
+    uv_close((uv_handle_t *)&forget_check, NULL);
   }
 }

@@ -71,8 +71,21 @@ int proc_sandbox_prepare(lua_State *L, int opts, sandbox_prep *prep, proc_sandbo
   return 0;
 }
 
+/* Each layer's cost: from the stamp before it to its own (µs), -1 for a layer not made. */
+static void layer_costs(proc_sandbox_info *info, const sandbox_prep *prep) {
+  for (int i = 0; i < SBX_T_N; i++) {
+    info->setup_us[i] = -1;
+    if (i == SBX_T_PREPARE || prep->t_ns[i] == 0) continue;
+    int before = i - 1;
+    while (before > 0 && prep->t_ns[before] == 0) before--;
+    if (prep->t_ns[before] == 0 || prep->t_ns[i] < prep->t_ns[before]) continue;
+    info->setup_us[i] = (long long)((prep->t_ns[i] - prep->t_ns[before]) / 1000);
+  }
+}
+
 void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *loop) {
   proc_sandbox_info *info = &p->sbx_info;
+  sandbox_stamp(prep, SBX_T_LAUNCHED);
   info->userns = prep->userns_ok;
   info->mountns = prep->mountns_ok;
   info->pidns = prep->pidns_ok;
@@ -110,11 +123,14 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
     p->sbx = ro == NULL ? NULL
                         : sbx_monitor_start(listener, prep->roots, prep->nroots, ro, nro,
                                             prep->mountns_ok, strcmp(info->network, "deny") == 0,
-                                            prep->proxy_port, judged ? &u : NULL);
+                                            prep->proxy_port, p->transp_fd[SBX_TRANSP_TLS] >= 0,
+                                            judged ? &u : NULL);
     if (ro == NULL) close(listener);
     free(ro);
     info->notify = p->sbx != NULL;
+    sandbox_stamp(prep, SBX_T_MONITOR);
   }
+  layer_costs(info, prep);
 }
 
 static void set_bool(lua_State *L, const char *k, int v) {
@@ -147,7 +163,7 @@ static void push_denial(lua_State *L, const sbx_denial *d) {
     set_str(L, "addr", d->addr);
     set_int(L, "port", d->port);
   }
-  if (strcmp(d->op, "socket") == 0) {
+  if (strcmp(d->op, "socket") == 0 || (d->addr[0] && d->type != 0)) {
     set_int(L, "type", d->type);
     set_int(L, "protocol", d->protocol);
   }
@@ -228,6 +244,14 @@ static int proc_sandbox_report(lua_State *L) {
     lua_setfield(L, -2, over[i].op);
   }
   lua_setfield(L, -2, "denials_overflow");
+  static const char *const layer_names[SBX_T_N] = {
+      NULL,       "prepare", "launch",   "userns", "netns",  "namespaces",
+      "mounts",   "dev",     "pid_init", "clone",  "proc",   "caps",
+      "landlock", "seccomp", "fds",      "exec",   "monitor"};
+  lua_createtable(L, 0, SBX_T_N);
+  for (int i = 0; i < SBX_T_N; i++)
+    if (layer_names[i] && info->setup_us[i] >= 0) set_int(L, layer_names[i], info->setup_us[i]);
+  lua_setfield(L, -2, "setup_us");
   lua_pushinteger(L, total);
   lua_setfield(L, -2, "denials_total");
   lua_pushinteger(L, m ? (lua_Integer)m->served : 0);

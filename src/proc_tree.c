@@ -91,41 +91,42 @@ void proc_ns_shutdown(void) {
   while (ending_inits != NULL) init_end_forget(ending_inits);
 }
 
+static const struct {
+  int sig;
+  const char *name;
+} names[] = {{SIGHUP, "HUP"},
+             {SIGINT, "INT"},
+             {SIGQUIT, "QUIT"},
+             {SIGILL, "ILL"},
+             {SIGTRAP, "TRAP"},
+             {SIGABRT, "ABRT"},
+             {SIGBUS, "BUS"},
+             {SIGFPE, "FPE"},
+             {SIGKILL, "KILL"},
+             {SIGUSR1, "USR1"},
+             {SIGSEGV, "SEGV"},
+             {SIGUSR2, "USR2"},
+             {SIGPIPE, "PIPE"},
+             {SIGALRM, "ALRM"},
+             {SIGTERM, "TERM"},
+             {SIGCHLD, "CHLD"},
+             {SIGCONT, "CONT"},
+             {SIGSTOP, "STOP"},
+             {SIGTSTP, "TSTP"},
+             {SIGTTIN, "TTIN"},
+             {SIGTTOU, "TTOU"},
+             {SIGURG, "URG"},
+             {SIGXCPU, "XCPU"},
+             {SIGXFSZ, "XFSZ"},
+             {SIGVTALRM, "VTALRM"},
+             {SIGPROF, "PROF"},
+             {SIGWINCH, "WINCH"},
+             {SIGIO, "IO"},
+             {SIGPWR, "PWR"},
+             {SIGSYS, "SYS"},
+             {0, NULL}};
+
 const char *proc_signame(int sig) {
-  static const struct {
-    int sig;
-    const char *name;
-  } names[] = {{SIGHUP, "HUP"},
-               {SIGINT, "INT"},
-               {SIGQUIT, "QUIT"},
-               {SIGILL, "ILL"},
-               {SIGTRAP, "TRAP"},
-               {SIGABRT, "ABRT"},
-               {SIGBUS, "BUS"},
-               {SIGFPE, "FPE"},
-               {SIGKILL, "KILL"},
-               {SIGUSR1, "USR1"},
-               {SIGSEGV, "SEGV"},
-               {SIGUSR2, "USR2"},
-               {SIGPIPE, "PIPE"},
-               {SIGALRM, "ALRM"},
-               {SIGTERM, "TERM"},
-               {SIGCHLD, "CHLD"},
-               {SIGCONT, "CONT"},
-               {SIGSTOP, "STOP"},
-               {SIGTSTP, "TSTP"},
-               {SIGTTIN, "TTIN"},
-               {SIGTTOU, "TTOU"},
-               {SIGURG, "URG"},
-               {SIGXCPU, "XCPU"},
-               {SIGXFSZ, "XFSZ"},
-               {SIGVTALRM, "VTALRM"},
-               {SIGPROF, "PROF"},
-               {SIGWINCH, "WINCH"},
-               {SIGIO, "IO"},
-               {SIGPWR, "PWR"},
-               {SIGSYS, "SYS"},
-               {0, NULL}};
   for (int i = 0; names[i].name; i++)
     if (names[i].sig == sig) return names[i].name;
   return NULL;
@@ -139,10 +140,8 @@ int proc_checksignal(lua_State *L, int idx) {
   }
   const char *name = luaL_checkstring(L, idx);
   if (strncmp(name, "SIG", 3) == 0) name += 3;
-  for (int s = 1; s < NSIG; s++) {
-    const char *n = proc_signame(s);
-    if (n != NULL && strcmp(n, name) == 0) return s;
-  }
+  for (int i = 0; names[i].name; i++)
+    if (strcmp(names[i].name, name) == 0) return names[i].sig;
   return luaL_argerror(L, idx, lua_pushfstring(L, "unknown signal '%s'", luaL_checkstring(L, idx)));
 }
 
@@ -171,9 +170,11 @@ static int proc_signal(lua_State *L) {
 int proc_tree_signal(proc *p, int sig) {
   if (p->cg.id != 0) return cg_session_signal(&p->cg, sig);
   static pid_t pids[4096];
-  if (!p->reaped) kill(-p->pid, sig);
-  int n = proc_end_members(p, pids);
-  for (int i = 0; i < n; i++) kill(pids[i], sig);
+  /* The program leads its own session (setsid at launch), so its process group is its pid for
+   * life: the group's signal reaches it too, and it is not signalled a second time. */
+  int led = !p->reaped && kill(-p->pid, sig) == 0;
+  int n = proc_end_members(p, pids); /* (the program first while it runs) */
+  for (int i = led; i < n; i++) kill(pids[i], sig);
   return n;
 }
 

@@ -14,16 +14,19 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-/* The pids listed in one task's "children" file (plain reads: no stdio on this path). */
+/* The pids listed in one task's "children" file (plain reads: no stdio on this path). The
+ * file is a seq_file: a read returns every record that fits in its page-sized buffer, so a
+ * read that left more room than one record ("<pid> ") needs is the last one, and the read of
+ * EOF after it is saved. */
 static int task_children(const char *file, pid_t *out, int max) {
   int fd = open(file, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[4096];
   int n = 0;
-  ssize_t r;
+  ssize_t r = (ssize_t)sizeof buf;
   pid_t cur = 0;
   int digits = 0;
-  while (n < max && (r = read(fd, buf, sizeof buf)) > 0) {
+  while (n < max && r >= (ssize_t)sizeof buf - 32 && (r = read(fd, buf, sizeof buf)) > 0) {
     for (ssize_t i = 0; i < r && n < max; i++) {
       if (buf[i] >= '0' && buf[i] <= '9') {
         cur = cur * 10 + (buf[i] - '0');

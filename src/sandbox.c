@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Newer than Debian 12's kernel headers. */
@@ -156,14 +157,29 @@ static int last_cap(void) {
   return last;
 }
 
+static int prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t errlen);
+
 static char **copy_strings(const char **in, int n) {
   char **out = calloc((size_t)n + 1, sizeof(char *));
   for (int i = 0; out != NULL && i < n; i++) out[i] = strdup(in[i]);
   return out;
 }
 
+void sandbox_stamp(sandbox_prep *p, int i) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  p->t_ns[i] = (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec;
+}
+
 int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t errlen) {
   sandbox_prep_init(p);
+  sandbox_stamp(p, SBX_T_PREPARE);
+  int rc = prepare(s, p, err, errlen);
+  sandbox_stamp(p, SBX_T_PREPARED);
+  return rc;
+}
+
+static int prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t errlen) {
   p->best_effort = s->best_effort;
   if (s->mode == SBX_FULL && !s->network_deny) return 0;
   int root = sandbox_can_unshare();
@@ -290,11 +306,13 @@ static int namespace_rules(sandbox_prep *p) {
 }
 
 int sandbox_child_apply(sandbox_prep *p, const char **stage) {
+  sandbox_stamp(p, SBX_T_CHILD);
   /* the first process of the new pid namespace: its /proc shows that namespace only */
   if (p->pidns_ok && mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
     *stage = "sandbox /proc";
     return -1;
   }
+  sandbox_stamp(p, SBX_T_PROC);
   if (p->mountns_ok && p->ruleset_fd >= 0 && namespace_rules(p) < 0) {
     *stage = "sandbox landlock rules";
     return -1;
@@ -306,6 +324,7 @@ int sandbox_child_apply(sandbox_prep *p, const char **stage) {
     }
     p->caps_dropped = 1;
   }
+  sandbox_stamp(p, SBX_T_CAPS);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
     *stage = "sandbox no_new_privs";
     return -1;
@@ -314,12 +333,14 @@ int sandbox_child_apply(sandbox_prep *p, const char **stage) {
     *stage = "sandbox landlock";
     return -1;
   }
+  sandbox_stamp(p, SBX_T_LANDLOCK);
   if (p->prog_notify.len > 0) {
     int listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
                                 SECCOMP_FILTER_FLAG_NEW_LISTENER, &p->prog_notify);
     if (listener >= 0) { /* in the host's descriptor table, shared until the launch ends */
       p->listener_fd = listener;
       p->got_listener = 1;
+      sandbox_stamp(p, SBX_T_SECCOMP);
       return 0;
     }
     if (!p->best_effort) { /* EBUSY: already under another listener (nested) */
@@ -333,6 +354,7 @@ int sandbox_child_apply(sandbox_prep *p, const char **stage) {
     *stage = "sandbox seccomp";
     return -1;
   }
+  sandbox_stamp(p, SBX_T_SECCOMP);
   return 0;
 }
 

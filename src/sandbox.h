@@ -36,6 +36,27 @@ typedef struct sandbox_spec {
   int proxy_port; /* network by name: the host's proxy listens on 127.0.0.1:port inside */
 } sandbox_spec;
 
+enum {
+  SBX_T_PREPARE,  /* the host: sandbox_prepare began */
+  SBX_T_PREPARED, /* ... and ended */
+  SBX_T_SETUP,    /* the setup child began */
+  SBX_T_USERNS,   /* the user namespace and its maps */
+  SBX_T_NETNS,    /* the network namespace (and the proxy's listener) */
+  SBX_T_NS,       /* the mount, pid and IPC namespaces */
+  SBX_T_MOUNTS,   /* the mount layer: read-only /, the roots, protected paths, masks */
+  SBX_T_DEV,      /* the sandbox's /dev */
+  SBX_T_INIT,     /* the PTY and the pid namespace's init */
+  SBX_T_CHILD,    /* the program's process began its sandbox */
+  SBX_T_PROC,     /* its /proc */
+  SBX_T_CAPS,     /* Landlock's namespace rules and the capability drop */
+  SBX_T_LANDLOCK, /* no_new_privs and landlock_restrict_self */
+  SBX_T_SECCOMP,  /* the seccomp filter (and its listener) */
+  SBX_T_EXECVE,   /* the program's descriptors, directory and limits: execve is next */
+  SBX_T_LAUNCHED, /* the host: execve done, the launcher reaped */
+  SBX_T_MONITOR,  /* the host: the supervisor started */
+  SBX_T_N
+};
+
 typedef struct sandbox_prep {
   int ruleset_fd; /* Landlock, -1 when not used */
   int landlock_abi;
@@ -70,7 +91,13 @@ typedef struct sandbox_prep {
   volatile int got_listener, listener_fd;
   volatile int userns_ok, mountns_ok, pidns_ok, ipcns_ok, netns_ok, caps_dropped;
   volatile int degraded_notify, degraded_ns;
+  /* when each layer was done (CLOCK_MONOTONIC, ns; 0: not made), written by whoever made it:
+   * what a spawn's sandbox cost, layer by layer (the report's setup_us) */
+  volatile unsigned long long t_ns[SBX_T_N];
 } sandbox_prep;
+
+/* Stamp layer i of p now (async-signal-safe: the vDSO's clock). */
+void sandbox_stamp(sandbox_prep *p, int i);
 
 /* The best Landlock ABI of this kernel (0: none). */
 int sandbox_landlock_abi(void);

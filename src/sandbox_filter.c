@@ -82,7 +82,7 @@ static int file_rules(scmp_filter_ctx ctx) {
 }
 
 /* Without evidence: the calls that make a new name, for the host to refuse the reserved
- * ones (notify_files.c). Opens only with O_CREAT. */
+ * ones (notify_files.c): a unix socket's bind too. Opens only with O_CREAT. */
 static int create_rules(scmp_filter_ctx ctx) {
   const uint32_t n = SCMP_ACT_NOTIFY;
   int rc = 0;
@@ -92,7 +92,7 @@ static int create_rules(scmp_filter_ctx ctx) {
   rc |= seccomp_rule_add_array(ctx, n, seccomp_syscall_resolve_name("openat"), 1, &cr2);
   static const char *const calls[] = {"creat",     "openat2",   "mkdir",   "mkdirat", "rename",
                                       "renameat",  "renameat2", "link",    "linkat",  "symlink",
-                                      "symlinkat", "mknod",     "mknodat", NULL};
+                                      "symlinkat", "mknod",     "mknodat", "bind",    NULL};
   for (int i = 0; calls[i]; i++) {
     int nr = seccomp_syscall_resolve_name(calls[i]);
     if (nr != __NR_SCMP_ERROR) rc |= seccomp_rule_add(ctx, n, nr, 0);

@@ -127,21 +127,20 @@ static int userns_layer(sandbox_prep *p) {
 }
 
 int sandbox_ns_setup(sandbox_prep *p, const char **stage) {
+  sandbox_stamp(p, SBX_T_SETUP);
   if (p->want_userns) {
     if (userns_layer(p) < 0) {
       *stage = "sandbox user namespace";
       return -1;
     }
     p->userns_ok = 1;
+    sandbox_stamp(p, SBX_T_USERNS);
   }
-  int flags = (p->want_mountns ? CLONE_NEWNS : 0) | (p->want_pidns ? CLONE_NEWPID : 0) |
-              (p->want_ipcns ? CLONE_NEWIPC : 0) | (p->want_netns ? CLONE_NEWNET : 0);
-  if (flags != 0 && unshare(flags) < 0) {
+  /* the network namespace apart from the others (the same result): its cost is its own */
+  if (p->want_netns && unshare(CLONE_NEWNET) < 0) {
     *stage = "sandbox namespaces";
     return -1;
   }
-  p->pidns_ok = p->want_pidns;
-  p->ipcns_ok = p->want_ipcns;
   p->netns_ok = p->want_netns;
   /* the host's way to see which unix sockets were made inside (notify_unix.c) */
   if (p->want_netns) p->diag_fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
@@ -149,16 +148,28 @@ int sandbox_ns_setup(sandbox_prep *p, const char **stage) {
     *stage = "sandbox network proxy";
     return -1;
   }
+  if (p->want_netns) sandbox_stamp(p, SBX_T_NETNS);
+  int flags = (p->want_mountns ? CLONE_NEWNS : 0) | (p->want_pidns ? CLONE_NEWPID : 0) |
+              (p->want_ipcns ? CLONE_NEWIPC : 0);
+  if (flags != 0 && unshare(flags) < 0) {
+    *stage = "sandbox namespaces";
+    return -1;
+  }
+  p->pidns_ok = p->want_pidns;
+  p->ipcns_ok = p->want_ipcns;
+  if (flags != 0) sandbox_stamp(p, SBX_T_NS);
   if (p->want_mountns) {
     if (mount_layer(p) < 0) {
       *stage = "sandbox mount namespace";
       return -1;
     }
+    sandbox_stamp(p, SBX_T_MOUNTS);
     if (dev_layer() < 0) {
       *stage = "sandbox /dev";
       return -1;
     }
     p->mountns_ok = 1;
+    sandbox_stamp(p, SBX_T_DEV);
   }
   return 0;
 }

@@ -12,6 +12,7 @@
 ---@field defaults luxec.ProcessDefaults  the defaults spawn uses (change them with care)
 ---@field ssh luxec.ssh  log in with OpenSSH's client and run commands (pexpect's pxssh)
 ---@field replwrap luxec.replwrap  drive a REPL: repl:run(code) -> its output
+---@field remote luxec.remote  sessions on a `luxec serve` elsewhere or on the local daemon
 local luxec = {}
 
 ---@class luxec.StreamOptions

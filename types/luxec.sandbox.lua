@@ -32,6 +32,9 @@
 ---@field family string|nil
 ---@field addr string|nil
 ---@field port integer|nil
+---@field type integer|nil  the socket's type (1 stream, 2 datagram, ...): socket, and a network call whose socket is known
+---@field protocol integer|nil  its protocol (6 TCP, 17 UDP, ...): shown as "/tcp", "/udp"
+---@field reason string|nil  network by name: why a connect or datagram past the proxy was refused
 ---@field pid integer|nil
 ---@field comm string|nil
 
@@ -63,6 +66,7 @@
 ---@field denials_total integer
 ---@field denials_overflow table<string, integer>|nil
 ---@field notified integer|nil
+---@field setup_us table<string, integer>  what starting it cost, microseconds per layer: resolve (the policy and the search of the writable roots, in Lua), prepare, launch, userns, netns, namespaces (mount, pid, IPC), mounts, dev, pid_init, clone, proc, caps, landlock, seccomp, fds (descriptors, directory and limits before execve), exec, monitor (the supervisor); a layer not made is absent
 ---@field protected string[]|nil
 ---@field masked string[]|nil
 ---@field reserved string[]|nil  names (".git", ".mcp.json"...) and missing protected paths the supervisor refuses to make in a writable root

@@ -18,7 +18,7 @@ local native = require("fuzz.native")
 -- policy runs (below the config's cwd, the target's empty tmpdir) finds none here; the search
 -- itself is spec/native/sandbox_paths_spec's.
 package.preload["luxec.core"] = package.preload["luxec.core"] or function()
-  return { sandbox_scan = function() return {}, 1, {} end }
+  return { sandbox_scan = function() return {}, 1 end }
 end
 local sandbox = require("luxec.sandbox")
 local policy = require("luxec.engine.policy")

@@ -66,6 +66,45 @@ H.each_cgroup_mode("ending sessions never blocks the loop", function(cgroup)
       p:close()
     end
   end)
+
+  it("terminate() from many tasks at once: one signal for all, each back when its own is gone",
+    function()
+      local quick = assert(luxec.spawn({ "sh", "-c", "echo up; exec sleep 60" },
+        { cgroup = cgroup }))
+      local stubborn = assert(luxec.spawn({ "sh", "-c", "trap '' TERM; echo up; sleep 60" },
+        { cgroup = cgroup }))
+      local ended = assert(luxec.spawn({ "true" }, { cgroup = cgroup }))
+      assert(quick:expect("up"))
+      assert(stubborn:expect("up"))
+      assert(ended:wait({ timeout = 10 }))
+      local core, calls = require("luxec.core"), 0
+      local signal_trees = core.signal_trees
+      core.signal_trees = function(...)
+        calls = calls + 1
+        return signal_trees(...)
+      end
+      local ok, err = pcall(function()
+        local grace = { grace_ms = 600000 } -- the stubborn one is still in it at the end
+        local tq = luxec.go(function() return quick:terminate(grace) end)
+        local ts = luxec.go(function() return stubborn:terminate(grace) end)
+        local te = luxec.go(function() return ended:terminate(grace) end)
+        local _, rq = assert(tq:wait())
+        assert.same({ signal = "TERM", graceful = true, killed = 0,
+          method = cgroup and "cgroup" or "process group and sweep" }, rq)
+        assert.is_true(quick:finished())
+        assert.same({ true, { signal = "TERM", graceful = true, killed = 0,
+          method = "already gone" } }, { te:wait() })
+        assert.is_false(ts.done)
+        assert.equals(1, calls)
+        assert.is_false(H.alive(quick.pid))
+        assert.is_true(H.alive(stubborn.pid))
+        stubborn:close() -- ends its tree, and the wait of its terminate() with it
+        assert.is_true((ts:wait()))
+      end)
+      core.signal_trees = signal_trees
+      for _, p in ipairs({ quick, stubborn, ended }) do p:close() end
+      assert(ok, err)
+    end)
 end)
 
 H.each_cgroup_mode("descriptors per session", function(cgroup)

@@ -168,6 +168,94 @@ describe("network by name: the relay", function()
   end)
 end)
 
+-- HTTP on the host's loopback that reads each PUT or POST body (Content-Length or chunked)
+-- whole and answers "<method> <length> <md5>"; listens on argv[1], prints "UP" when it does.
+local BODY_SERVER = [[
+import hashlib, http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def body(self):
+        if self.headers.get('Transfer-Encoding', '').lower() != 'chunked':
+            return self.rfile.read(int(self.headers['Content-Length']))
+        out = b''
+        while True:
+            n = int(self.rfile.readline().split(b';')[0], 16)
+            if n == 0:
+                while self.rfile.readline() not in (b'\r\n', b''): pass
+                return out
+            out += self.rfile.read(n)
+            self.rfile.readline()
+    def do_PUT(self):
+        b = self.body()
+        msg = ('%s %d %s\n' % (self.command, len(b), hashlib.md5(b).hexdigest())).encode()
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(msg)))
+        self.send_header('Connection', 'close')
+        self.end_headers()
+        self.wfile.write(msg)
+    do_POST = do_PUT
+    def log_message(self, *a): pass
+srv = http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H)
+print('UP', flush=True)
+srv.serve_forever()
+]]
+
+describe("network by name: request bodies", function()
+  if not usable or not curl or not python then
+    it("runs where the sandbox, curl and python3 are", function()
+      pending("skipped: " .. (why or "curl or python3 is not installed"))
+    end)
+    return
+  end
+  after_each(function()
+    uv.run("nowait")
+    H.assert_clean()
+  end)
+
+  it("carries PUT and POST bodies whole (Content-Length, chunked, sent before the head is "
+    .. "answered), and a slow upload longer than the response timeout", function()
+    local dir = H.tmpdir()
+    finally(function() H.rmtree(dir) end)
+    local size = 8 * MiB + 3
+    local data = {}
+    for i = 1, size // 4096 + 1 do data[i] = ("%99d\n"):format(i):rep(40) .. ("x"):rep(96) end
+    local body = table.concat(data):sub(1, size)
+    H.write_file(dir .. "/body", body)
+    local sum = luxec.run({ "md5sum" }, { input = body }).output:match("^(%x+)")
+    local port = H.free_port()
+    local srv = assert(luxec.spawn({ "python3", "-c", BODY_SERVER, tostring(port) },
+      { env = { PATH = PATH } }))
+    finally(function() srv:close() end)
+    srv:expect("UP\n", { timeout = 10 })
+    H.write_file(dir .. "/slow.py", table.concat({
+      "import socket, sys, time",
+      "s = socket.create_connection(('127.0.0.1', 3128))",
+      "s.sendall(b'POST http://up.test:%d/s HTTP/1.1\\r\\nContent-Length: 6\\r\\n"
+        .. "\\r\\nab')",
+      "for c in b'cdef':",
+      "    time.sleep(0.5)",
+      "    s.sendall(bytes([c]))",
+      "out = b''",
+      "while True:",
+      "    d = s.recv(4096)",
+      "    if not d: break",
+      "    out += d",
+      "sys.stdout.write(out.split(b'\\r\\n\\r\\n', 1)[1].decode())", "" }, "\n"):format(port))
+    local url = ("http://up.test:%d/"):format(port)
+    local r = run(table.concat({
+      ("curl -sS -H 'Expect:' -T %s/body %sput"):format(dir, url),
+      ("curl -sS -H 'Expect:' -H 'Transfer-Encoding: chunked' --data-binary @%s/body %spost")
+        :format(dir, url),
+      ("python3 %s/slow.py"):format(dir) }, "; "),
+      { allow = { "up.test" }, resolve = { ["up.test"] = "127.0.0.1" },
+        response_timeout_ms = 1000 })
+    assert.equals(("PUT %d %s\nPOST %d %s\nPOST 6 e80b5017098950fc58aad83c8c14978e\n")
+      :format(size, sum, size, sum), r.output)
+    assert.same({}, r.sandbox.network.failed)
+    assert.same({ ["up.test"] = 3 }, r.sandbox.network.allowed)
+    assert.is_true(r.sandbox.network.traffic["up.test"].sent > 2 * size)
+  end)
+end)
+
 describe("network by name over IPv6", function()
   if not usable or not curl or not python then
     it("runs where the sandbox, curl and python3 are", function()

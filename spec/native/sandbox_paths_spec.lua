@@ -132,6 +132,43 @@ describe("sandbox paths (workspace-write)", function()
       assert(fine, err)
     end)
 
+  it("finds a repository in a tree moved over directories the last search read", function()
+    assert(uv.fs_mkdir(ws .. "/a", 493))
+    assert(uv.fs_mkdir(ws .. "/a/b", 493))
+    assert(uv.fs_mkdir(ws .. "/a/b/c", 493))
+    jail("true") -- the search reads a, a/b and a/b/c
+    -- the same names, other directories: a moved away, a new a/b/c with a repository
+    -- below it moved in whole; then one deeper down made in place
+    local staged = ws .. ".staged"
+    host("mkdir -p " .. q(staged .. "/b/c/repo"), "/")
+    git_init(staged .. "/b/c/repo")
+    assert(uv.fs_rename(ws .. "/a", ws .. "/old"))
+    assert(uv.fs_mkdir(ws .. "/a", 493))
+    assert(uv.fs_rename(staged .. "/b", ws .. "/a/b"))
+    H.rmtree(staged)
+    local report = plant_then_commit(ws .. "/a/b/c/repo/.git/hooks", ws .. "/a/b/c/repo")
+    assert.is_true(contains(report.protected, ws .. "/a/b/c/repo/.git"))
+    git_init(ws .. "/old/b/c/late")
+    report = plant_then_commit(ws .. "/old/b/c/late/.git/hooks", ws .. "/old/b/c/late")
+    assert.is_true(contains(report.protected, ws .. "/old/b/c/late/.git"))
+  end)
+
+  it("finds a repository in a root put in place of the last one (its parent moved)", function()
+    local root = ws .. "/p/w"
+    assert(uv.fs_mkdir(ws .. "/p", 493))
+    assert(uv.fs_mkdir(root, 493))
+    local policy = { tmp = false, workspace = root }
+    local _, code = jail("true", policy) -- the search of the root is kept
+    assert.equal(0, code)
+    assert(uv.fs_rename(ws .. "/p", ws .. "/old"))
+    assert(uv.fs_mkdir(ws .. "/p", 493))
+    assert(uv.fs_mkdir(root, 493))
+    git_init(root .. "/r")
+    local out, _, report = jail("mkdir -p p/w/r/.git/hooks/x; echo made=$?", policy)
+    assert.truthy(out:find("made=1", 1, true), out)
+    assert.is_true(contains(report.protected, root .. "/r/.git"))
+  end)
+
   it("keeps a repository under /tmp read-only when the workspace is elsewhere", function()
     local elsewhere = assert(uv.fs_mkdtemp("/var/tmp/luxec-ws-XXXXXX"))
     local tmprepo = H.tmpdir() -- (in /tmp: a writable root of workspace-write)

@@ -118,6 +118,8 @@ local function exists(path)
   end
 end
 
+local BIND = "python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind("
+
 local ATTACKS = {
   { name = "git init in a subdirectory, then a hook in sub/.git",
     script = function(ctx) return "git init -q sub; " .. hook_script("sub/.git", ctx.marker) end,
@@ -230,6 +232,17 @@ local ATTACKS = {
     script = function() return "echo '{}' > .Mcp.Json" end,
     effect = exists(".Mcp.Json"),
     records = { { "open", ".Mcp.Json" } } },
+  { name = "a unix socket bound at sub/.git (without evidence, the network allowed)",
+    policy = { evidence = false, network = "allow" },
+    skip = "python3",
+    script = function() return "mkdir sub && " .. BIND .. "'sub/.git')\"" end,
+    effect = exists("sub/.git"),
+    records = { { "bind", "sub/.git" } } },
+  { name = "a unix socket bound at .mcp.json",
+    skip = "python3",
+    script = function() return BIND .. "'.mcp.json')\"" end,
+    effect = exists(".mcp.json"),
+    records = { { "bind", ".mcp.json" } } },
   { name = ".envrc as a fifo (mknod)",
     script = function() return "mkfifo .envrc" end,
     effect = exists(".envrc"),
@@ -295,7 +308,7 @@ end
 -- is made again and again (spec/fixtures/plant.c): a judge that let the kernel read the path
 -- again after reading it would lose this race within a few hundred tries.
 local PLANT = H.fixture("plant")
-for _, call in ipairs({ "mkdir", "open", "rename", "symlink", "link" }) do
+for _, call in ipairs({ "mkdir", "open", "rename", "symlink", "link", "bind" }) do
   local name = (call == "open" or call == "link") and ".mcp.json" or ".git"
   ATTACKS[#ATTACKS + 1] = {
     name = ("a race: %s of a name another thread flips to %s"):format(call, name),
@@ -412,7 +425,8 @@ for _, user in ipairs(users()) do
               pending("skipped: " .. a.skip .. " is not installed")
               return
             end
-            local extra = a.protect and { protect = { ctx.ws .. "/" .. a.protect } } or nil
+            local extra = a.protect and { protect = { ctx.ws .. "/" .. a.protect } } or {}
+            for k, v in pairs(a.policy or {}) do extra[k] = v end
             local res = jail(ctx, a.script(ctx), mode or nil, extra)
             local happened = a.effect(ctx)
             if not mode then

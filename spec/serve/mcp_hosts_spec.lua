@@ -1,23 +1,14 @@
--- `luxec mcp` with configured hosts over real OpenSSH (an sshd on the loopback, a generated
--- host key and client key, `luxec serve` from the build tree): exec_command's `host`, the
--- host's own environment, list_sessions, write_stdin, and errors that name the host and quote
--- ssh.
+-- `luxec mcp` with configured hosts over real OpenSSH on a test host (spec/lib/testhost.lua:
+-- as root a network namespace with its own address and sshd, a generated host key and client
+-- key, `luxec serve` from the build tree): exec_command's `host`, the host's own environment,
+-- list_sessions, write_stdin, and errors that name the host and quote ssh.
 local H = require("helper")
 local R = require("mcp.raw")
-local luxec = require("luxec")
-local openssh = require("lib.sshd")
+local T = require("lib.testhost")
 local uv = require("luv")
 
 describe("luxec mcp with hosts", function()
-  local dir, port, sshd, P
-
-  local function ssh(key, ...)
-    local argv = { "ssh", "-T", "-i", dir .. "/" .. key, "-p", tostring(port),
-      "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-      "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "root@127.0.0.1" }
-    for _, a in ipairs({ ... }) do argv[#argv + 1] = a end
-    return argv
-  end
+  local box, P
 
   local function lua_list(t)
     local parts = {}
@@ -26,43 +17,27 @@ describe("luxec mcp with hosts", function()
   end
 
   before_each(function()
-    local why_not = openssh.skip_reason()
+    local why_not = T.skip_reason()
     if why_not then return pending(why_not) end
-    if not uv.fs_stat("/run/sshd") then uv.fs_mkdir("/run/sshd", 493) end
-    dir = H.tmpdir()
-    port = H.free_port()
-    openssh.keygen(dir .. "/host_key")
-    openssh.keygen(dir .. "/client_key")
-    openssh.keygen(dir .. "/other_key")
-    H.write_file(dir .. "/authorized_keys", H.read_file(dir .. "/client_key.pub"))
-    openssh.config(dir, dir .. "/host_key", { "Port " .. port, "ListenAddress 127.0.0.1",
-      "PermitRootLogin prohibit-password", "PasswordAuthentication no",
-      "PidFile " .. dir .. "/sshd.pid" })
-    sshd = assert(luxec.spawn({ openssh.path, "-D", "-e", "-f", dir .. "/sshd_config" }))
-    sshd:expect("Server listening on 127.0.0.1", { timeout = 10 })
+    box = T.start({ name = "box" })
     local env = { "MCP_SIDE_ONLY=here" }
     for k, v in pairs(uv.os_environ()) do env[#env + 1] = k .. "=" .. v end
-    P = R.start({ cwd = dir, env = env, args = { "--config", R.config(dir, ([[
+    P = R.start({ cwd = box.dir, env = env, args = { "--config", R.config(box.dir, ([[
       return { login = false, sandbox = false, hosts = {
         box = { command = %s },
         nokey = %s,
         nolux = { command = %s },
-      } }]]):format(lua_list(ssh("client_key", H.luxec, "serve")),
-        lua_list(ssh("other_key", H.luxec, "serve")),
-        lua_list(ssh("client_key", "/nonexistent/luxec", "serve")))) } })
+      } }]]):format(lua_list(box:ssh(nil, H.luxec, "serve")),
+        lua_list(box:ssh({ key = "other_key" }, H.luxec, "serve")),
+        lua_list(box:ssh(nil, "luxec", "serve")))) } })
     P:handshake()
   end)
 
   after_each(function()
     if P then P:close() end
     P = nil
-    if sshd then
-      sshd:terminate()
-      sshd:close()
-      sshd = nil
-    end
-    if dir then H.rmtree(dir) end
-    dir = nil
+    if box then box:close() end
+    box = nil
     H.assert_clean()
   end)
 
@@ -76,7 +51,8 @@ describe("luxec mcp with hosts", function()
     assert.matches("^here\n", here.structuredContent.output)
     local there = P:tool("exec_command", { cmd = "echo ${MCP_SIDE_ONLY:-unset}; "
       .. "echo $SSH_CONNECTION", host = "box" })
-    assert.matches("^unset\n127%.0%.0%.1 %d+ 127%.0%.0%.1 " .. port .. "\n",
+    local addr = box.addr:gsub("%.", "%%.")
+    assert.matches("^unset\n%S+ %d+ " .. addr .. " " .. box.port .. "\n",
       there.structuredContent.output)
     assert.equals(0, there.structuredContent.exit_code)
     local r = P:tool("exec_command", { cmd = "echo ready; read x; echo got:$x", tty = true,
@@ -94,22 +70,22 @@ describe("luxec mcp with hosts", function()
   it("names the host and quotes ssh when it cannot run there", function()
     local r = P:tool("exec_command", { cmd = "true", host = "nokey" })
     assert.is_true(r.isError)
-    assert.matches("host nokey: connection to nokey lost: root@127%.0%.0%.1: Permission "
+    local addr = box.addr:gsub("%.", "%%.")
+    assert.matches("host nokey: connection to nokey lost: root@" .. addr .. ": Permission "
       .. "denied %(publickey%)%.", r.content[1].text)
     r = P:tool("exec_command", { cmd = "true", host = "nolux" })
     assert.is_true(r.isError)
-    assert.matches("host nolux: connection to nolux lost: .*/nonexistent/luxec: .*No such "
-      .. "file", r.content[1].text)
+    -- (a host without luxec: its login shell cannot find it)
+    assert.matches("host nolux: connection to nolux lost: .*luxec: .*not found",
+      r.content[1].text)
     r = P:tool("exec_command", { cmd = "true", host = "elsewhere" })
     assert.is_true(r.isError)
     assert.matches('unknown host "elsewhere" %(the configured hosts: box, nokey, nolux%)',
       r.content[1].text)
-    sshd:terminate()
-    sshd:close()
-    sshd = nil
+    box:stop_sshd()
     r = P:tool("exec_command", { cmd = "true", host = "box" })
     assert.is_true(r.isError)
-    assert.matches(("host box: connection to box lost: ssh: connect to host 127%%.0%%.0%%.1 "
-      .. "port %d: Connection refused"):format(port), r.content[1].text)
+    assert.matches(("host box: connection to box lost: ssh: connect to host %s port %d: "
+      .. "Connection refused"):format(addr, box.port), r.content[1].text)
   end)
 end)

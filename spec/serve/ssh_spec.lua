@@ -1,101 +1,122 @@
--- luxec.remote over real OpenSSH: an sshd on the loopback with a generated host key and
--- client key runs `luxec serve` from the build tree for each connection.
+-- luxec.remote over real OpenSSH on test hosts (spec/lib/testhost.lua: as root each a network
+-- namespace with its own address, sshd, generated host key and client key; luxec serve from
+-- the build tree): the Process API, expect driving python3 -i, trees ended with no survivor
+-- (looked for on the host's side), the ssh client killed mid-stream, and each fault said with
+-- the host's name and ssh's own words.
 local H = require("helper")
-local luxec = require("luxec")
+local T = require("lib.testhost")
 local remote = require("luxec.remote")
-local openssh = require("lib.sshd")
 local uv = require("luv")
 
 describe("luxec.remote over ssh", function()
-  local dir, port, sshd
-
-  local function start_sshd()
-    sshd = assert(luxec.spawn({ openssh.path, "-D", "-e", "-f", dir .. "/sshd_config" }))
-    sshd:expect("Server listening on 127.0.0.1", { timeout = 10 })
-  end
-
-  local function ssh(key, ...)
-    local argv = { "ssh", "-T", "-i", dir .. "/" .. key, "-p", tostring(port),
-      "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-      "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "root@127.0.0.1" }
-    for _, a in ipairs({ ... }) do argv[#argv + 1] = a end
-    return argv
-  end
+  local box
 
   before_each(function()
-    local why_not = openssh.skip_reason()
+    local why_not = T.skip_reason()
     if why_not then return pending(why_not) end
-    if not uv.fs_stat("/run/sshd") then uv.fs_mkdir("/run/sshd", 493) end
-    dir = H.tmpdir()
-    port = H.free_port()
-    openssh.keygen(dir .. "/host_key")
-    openssh.keygen(dir .. "/client_key")
-    openssh.keygen(dir .. "/other_key")
-    H.write_file(dir .. "/authorized_keys", H.read_file(dir .. "/client_key.pub"))
-    openssh.config(dir, dir .. "/host_key", { "Port " .. port, "ListenAddress 127.0.0.1",
-      "PermitRootLogin prohibit-password", "PasswordAuthentication no",
-      "PidFile " .. dir .. "/sshd.pid" })
-    start_sshd()
+    box = T.start({ name = "box" })
   end)
 
   after_each(function()
-    if sshd then
-      sshd:terminate()
-      sshd:close()
-      sshd = nil
-    end
-    if dir then H.rmtree(dir) end
-    dir = nil
+    if box then box:close() end
+    box = nil
     H.assert_clean()
   end)
 
+  local function connect()
+    return assert(remote.connect({ command = box:ssh(nil, H.luxec, "serve"), name = "box" }))
+  end
+
   it("drives python3 -i on a remote terminal and runs commands", function()
-    local host = assert(remote.connect({ command = ssh("client_key", H.luxec, "serve"),
-      name = "sshbox" }))
+    local host = connect()
     local py = assert(host:spawn({ "python3", "-i" }, { tty = true,
       env = { PATH = os.getenv("PATH"), TERM = "dumb" } }))
-    py:expect(">>> ")
+    py:expect(">>> ", { timeout = 30 })
     py:sendline("print(6*7)")
     py:expect("42\r\n")
+    py:expect(">>> ")
     py:sendeof()
-    assert.equals(0, py:wait({ timeout = 10 }).code)
-    local r = assert(host:run({ "sh", "-c", "echo $((40+2)); exit 7" }))
-    assert.same({ 7, "42\n" }, { r.code, r.output })
+    assert.equals(0, py:wait({ timeout = 30 }).code)
+    local r = assert(host:run({ "sh", "-c", "echo $((40+2)); echo $SSH_CONNECTION; exit 7" }))
+    assert.equals(7, r.code)
+    assert.matches("^42\n%S+ %d+ " .. box.addr:gsub("%.", "%%.") .. " " .. box.port .. "\n$",
+      r.output)
     host:close()
   end)
 
-  it("ends the remote tree when the ssh client is killed mid-stream", function()
-    local host = assert(remote.connect({ command = ssh("client_key", H.luxec, "serve"),
-      name = "sshbox" }))
+  it("terminates a remote tree with no survivor on the host", function()
+    local host = connect()
+    local p = assert(host:spawn({ "sh", "-c", "sleep 1000 & sleep 1000 & echo children $!; "
+      .. "wait" }))
+    p:expect({ lua = "children (%d+)\n" })
+    local tree = { p.pid, tonumber(p.captures[1]) }
+    if box.netns then -- (the host's own view: its processes)
+      local there = {}
+      for _, pid in ipairs(box:pids()) do there[pid] = true end
+      assert.is_true(there[tree[1]] and there[tree[2]], "the tree is not on the host")
+    end
+    local r = p:terminate({ grace_ms = 200 })
+    assert.is_true(r.graceful)
+    assert.equals("TERM", p:status().signal_name)
+    local survivor
+    H.wait_for(function()
+      survivor = nil
+      for _, pid in ipairs(box:pids() or tree) do
+        for _, t in ipairs(tree) do
+          if pid == t and H.alive(pid) then survivor = pid end
+        end
+      end
+      return survivor == nil
+    end, 10000, "the tree to be gone from the host")
+    host:close()
+    H.wait_for(function() return box:only_sshd(tree) end, 10000,
+      "nothing but sshd on the host once the client closed")
+  end)
+
+  it("ends the remote trees when the ssh client is killed mid-stream", function()
+    local host = connect()
     local p = assert(host:spawn({ "sh", "-c", "sleep 1000 & echo child $!; while :; do "
       .. "echo tick; sleep 0.05; done" }))
     p:expect({ lua = "child (%d+)\n" })
-    local child = tonumber(p.captures[1])
+    local tree = { p.pid, tonumber(p.captures[1]) }
     p:expect("tick")
+    local run_result
+    local task = require("luxec").go(function()
+      run_result = host:run({ "sleep", "1000" })
+    end)
+    H.wait_for(function() return #(assert(host:list())) == 2 end, 10000, "the second session")
     assert.equals(0, uv.kill(host.conn.transport.pid, "sigkill"))
     local st = p:wait({ timeout = 10 })
-    assert.matches("^connection to sshbox lost", st.connection_lost)
-    H.wait_for(function() return not H.alive(p.pid) and not H.alive(child) end, 10000,
-      "the remote tree to end")
+    assert.matches("^connection to box lost", st.connection_lost)
+    task:wait()
+    assert.matches("^connection to box lost", run_result.connection_lost)
+    local r, err = host:spawn({ "true" })
+    assert.is_nil(r)
+    assert.matches("^connection to box lost", err)
+    H.wait_for(function() return box:only_sshd(tree) end, 10000,
+      "the remote trees (and luxec serve) to end on the host")
     host:close()
   end)
 
   it("says what went wrong, naming the host and quoting ssh", function()
-    local h, err = remote.connect({ command = ssh("other_key", H.luxec, "serve"),
-      name = "sshbox" })
+    local h, err = remote.connect({ command = box:ssh({ key = "other_key" }, H.luxec, "serve"),
+      name = "box" })
     assert.is_nil(h)
-    assert.equals("connection to sshbox lost: root@127.0.0.1: Permission denied (publickey).",
-      err)
-    h, err = remote.connect({ command = ssh("client_key", "/nonexistent/luxec", "serve"),
-      name = "sshbox" })
+    assert.equals("connection to box lost: root@" .. box.addr
+      .. ": Permission denied (publickey).", err)
+    h, err = remote.connect({ command = box:ssh({ known_hosts = "wrong_known_hosts" },
+      H.luxec, "serve"), name = "box" })
     assert.is_nil(h)
-    assert.matches("^connection to sshbox lost: .*/nonexistent/luxec: .*No such file", err)
-    sshd:terminate()
-    sshd:close()
-    sshd = nil
-    h, err = remote.connect({ command = ssh("client_key", H.luxec, "serve"), name = "sshbox" })
+    assert.matches("^connection to box lost: .*REMOTE HOST IDENTIFICATION HAS CHANGED.*"
+      .. "Host key verification failed%.$", err)
+    -- a host without luxec: the login shell there cannot find it
+    h, err = remote.connect({ command = box:ssh(nil, "luxec", "serve"), name = "box" })
     assert.is_nil(h)
-    assert.equals(("connection to sshbox lost: ssh: connect to host 127.0.0.1 port %d: "
-      .. "Connection refused"):format(port), err)
+    assert.matches("^connection to box lost: .*luxec: .*not found$", err)
+    box:stop_sshd()
+    h, err = remote.connect({ command = box:ssh(nil, H.luxec, "serve"), name = "box" })
+    assert.is_nil(h)
+    assert.equals(("connection to box lost: ssh: connect to host %s port %d: "
+      .. "Connection refused"):format(box.addr, box.port), err)
   end)
 end)

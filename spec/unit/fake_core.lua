@@ -123,8 +123,12 @@ function M.new()
     fake.errors[#fake.errors + 1] = { msg = msg, where = where }
   end
   function fake.kill_trees(handles)
-    for _, h in ipairs(handles) do h:exit(137) end
-    return #handles
+    local each = {}
+    for i, h in ipairs(handles) do
+      h:exit(137)
+      each[i] = 1
+    end
+    return #handles, each
   end
   return fake
 end

@@ -25,56 +25,10 @@ local native = { tty = false, add_history = function() end, clear_history = func
 local pending -- the lines of an incomplete chunk
 local ready -- {chunk = ...} or {command = ...}
 local history = {} -- path, last
-local list = {} -- the sessions started here: {n, p, cmd}
-local by_proc = setmetatable({}, { __mode = "k" })
-local serial = 0
-
--- ---- sessions ----
-
-local function shell_words(argv)
-  local out = {}
-  for i, a in ipairs(argv) do
-    out[i] = a:match("^[%w%-_./=:@,+]+$") and a or ("'" .. a:gsub("'", "'\\''") .. "'")
-  end
-  return table.concat(out, " ")
-end
-
-local function add_session(p, argv)
-  serial = serial + 1
-  local s = { n = serial, p = p, cmd = shell_words(argv) }
-  list[#list + 1] = s
-  by_proc[p] = s
-  _G.sessions = _G.sessions or {}
-  rawset(_G.sessions, serial, p)
-end
-
-local function state_of(p)
-  if p:closed() then return "closed" end
-  local st = p:status()
-  if st.kind then return st.eof and "closed by its peer" or "open" end -- a stream
-  if st.finished or st.exited then
-    if st.signal_name then return "killed by SIG" .. st.signal_name end
-    return "exited " .. tostring(st.code)
-  end
-  if st.waiting_for_input then
-    if st.echo_off and st.canonical then return "password prompt" end
-    return "waiting for input"
-  end
-  return "running"
-end
-
-local function label(s)
-  return ("session %d: %s (%s, %s)"):format(s.n, s.cmd, s.p.pid and "pid " .. s.p.pid
-    or s.p.kind, state_of(s.p))
-end
-
-local function find_session(arg)
-  local n = math.tointeger(tonumber(arg or ""))
-  for i, s in ipairs(list) do
-    if s.n == n then return s, i end
-  end
-  return nil
-end
+local S = require("luxec.cli.repl_sessions")
+S.defaults = M.defaults
+local list, by_proc = S.list, S.by_proc
+local state_of, label, add_session = S.state_of, S.label, S.add_session
 
 -- ---- pretty-printing ----
 
@@ -252,108 +206,7 @@ function commands.help()
   io.write(HELP:format(M.defaults.escape == "^]" and "Ctrl-]" or M.defaults.escape))
 end
 
-local function size_text(n)
-  if n < 1024 then return n .. " B" end
-  if n < 1024 * 1024 then return ("%.1f KiB"):format(n / 1024) end
-  return ("%.1f MiB"):format(n / 1048576)
-end
-
-function commands.ps()
-  if #list == 0 then
-    print("no sessions (start one with luxec.spawn)")
-    return
-  end
-  local rows = { { "#", "PID", "STATE", "OUTPUT", "COMMAND" } }
-  for _, s in ipairs(list) do
-    local open = not s.p:closed()
-    rows[#rows + 1] = { tostring(s.n), s.p.pid and tostring(s.p.pid) or s.p.kind,
-      state_of(s.p), open and size_text(s.p:snapshot().total) or "-", s.cmd }
-  end
-  local widths = {}
-  for _, r in ipairs(rows) do
-    for i = 1, 4 do
-      widths[i] = math.max(widths[i] or 0, #r[i])
-    end
-  end
-  for _, r in ipairs(rows) do
-    print(("%" .. widths[1] .. "s  %-" .. widths[2] .. "s  %-" .. widths[3] .. "s  %" ..
-      widths[4] .. "s  %s"):format(r[1], r[2], r[3], r[4], r[5]))
-  end
-end
-
--- What the session shows now, drawn on the person's terminal (raw: "\r\n" ends a line)
--- before they take it over.
-local function draw(s)
-  local p = s.p
-  if not p:size() then
-    io.write((p:snapshot().tail:sub(-2048):gsub("\r?\n", "\r\n")))
-    return
-  end
-  local sc = p:screen()
-  if sc.altscreen then -- a full-screen program: on the alternate screen, as it drew it
-    io.write("\27[?1049h\27[H\27[2J", table.concat(sc.lines, "\r\n", 1, sc.rows),
-      ("\27[%d;%dH"):format(sc.cursor.row, sc.cursor.col))
-    return
-  end
-  io.write(table.concat(sc.lines, "\r\n", 1, sc.cursor.row), "\r")
-  if sc.cursor.col > 1 then io.write(("\27[%dC"):format(sc.cursor.col - 1)) end
-end
-
-function commands.attach(arg)
-  local s = find_session(arg)
-  if not s then
-    print(("no session %s (see :ps)"):format(arg ~= "" and arg or "given"))
-    return
-  end
-  if s.p:closed() or s.p:finished() then
-    print(("session %d has ended (%s)"):format(s.n, state_of(s.p)))
-    return
-  end
-  local key = M.defaults.escape == "^]" and "Ctrl-]" or M.defaults.escape
-  -- A raw terminal sends "\r" for Enter; without a terminal of its own the program has no
-  -- line discipline to turn it into the "\n" that ends its line.
-  local input = not s.p:size() and function(data) return (data:gsub("\r", "\n")) end
-    or nil
-  local how = s.p:interact({ escape = M.defaults.escape, replay = false, input = input,
-    start = function()
-      io.write(("[attached to session %d: %s; %s detaches]\r\n"):format(s.n, s.cmd, key))
-      if not s.p:size() then
-        io.write("[a session without a terminal: what you type is not echoed]\r\n")
-      end
-      draw(s)
-      io.flush()
-    end })
-  if not s.p:closed() and s.p:size() and s.p:screen().altscreen then
-    io.write("\27[?1049l") -- back to the prompt's screen; the program keeps its own
-  end
-  if how == "exit" then
-    io.write(("\r\n[session %d %s]\n"):format(s.n, state_of(s.p)))
-  else
-    io.write(("\r\n[detached from session %d, which keeps running]\n"):format(s.n))
-  end
-end
-
-function commands.kill(arg)
-  local s, i = find_session(arg)
-  if not s then
-    print(("no session %s (see :ps)"):format(arg ~= "" and arg or "given"))
-    return
-  end
-  if not s.p:closed() and not s.p.pid then -- a stream: nothing to signal
-    s.p:close()
-    print(("session %d: closed"):format(s.n))
-  elseif not s.p:closed() then
-    -- A hangup is what an interactive shell on a terminal heeds (it ignores TERM).
-    local tty = s.p:size() ~= nil
-    local r = s.p:terminate({ signal = tty and "HUP" or "TERM", grace_ms = 1000 })
-    print(("session %d: %s (%s)"):format(s.n, state_of(s.p),
-      r.graceful and "ended by SIG" .. r.signal or ("killed %d after the grace"):format(r.killed)))
-    s.p:close()
-  end
-  table.remove(list, i)
-  by_proc[s.p] = nil
-  if type(_G.sessions) == "table" then rawset(_G.sessions, s.n, nil) end
-end
+commands.ps, commands.attach, commands.kill = S.ps, S.attach, S.kill
 
 local function run_command(line)
   local name, arg = line:match("^%s*:(%S*)%s*(.-)%s*$")

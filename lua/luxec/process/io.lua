@@ -23,8 +23,9 @@ return function(Process, check_open)
   ---@return {read: fun(): string, integer, integer}
   function Process:reader(stream)
     check_open(self, "reader")
-    local proc, cursor = self, 0
     stream = stream or 1
+    -- (a session taken up from a client's cursor starts there: luxec.remote's attach)
+    local proc, cursor = self, self._start and self._start[stream] or 0
     return {
       read = function()
         check_open(proc, "read")

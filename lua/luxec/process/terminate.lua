@@ -7,28 +7,41 @@ return function(M, Process, check_open)
 -- Wait until every session of procs has nothing left alive (its program reaped, its tree
 -- empty) or ms pass. The core tells it through events ("exit", "tree_empty"): only the
 -- sessions that had one are asked again, so a wait on many costs no more than their events.
--- Returns the sessions still alive, as a set, and their count.
-local function wait_trees(procs, ms)
+-- Returns the sessions still alive, as a set, and their count. handles: the sessions' cores,
+-- when the caller has the list already; on_gone(p), if given, is told of each session as soon
+-- as nothing of it is left.
+local function wait_trees(procs, ms, handles, on_gone)
   local pending, left = {}, 0
-  local handles = {}
-  for i, p in ipairs(procs) do handles[i] = p._core end
+  if not handles then
+    handles = {}
+    for i, p in ipairs(procs) do handles[i] = p._core end
+  end
   for i, gone in ipairs(M.core.watch_trees(handles)) do
     if not gone then
       pending[procs[i]], left = true, left + 1
+    elseif on_gone then
+      on_gone(procs[i])
     end
   end
   if left == 0 or ms <= 0 then return pending, left end
   local dirty, wake_now = {}, nil
+  local timer = sched.take_timer()
+  -- The events of one turn of the loop wake the wait once, after them: in a task through the
+  -- timer, due at once, which runs first in the next turn (a task is not resumed per
+  -- session); outside one the wake only ends the turn the wait is running.
+  local in_task = sched.in_task()
   local function arm(p) -- one entry per session, re-armed once consumed
     table.insert(p._end_waiters, function()
       dirty[#dirty + 1] = p
-      if wake_now then wake_now() end
+      if wake_now then
+        if in_task then timer:start(0, 0, wake_now) else wake_now() end
+        wake_now = nil
+      end
     end)
   end
   for p in pairs(pending) do arm(p) end
   uv.update_time() -- the loop's clock is stale after the signals and the first look
   local deadline = uv.now() + ms
-  local timer = sched.take_timer()
   local ok, err = pcall(function()
     while left > 0 do
       if #dirty == 0 then
@@ -53,6 +66,7 @@ local function wait_trees(procs, ms)
             batch[#hs] = p
           else
             pending[p], left = nil, left - 1 -- closed meanwhile: nothing of it is left
+            if on_gone then on_gone(p) end
           end
         end
       end
@@ -60,6 +74,7 @@ local function wait_trees(procs, ms)
         local p = batch[i]
         if gone then
           pending[p], left = nil, left - 1
+          if on_gone then on_gone(p) end
         else
           arm(p)
         end
@@ -71,10 +86,8 @@ local function wait_trees(procs, ms)
   return pending, left
 end
 
--- The one way sessions are terminated: the signal to every tree, one grace for all, then one
--- kill for whatever is left in any of them, and a wait until each has finished. Nothing here
--- blocks the loop: the waits are for the core's events, with Lua timers for the bounds.
-local function terminate_many(fname, procs, opts)
+-- The options of terminate and terminate_all, checked: the signal and the grace.
+local function check_opts(fname, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error(("bad argument #%d to '%s' (options table expected, got %s)")
       :format(fname == "terminate" and 1 or 2, fname, type(opts)), 3)
@@ -86,7 +99,11 @@ local function terminate_many(fname, procs, opts)
     error(("bad option 'grace_ms' to '%s' (non-negative integer expected, got %s)")
       :format(fname, tostring(grace)), 3)
   end
-  local live, handles = {}, {}
+  return sig, grace
+end
+
+-- Each entry must be an open process (checked whole before any is touched).
+local function check_procs(fname, procs)
   for i, p in ipairs(procs) do
     local mt = getmetatable(p)
     if mt ~= Process then
@@ -96,11 +113,26 @@ local function terminate_many(fname, procs, opts)
         and "a stream, which has no process to terminate: close it" or "not a process"), 3)
     end
     check_open(p, fname)
-    local exited = p._core:ended()
-    if not exited or p._core:tree_alive() > 0 then
+  end
+end
+
+-- The one way sessions are terminated: the signal to every tree, one grace for all, then one
+-- kill for whatever is left in any of them, and a wait until each has finished. Nothing here
+-- blocks the loop: the waits are for the core's events, with Lua timers for the bounds.
+-- Returns the result for all. With each (a table), each[p] is the result of session p alone,
+-- and done(p) is called as soon as that result is final (nothing of p left, or given up on);
+-- the wait for each session to finish is then done(p)'s caller's.
+local function terminate_many(procs, sig, grace, each, done)
+  local live, handles = {}, {}
+  for _, p in ipairs(procs) do
+    local exited = not p._core or p._core:ended() -- (closed meanwhile: nothing is left)
+    if not exited or (p._core and p._core:tree_alive() > 0) then
       if not exited then p._killed_by = "terminate" end
       live[#live + 1] = p
       handles[#handles + 1] = p._core
+    elseif each then
+      each[p] = { signal = sig, graceful = true, killed = 0, method = "already gone" }
+      done(p)
     end
   end
   local result = { signal = sig, graceful = true, killed = 0 }
@@ -108,17 +140,28 @@ local function terminate_many(fname, procs, opts)
     result.method = "already gone"
     return result
   end
-  M.core.signal_trees(handles, sig)
-  local pending, left = wait_trees(live, grace)
+  local _, methods = M.core.signal_trees(handles, sig)
+  if each then
+    for i, p in ipairs(live) do
+      each[p] = { signal = sig, graceful = true, killed = 0, method = methods[i] }
+    end
+  end
+  local pending, left = wait_trees(live, grace, handles, done)
   if left > 0 then
     result.graceful = false
-    local rest = {}
+    local rest, hs = {}, {}
     for _, p in ipairs(live) do
-      if pending[p] then rest[#rest + 1] = p end
+      if pending[p] then
+        rest[#rest + 1], hs[#hs + 1] = p, p._core
+        if each then each[p].graceful = false end
+      end
     end
-    local hs = {}
-    for i, p in ipairs(rest) do hs[i] = p._core end
-    result.killed = M.core.kill_trees(hs, "terminate")
+    local function kill(list, cores)
+      local total, counts = M.core.kill_trees(cores, "terminate")
+      result.killed = result.killed + total
+      for i, p in ipairs(each and list or {}) do each[p].killed = each[p].killed + counts[i] end
+    end
+    kill(rest, hs)
     -- Without a cgroup a process on its way to the host (its parent just killed) can be in
     -- neither list the kill looked at; a later look finds it: kill again, with waits that
     -- grow, until the trees are empty or kill_wait_ms has passed.
@@ -126,24 +169,82 @@ local function terminate_many(fname, procs, opts)
     while true do
       uv.update_time()
       local ms = math.max(0, math.min(step, deadline - uv.now()))
-      pending, left = wait_trees(rest, ms)
+      pending, left = wait_trees(rest, ms, nil, done)
       if left == 0 or uv.now() >= deadline then break end
-      local again = {}
+      local again, cores = {}, {}
       for _, p in ipairs(rest) do
-        if pending[p] and p._core then again[#again + 1] = p._core end
+        if pending[p] and p._core then again[#again + 1], cores[#cores + 1] = p, p._core end
       end
-      result.killed = result.killed + M.core.kill_trees(again, "terminate")
+      kill(again, cores)
+      rest = again
       step = step * 2
     end
-    if left > 0 then result.unconfirmed = left end -- in uninterruptible sleep, say
+    if left > 0 then -- in uninterruptible sleep, say
+      result.unconfirmed = left
+      for p in pairs(each and pending or {}) do
+        each[p].unconfirmed = 1
+        done(p)
+      end
+    end
   end
-  result.method = live[1]._core:status().cgroup and "cgroup" or "process group and sweep"
-  for _, p in ipairs(live) do
-    if not p._finished then
+  result.method = methods[1]
+  for _, p in ipairs(each and {} or live) do
+    if not p._finished and p._core then
       p:_wait_until(function() return p._finished end, M.defaults.finish_wait_ms, true)
     end
   end
   return result
+end
+
+-- terminate() called from tasks in one turn of the loop: the calls with the same options
+-- are ended together after the turn (one signal call, one grace, one timer, one look at the
+-- trees per turn), and each caller is woken with its own session's result as soon as that
+-- session is gone, not when the slowest of the others is.
+local batches, flush_timer = {}, nil
+
+local function flush()
+  local ready = batches
+  batches = {}
+  for _, b in pairs(ready) do
+    sched.go(function()
+      local each = {}
+      local function done(p)
+        local wakes = b.wakes[p]
+        b.wakes[p] = nil
+        for _, wake in ipairs(wakes or {}) do wake(true, each[p]) end
+      end
+      local ok, err = pcall(terminate_many, b.procs, b.sig, b.grace, each, done)
+      for p, wakes in pairs(b.wakes) do -- (an error, or a session the core lost track of)
+        b.wakes[p] = nil
+        for _, wake in ipairs(wakes) do wake(ok, ok and each[p] or err) end
+      end
+    end)
+  end
+end
+
+local function join_batch(p, sig, grace)
+  local key = ("%s/%d"):format(sig, grace)
+  local b = batches[key]
+  if not b then
+    b = { procs = {}, wakes = {}, sig = sig, grace = grace }
+    batches[key] = b
+    flush_timer = flush_timer or uv.new_timer()
+    flush_timer:start(0, 0, flush)
+  end
+  if not b.wakes[p] then
+    b.wakes[p] = {}
+    b.procs[#b.procs + 1] = p
+  end
+  p:_hold(1) -- alive until the batch has ended it
+  local ok, res = sched.suspend(function(wake)
+    table.insert(b.wakes[p], wake)
+  end)
+  p:_hold(-1)
+  if not ok then error(res, 0) end
+  if not p._finished and p._core then
+    p:_wait_until(function() return p._finished end, M.defaults.finish_wait_ms, true)
+  end
+  return res
 end
 
 --- Signal every process of the session, wait the grace, then kill whatever is left —
@@ -152,7 +253,10 @@ end
 ---@param opts {signal: string|integer|nil, grace_ms: integer|nil}|nil
 function Process:terminate(opts)
   check_open(self, "terminate")
-  return terminate_many("terminate", { self }, opts)
+  local sig, grace = check_opts("terminate", opts)
+  check_procs("terminate", { self })
+  if sched.in_task() then return join_batch(self, sig, grace) end
+  return terminate_many({ self }, sig, grace)
 end
 
 --- Terminate many sessions at once: one grace for all and one kill for what is left, so the
@@ -164,6 +268,8 @@ function M.terminate_all(procs, opts)
     error(("bad argument #1 to 'terminate_all' (list of processes expected, got %s)")
       :format(type(procs)), 2)
   end
-  return terminate_many("terminate_all", procs, opts)
+  local sig, grace = check_opts("terminate_all", opts)
+  check_procs("terminate_all", procs)
+  return terminate_many(procs, sig, grace)
 end
 end

@@ -25,11 +25,12 @@ end
 -- A stream's bytes as they arrived, in parts (an append copies nothing): `base` is the offset
 -- of the first part held, `total` the offset after the last.
 function M.buffer()
-  return { parts = {}, starts = {}, first = 1, base = 0, total = 0 }
+  return { parts = {}, starts = {}, first = 1, n = 0, base = 0, total = 0 }
 end
 
 local function buf_append(b, data, keep)
-  local n = #b.parts + 1
+  local n = b.n + 1 -- (not #b.parts: the parts before `first` are gone)
+  b.n = n
   b.parts[n], b.starts[n] = data, b.total
   b.total = b.total + #data
   while b.total - b.base > 2 * keep and b.first < n do -- whole parts go, the newest stays
@@ -41,7 +42,7 @@ end
 
 -- Forget everything held: the stream continues at `offset`.
 local function buf_reset(b, offset)
-  b.parts, b.starts, b.first, b.base, b.total = {}, {}, 1, offset, offset
+  b.parts, b.starts, b.first, b.n, b.base, b.total = {}, {}, 1, 0, offset, offset
 end
 
 -- What is held from `cursor` on: data, next cursor, dropped (before the data).
@@ -49,13 +50,21 @@ local function buf_read(b, cursor)
   if cursor >= b.total then return "", b.total, 0 end
   local dropped = 0
   if cursor < b.base then dropped, cursor = b.base - cursor, b.base end
-  local i = #b.parts
+  if b.n < b.first then return "", b.total, dropped end -- (nothing held since a reset)
+  local i = b.n
   while i > b.first and b.starts[i] > cursor do i = i - 1 end
-  local data = table.concat(b.parts, "", i, #b.parts)
+  local data = table.concat(b.parts, "", i, b.n)
   return data:sub(cursor - b.starts[i] + 1), b.total, dropped
 end
 
 local STREAM = { pty = 1, stdout = 1, stderr = 2 }
+
+--- (attach from a cursor) The chunks up to `seq` and the bytes before `offsets` were received
+--- by an earlier client: this one starts after them.
+function Core:_start_at(seq, offsets)
+  self.seen = seq
+  for s = 1, 2 do buf_reset(self.bufs[s], offsets[s]) end
+end
 
 function Core:_append(stream, data)
   if #data == 0 then return end
@@ -75,16 +84,19 @@ function Core:_maybe_finish()
   if self.proc and not self.proc:closed() then self.proc:_event("exit") end
 end
 
---- A chunk from a notification or a read: applied if it is the next one; a later one starts
---- filling the gap.
-function Core:_chunk(seq, stream, b64, offset)
+local STREAM_NUMBER = { 1, 2 }
+
+--- A chunk (its bytes) from a notification or a read: applied if it is the next one; a later
+--- one starts filling the gap. `stream`: a name ("pty", "stdout", "stderr") or 1 or 2.
+function Core:_chunk(seq, stream, data, offset)
   if seq <= self.seen then return end
-  if seq ~= self.seen + 1 or (offset and offset > self.bufs[STREAM[stream] or 1].total) then
+  local n = STREAM_NUMBER[stream] or STREAM[stream] or 1
+  if seq ~= self.seen + 1 or (offset and offset > self.bufs[n].total) then
     if not self.filling then self:_fill() end -- (a fill under way fetches it)
     return
   end
   self.seen = seq
-  self:_append(STREAM[stream] or 1, base64.decode(b64) or "")
+  self:_append(n, data)
   self:_maybe_finish()
 end
 
@@ -130,7 +142,13 @@ function Core:_lost(why)
   self:_maybe_finish()
 end
 
-function Core:_fill()
+--- Fetch what the server holds after the last chunk applied; `done()` (optional) once that is
+--- here (or the connection is gone).
+function Core:_fill(done)
+  if done then
+    self.fill_waiters = self.fill_waiters or {}
+    table.insert(self.fill_waiters, done)
+  end
   if self.filling then return end
   self.filling = true
   self.conn.fills = self.conn.fills + 1
@@ -143,7 +161,7 @@ function Core:_fill()
           if c.offset then self:_recover(STREAM[c.stream] or 1, c.offset) end
           self.seen = c.seq - 1
           self.filling = false
-          self:_chunk(c.seq, c.stream, c.chunk)
+          self:_chunk(c.seq, c.stream, base64.decode(c.chunk) or "")
           self.filling = true
         end
       end
@@ -152,6 +170,9 @@ function Core:_fill()
     self.filling = false
     if self.exit_seq and self.seen < self.exit_seq - 1 then self.seen = self.exit_seq - 1 end
     self:_maybe_finish()
+    local waiters = self.fill_waiters or {}
+    self.fill_waiters = nil
+    for _, w in ipairs(waiters) do w() end
   end)
 end
 
@@ -213,12 +234,12 @@ end
 function Core:write(data)
   if self.exited then return nil, "EPIPE: the session ended", "EPIPE" end
   if self.write_error then return nil, self.write_error, "EPIPE" end
-  self.conn:send_call("process/write", { processId = self.id }, function(r, err)
+  self.conn:send_write(self.id, data, function(r, err)
     if not r then self.write_error = err
     elseif r.status ~= "accepted" then
       self.write_error = "EPIPE: " .. ((r.luxec or {}).error or r.status)
     end
-  end, base64.encode(data))
+  end)
   return #data
 end
 

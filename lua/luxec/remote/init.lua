@@ -8,8 +8,9 @@ local proto = require("luxec.serve.protocol")
 local options = require("luxec.process.options")
 local process = require("luxec.process")
 local sched = require("luxec.sched")
-local stdio = require("luxec.mcp.stdio")
 local uv = require("luv")
+local wire = require("luxec.serve.wire")
+local base64 = require("luxec.serve.base64")
 
 local M = {}
 
@@ -41,6 +42,29 @@ end
 function Conn:_line(line)
   local msg = proto.decode(line)
   if type(msg) ~= "table" then return end
+  local p = msg.params
+  if msg.method == "process/output" and type(p) == "table" and type(p.chunk) == "string" then
+    local c = self.cores[p.processId]
+    if c then
+      c:_chunk(p.seq, p.stream, base64.decode(p.chunk) or "", p.luxec and p.luxec.offset)
+    end
+    return
+  end
+  self:_message(msg)
+end
+
+-- A frame (luxec's binary framing): a JSON message, or output bytes as they are.
+function Conn:_frame(kind, a, b, c, d, e)
+  if kind == "json" then
+    local msg = proto.decode(a)
+    if type(msg) == "table" then self:_message(msg) end
+  elseif kind == "output" then
+    local core = self.cores[a]
+    if core then core:_chunk(b, c, e, d) end
+  end
+end
+
+function Conn:_message(msg)
   if msg.method == nil and (msg.id == nil or msg.id == json.null) and type(msg.error) == "table"
   then -- an error about no request: the server refuses this client (and hangs up)
     return self:_lost(("%s: %s"):format(self.name, tostring(msg.error.message)))
@@ -61,9 +85,7 @@ function Conn:_line(line)
   local p = msg.params
   local c = type(p) == "table" and self.cores[p.processId]
   if not c then return end
-  if msg.method == "process/output" then
-    c:_chunk(p.seq, p.stream, p.chunk, p.luxec and p.luxec.offset)
-  elseif msg.method == "process/exited" then
+  if msg.method == "process/exited" then
     c:_exited(p)
   elseif msg.method == "process/closed" then
     c:_closed()
@@ -94,8 +116,21 @@ function Conn:send_call(method, params, cb, chunk)
     params.chunk = ""
     self.transport.write(proto.encode_chunked(msg, chunk))
   else
-    self.transport.write(json.encode(msg) .. "\n")
+    self.transport.write(wire.encode(msg, self.binary))
   end
+end
+
+--- process/write of `data` to session `id`: with binary framing a frame carrying the bytes as
+--- they are, else a request with them in base64. `cb` as for send_call.
+function Conn:send_write(id, data, cb)
+  if not self.binary then
+    return self:send_call("process/write", { processId = id }, cb, base64.encode(data))
+  end
+  if self.lost then return cb(nil, self.lost) end
+  self.next_id = self.next_id + 1
+  self.pending[self.next_id] = cb
+  self:hold(1)
+  self.transport.write(wire.frame_write(self.next_id, id, #data), data)
 end
 
 --- A request, waited for: the result, or nil and a message naming the host.
@@ -104,6 +139,16 @@ function Conn:call(method, params)
 end
 
 -- Transports ----------------------------------------------------------------------------------
+
+-- The reader of what the server sends: lines, then frames once binary framing is agreed.
+function Conn:_reader()
+  self.reader = wire.reader({ max = 1 << 30, on_line = function(l) self:_line(l) end,
+    on_oversize = function() end, on_frame = function(...) self:_frame(...) end,
+    on_error = function(message)
+      self:_lost(("connection to %s lost: %s"):format(self.name, message))
+    end })
+  return self.reader
+end
 
 -- The command's stdio through luv pipes, read as it comes (never through a bounded buffer:
 -- the protocol's lines must arrive whole); its stderr is kept (the last 64 KiB) to quote.
@@ -125,8 +170,7 @@ local function command_transport(conn, argv)
     for _, pipe in ipairs({ stdin, stdout, stderr }) do pipe:close() end
     return nil, ("cannot start %s: %s"):format(argv[1], tostring(perr))
   end
-  local lines = stdio.lines({ max = 1 << 30, on_line = function(l) conn:_line(l) end,
-    on_oversize = function() end, on_eof = function() end, on_error = function() end })
+  local lines = conn:_reader()
   local function ended(pipe)
     pipe:close()
     open = open - 1
@@ -151,7 +195,9 @@ local function command_transport(conn, argv)
   ref(false)
   return {
     pid = h:get_pid(),
-    write = function(text) if not stdin:is_closing() then stdin:write(text) end end,
+    write = function(text, more)
+      if not stdin:is_closing() then stdin:write(more and { text, more } or text) end
+    end,
     ref = ref,
     close = function()
       if not stdin:is_closing() then stdin:close() end
@@ -175,8 +221,7 @@ local function socket_transport(conn, path)
     h:close()
     return nil, ("cannot connect to %s: %s"):format(path, tostring(err))
   end
-  local lines = stdio.lines({ max = 1 << 30, on_line = function(l) conn:_line(l) end,
-    on_oversize = function() end, on_eof = function() end, on_error = function() end })
+  local lines = conn:_reader()
   h:read_start(function(rerr, data)
     if rerr or not data then
       conn:_lost(("connection to %s lost%s"):format(conn.name, rerr and ": " .. rerr or ""))
@@ -187,7 +232,9 @@ local function socket_transport(conn, path)
   end)
   h:unref()
   return {
-    write = function(text) if not h:is_closing() then h:write(text) end end,
+    write = function(text, more)
+      if not h:is_closing() then h:write(more and { text, more } or text) end
+    end,
     ref = function(on)
       if h:is_closing() then return end
       if on then h:ref() else h:unref() end
@@ -205,8 +252,10 @@ local serial = 0 -- (process ids: this process's pid and a serial, unique on a s
 
 --- Connect to a server: target.command (an argv that runs `luxec serve`, e.g. over ssh) or
 --- target.socket (the path of a `luxec serve --listen unix:PATH`); target.name names it in
---- errors. Returns the host, or nil and a message naming it (quoting the transport's stderr).
----@param target {command: string[]|nil, socket: string|nil, name: string|nil}
+--- errors; target.framing "lines" keeps Codex's framing (by default luxec's binary framing is
+--- asked for, and used when the server agrees). Returns the host, or nil and a message naming
+--- it (quoting the transport's stderr).
+---@param target {command: string[]|nil, socket: string|nil, name: string|nil, framing: string|nil}
 function M.connect(target)
   if type(target) ~= "table" or (target.command == nil) == (target.socket == nil) then
     error("bad argument #1 to 'connect' (a table with 'command' or 'socket' expected)", 2)
@@ -223,13 +272,28 @@ function M.connect(target)
   end
   if not t then return nil, ("%s: %s"):format(conn.name, err) end
   conn.transport = t
-  local r
-  r, err = conn:call("initialize", { clientName = "luxec", luxec = { version = 1 } })
+  if target.framing ~= nil and target.framing ~= "lines" and target.framing ~= wire.FRAMING then
+    error(("bad argument #1 to 'connect' (framing must be \"lines\" or \"%s\", got %s)")
+      :format(wire.FRAMING, tostring(target.framing)), 2)
+  end
+  local framing = target.framing ~= "lines" and wire.FRAMING or nil
+  local r = sched.suspend(function(wake)
+    conn:send_call("initialize", { clientName = "luxec", luxec = { version = 1,
+      framing = framing } }, function(res, e)
+      -- (switched here, before any byte after the answer is read)
+      if res and type(res.luxec) == "table" and res.luxec.framing == wire.FRAMING then
+        conn.binary = true
+        conn.reader:binary()
+      end
+      err = e
+      wake(res)
+    end)
+  end)
   if not r then
     t.close()
     return nil, err
   end
-  t.write('{"method":"initialized"}\n')
+  t.write(wire.encode({ method = "initialized" }, conn.binary))
   return setmetatable({ conn = conn, name = conn.name }, Host)
 end
 
@@ -347,15 +411,62 @@ function Host:run(argv, opts)
   return res
 end
 
+--- Where this client is in a session's output: what it has received, as a plain table to keep
+--- (JSON as it is) and give to host:attach(id, cursor) later, from another process as well.
+---@return {seq: integer, offsets: integer[]}
+function RemoteProcess:cursor()
+  if not self._core then error("attempt to call 'cursor' on a closed process", 2) end
+  local c = self._core
+  return { seq = c.seen, offsets = { c.bufs[1].total, c.bufs[2].total } }
+end
+
+local function check_cursor(cursor)
+  local function bad(what)
+    error(("bad argument #2 to 'attach' (a cursor {seq = N, offsets = {O1, O2}} from "
+      .. "p:cursor() expected: %s)"):format(what), 3)
+  end
+  -- (a number read back from JSON may be a float: an integral one is taken)
+  local function count(v) return type(v) == "number" and math.tointeger(v) or nil end
+  if type(cursor) ~= "table" then bad("got " .. type(cursor)) end
+  local seq = count(cursor.seq)
+  if not seq or seq < 0 then bad("'seq' is not an integer >= 0") end
+  local o = cursor.offsets
+  if type(o) ~= "table" then bad("no 'offsets'") end
+  local offsets = {}
+  for i = 1, 2 do
+    offsets[i] = count(o[i])
+    if not offsets[i] or offsets[i] < 0 then
+      bad(("'offsets[%d]' is not an integer >= 0"):format(i))
+    end
+  end
+  return { seq = seq, offsets = offsets }
+end
+
 --- Attach to a session the server holds (started by an earlier client): its output from the
---- start (as far as the server holds it), then live. Returns the Process, or nil, message.
-function Host:attach(id)
+--- start (as far as the server holds it; here when attach returns), then live. With `cursor`
+--- (p:cursor() of an earlier client): from there on — p:read() gives the bytes after it, and
+--- says how many of them the server no longer holds (its chunks, the session's head and
+--- tail, its log) as dropped. Returns the Process, or nil, message.
+---@param id string
+---@param cursor {seq: integer, offsets: integer[]}|nil
+function Host:attach(id, cursor)
+  if cursor ~= nil then cursor = check_cursor(cursor) end
   local r, err = self.conn:call("process/attach", { processId = id })
   if not r then return nil, err end
+  if cursor and cursor.seq > r.nextSeq - 1 then
+    return nil, ("%s: the cursor (seq %d) is past the output of process %s (its last seq is "
+      .. "%d)"):format(self.name, cursor.seq, id, r.nextSeq - 1)
+  end
   local p, c = adopt(self, id, { tty = r.tty, pid = r.pid, streams = r.streams,
     rows = r.rows ~= json.null and r.rows or nil, cols = r.cols ~= json.null and r.cols or nil })
   p.id = id
-  c:_fill()
+  if cursor then
+    c:_start_at(cursor.seq, cursor.offsets)
+    p._start = cursor.offsets
+    for s = 1, 2 do p._cursor[s], p._evcursor[s] = cursor.offsets[s], cursor.offsets[s] end
+  end
+  -- (what the server holds is here before attach returns)
+  sched.suspend(function(wake) c:_fill(wake) end)
   if r.exited then c:_exited({ seq = r.nextSeq - 1, exitCode = r.exitCode }) end
   if r.closed then c:_closed() end
   return p

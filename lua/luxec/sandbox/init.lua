@@ -75,6 +75,7 @@ end
 ---@param search boolean|nil  false: skip looking for repositories and secrets (only the roots
 ---  are wanted, as for the server's instructions)
 function M.resolve(policy, cwd, home, search)
+  local t0 = uv.hrtime()
   if type(policy) ~= "table" then
     fail("a table expected, got %s", type(policy))
   end
@@ -215,6 +216,7 @@ function M.resolve(policy, cwd, home, search)
     unprotected = found.unprotected,
     git_repos = found.repos,
     git_scanned = found.dirs,
+    resolve_us = math.floor((uv.hrtime() - t0) / 1000), -- (the report's setup_us.resolve)
   }
 end
 
@@ -295,7 +297,11 @@ function M.annotate(report, spec, proxy)
     net.allow, net.deny = texts(spec.net.allow), texts(spec.net.deny)
     net.proxy = ("http://127.0.0.1:%d"):format(spec.proxy_port)
     report.network = net
+    for _, d in ipairs(report.denials or {}) do -- (past the proxy: the core's records)
+      if d.addr and d.op ~= "bind" then d.reason = "only the proxy leads out (network by name)" end
+    end
   end
+  if report.setup_us then report.setup_us.resolve = spec.resolve_us end
   local applied = report.layers and report.layers.mountns
   report.protected = applied and spec.ro_paths or {}
   report.masked = applied and spec.masks or {}
@@ -375,6 +381,16 @@ function M.evidence(report)
   return list, total
 end
 
+local PROTOCOLS = { [6] = "tcp", [17] = "udp", [1] = "icmp", [58] = "icmpv6", [132] = "sctp",
+  [262] = "mptcp", [0] = "raw" }
+
+--- "/tcp", "/udp", "/icmp", ... of a network record whose socket is known, or "".
+local function transport(d)
+  local p = math.tointeger(d.protocol)
+  if d.op == "socket" or not p then return "" end
+  return "/" .. (PROTOCOLS[p] or ("protocol " .. p))
+end
+
 --- One line a model or a person reads for a denial, e.g.
 --- "connect 93.184.216.34:443 (pid 12 curl)", "open /etc/passwd: EROFS (pid 7 sh, 3 times)"
 --- or "rename /w/a -> /etc/a: EXDEV (pid 9 mv)". Every path and name in it is escaped.
@@ -394,7 +410,8 @@ function M.describe(d)
     end
   elseif d.addr then
     local addr = d.family == "AF_INET6" and ("[" .. e(d.addr) .. "]") or e(d.addr)
-    what = ("%s %s:%d"):format(e(d.op), addr, math.tointeger(d.port) or 0)
+    what = ("%s %s:%d%s"):format(e(d.op), addr, math.tointeger(d.port) or 0, transport(d))
+    if d.reason then what = what .. " refused: " .. e(d.reason) end
   elseif d.path then
     what = ("%s %s"):format(e(d.op), e(d.path))
     if d.to then what = what .. " -> " .. e(d.to) end

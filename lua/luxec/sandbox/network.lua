@@ -23,14 +23,23 @@ local function fail(msg, ...)
   error("bad sandbox policy: " .. msg:format(...), 0)
 end
 
---- An IPv4 literal (four decimal numbers 0-255) as it is, or nil.
+--- An IPv4 literal (four decimal numbers 0-255, no leading zero: "010" is 8 to inet_aton)
+--- as it is, or nil.
 local function ipv4(s)
   local a, b, c, d = s:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
   if not a then return nil end
   for _, n in ipairs({ a, b, c, d }) do
-    if #n > 3 or tonumber(n) > 255 then return nil end
+    if #n > 3 or tonumber(n) > 255 or (#n > 1 and n:sub(1, 1) == "0") then return nil end
   end
   return s
+end
+
+--- Whether s is an IPv4 address in another spelling than a.b.c.d to some resolver: its last
+--- label a number (decimal, octal "0177" or hex "0x7f": "2130706433", "127.1", "0x7f.1",
+--- "0177.0.0.1" are all 127.0.0.1 to inet_aton and to URL parsers).
+local function ipv4_other(s)
+  local last = s:match("([^.]*)$")
+  return last:match("^%d+$") ~= nil or last:match("^0[xX]%x*$") ~= nil
 end
 
 --- An IPv6 literal (hex groups and colons, at most one "::") in one spelling: eight groups,
@@ -80,10 +89,11 @@ function M.ip_literal(s)
   return ipv4(s) or ipv6(s)
 end
 
---- A name as the proxy compares it: lower case, without a final dot.
+--- A name as the proxy compares it: lower case, without a final dot ("a.test.." keeps both:
+--- it is no name, and stays none when normalized again).
 function M.normalize(host)
   host = host:lower()
-  if host:sub(-1) == "." then host = host:sub(1, -2) end
+  if host:sub(-1) == "." and host:sub(-2) ~= ".." then host = host:sub(1, -2) end
   return host
 end
 
@@ -124,6 +134,8 @@ local function parse_entry(where, i, e)
     rule.ip = ip
   elseif v6 then
     fail("network.%s[%d]: %q is no IPv6 address", where, i, e)
+  elseif ipv4_other(M.normalize(host)) then
+    fail("network.%s[%d]: %q is no name and no IP address a.b.c.d", where, i, e)
   elseif host == "*" then
     rule.any = true
   elseif host:sub(1, 2) == "*." then
@@ -237,6 +249,9 @@ function M.judge(policy, host, port)
   if not ip and not valid_name(host) then
     return false, ("not a valid host name (%q)"):format(host)
   end
+  if not ip and ipv4_other(host) then
+    return false, ("an IP address in another form than a.b.c.d (%q)"):format(host)
+  end
   for _, r in ipairs(policy.deny) do
     if matches(r, host, ip, port) then
       return false, ("in network.deny (%q)"):format(r.text)
@@ -247,6 +262,28 @@ function M.judge(policy, host, port)
   end
   if ip then return false, "an IP address not in network.allow" end
   return false, "not in network.allow"
+end
+
+--- What makes ip (a literal as ip_literal gives it) an address of the host itself or of its
+--- link: "loopback", "unspecified", "link-local", "an address of this host" (one of own, a
+--- set of the host's interface addresses), or nil. A name the host's resolver gives such an
+--- address is not reached (only a listed literal or the policy's resolve table is).
+function M.host_local(ip, own)
+  local a, b = ip:match("^(%d+)%.(%d+)%.%d+%.%d+$")
+  if a then
+    a, b = tonumber(a), tonumber(b)
+    if a == 127 then return "loopback" end
+    if a == 0 then return "unspecified" end
+    if a == 169 and b == 254 then return "link-local" end
+  elseif ip == "0:0:0:0:0:0:0:1" then
+    return "loopback"
+  elseif ip == "0:0:0:0:0:0:0:0" then
+    return "unspecified"
+  elseif (tonumber(ip:match("^(%x+):") or "0", 16) or 0) & 0xffc0 == 0xfe80 then
+    return "link-local"
+  end
+  if own and own[ip] then return "an address of this host" end
+  return nil
 end
 
 --- The environment a session gets: every client's proxy variables pointing at its proxy.

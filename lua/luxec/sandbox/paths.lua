@@ -277,6 +277,9 @@ local function config_values(file)
   local text = size > 0 and fd:read(size) or ""
   fd:close()
   local out, section = {}, ""
+  -- neither key can be in a file without these words (names are whole, in any case)
+  local low = text:lower()
+  if not (low:find("hookspath", 1, true) or low:find("include", 1, true)) then return out end
   for line in (text:gsub("\\\r?\n", "")):gmatch("[^\n]+") do
     local sec, rest = line:match("^%s*%[([^%]]*)%](.*)$")
     if sec then
@@ -285,7 +288,14 @@ local function config_values(file)
       line = rest
     end
     local key, value = line:match("^%s*([%w%-]+)%s*=%s*(.-)%s*$")
+    local kind
     if key then
+      key = key:lower()
+      local top = section:match("^[^%.]+") or section
+      kind = section == "core" and key == "hookspath" and "hooks"
+        or (top == "include" or top == "includeif") and key == "path" and "include" or nil
+    end
+    if kind then -- (only these values are read: a spawn reads every repository's config)
       -- a value: quotes removed, escapes kept as the character, a comment cut
       local v, quoted = {}, false
       local i = 1
@@ -304,14 +314,7 @@ local function config_values(file)
         end
         i = i + 1
       end
-      local val = table.concat(v):gsub("%s+$", "")
-      key = key:lower()
-      local top = section:match("^[^%.]+") or section
-      if section == "core" and key == "hookspath" then
-        out[#out + 1] = { kind = "hooks", value = val }
-      elseif (top == "include" or top == "includeif") and key == "path" then
-        out[#out + 1] = { kind = "include", value = val }
-      end
+      out[#out + 1] = { kind = kind, value = (table.concat(v):gsub("%s+$", "")) }
     end
   end
   return out
@@ -402,25 +405,19 @@ function Found:dotgit(dir, typ, ctx)
   end
 end
 
--- The last search of each root (and depth): what each directory held, with its times.
-local scan_cache = {}
-
 --- A directory read less than this many seconds after its last change is read again at the
---- next search (two changes within one tick of a file system's clock can leave one time).
+--- next search when the core could not watch it (two changes within one tick of a file
+--- system's clock can leave one time).
 M.SCAN_RACY_SECS = 2
 
 -- Find every repository below `root`: directories breadth first up to the depth bound, no
 -- symlink followed; each directory is read once (getdents, no stat per entry: the core's
 -- walk, as this runs at every spawn over trees such as a shared /tmp), and not again at the
--- next search while its times say it did not change.
+-- next search while its watch (inotify) or, without one, its times say it did not change.
 function Found:scan(root, scan, ctx)
-  local key = root .. "\0" .. scan.depth
   core = core or require("luxec.core")
   local hits, read, at = core.sandbox_scan(root, scan.depth, scan.dirs - self.dirs,
-    scan_cache[key], M.SCAN_RACY_SECS)
-  if hits then
-    scan_cache[key] = at -- (the directories read: unchanged ones are not read again)
-  end
+    M.SCAN_RACY_SECS)
   if not hits then
     return false, ("read %d directories and did not reach the end (at %s)"):format(scan.dirs,
       at), "dirs"

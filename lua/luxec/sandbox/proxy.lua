@@ -11,12 +11,13 @@ local uv = require("luv")
 local network = require("luxec.sandbox.network")
 local core = require("luxec.core")
 local transparent = require("luxec.sandbox.transparent")
+local httphead = require("luxec.sandbox.httphead")
+local split_authority, header = httphead.split_authority, httphead.header
 
 local M = {}
 
 local HEAD_MAX = 64 * 1024   -- a request head longer than this is refused (431)
 local KEEP = 256             -- distinct records kept per list (later ones are only counted)
-local HIGH, LOW = 4 * 1024 * 1024, 1024 * 1024 -- bytes queued on one side: pause, resume
 
 ---@class luxec.Proxy
 ---@field allowed table<string, integer>  allowed requests per host
@@ -119,95 +120,72 @@ end
 function Proxy:_relay(conn)
   if conn.relay or conn.closed then return end
   conn.relay = core.relay(conn.client, conn.upstream, function(_, sent, received)
+    if conn.closed then return end -- (_close counted it)
     conn.relay = nil
     conn.sent, conn.received = conn.sent + sent, conn.received + received
-    self:_close(conn)
+    if not conn.late then self:_close(conn) end
   end)
-  close_handle(conn.client) -- (the relay has its own descriptors)
-  close_handle(conn.upstream)
+  close_handle(conn.upstream) -- (the relay has its own descriptors)
+  if conn.waiting then return self:_await_response(conn) end
+  close_handle(conn.client)
 end
 
---- Copy from one stream to the other until the response begins (then the relay takes
---- over); pause reading while the other side's queue is long. The connection closes when
---- both directions have ended, or on any error.
-function Proxy:_pipe(conn, from, to)
-  local paused = false
-  local on_read
-  local function resume()
-    if paused and not conn.pumping and to:get_write_queue_size() < LOW then
-      paused = false
-      from:read_start(on_read)
+--- A plain HTTP request in the relay (its body, whatever its length or framing, goes in C):
+--- until the response begins the client's handle stays, to answer 504 when the upstream
+--- says nothing for response_timeout_ms after the request's last byte.
+function Proxy:_await_response(conn)
+  local ms = self._policy.response_timeout_ms
+  local last = 0
+  close_handle(conn.timer)
+  conn.timer = uv.new_timer()
+  conn.timer:unref()
+  conn.timer:start(ms, ms, function()
+    if conn.closed or not conn.relay then return close_handle(conn.timer) end
+    local sent, received = conn.relay:counts()
+    if received > 0 then -- the response began: the relay's alone
+      conn.waiting = false
+      close_handle(conn.timer)
+      return close_handle(conn.client)
     end
-  end
-  on_read = function(err, data)
-    if conn.closed or conn.pumping then return end
-    if err then return self:_close(conn) end
-    if data then
-      if from == conn.upstream then
-        conn.received = conn.received + #data
-      else
-        conn.sent = conn.sent + #data
-      end
-      self:_write(conn, to, data, resume)
-      if conn.waiting and from == conn.upstream then -- the response began
-        conn.waiting = false
-        close_handle(conn.timer)
-        return self:_handover(conn)
-      end
-      if not paused and to:get_write_queue_size() > HIGH then
-        paused = true
-        from:read_stop()
-      end
-    else
-      conn.ends = conn.ends + 1
-      if conn.ends == 2 then return self:_close(conn) end
-      to:shutdown(function(serr) if serr and not conn.pumping then self:_close(conn) end end)
+    if sent ~= last then -- the request is still coming
+      last = sent
+      return
     end
-  end
-  from:read_start(on_read)
+    local late = ("no response within %d ms"):format(ms)
+    self:_record(self.failed, conn, conn.host, conn.port, late)
+    conn.late = true
+    conn.relay:close()
+    self:_reply(conn, 504, ("%s %s:%d failed: %s"):format(conn.op, conn.host, conn.port, late))
+  end)
 end
 
---- "host:port", "[v6]:port" or "host" (with dflt) as host, port; nil when malformed.
-local function split_authority(a, dflt)
-  a = a:match("@([^@]*)$") or a -- (user info is not the host)
-  local host, port = a:match("^%[([^%]]+)%]:?(%d*)$")
-  if not host then
-    host, port = a:match("^([^:]+):?(%d*)$")
-  end
-  if not host or host == "" then return nil end
-  if port == "" then port = dflt end
-  port = math.tointeger(tonumber(port))
-  if not port or port < 1 or port > 65535 then return nil end
-  return host, port
-end
-
-local function header(head, name)
-  return head:match("\r\n" .. name .. ":[ \t]*([^\r\n]-)[ \t]*\r\n")
-end
-
-local HOP = { connection = true, ["keep-alive"] = true, ["proxy-connection"] = true,
-  ["proxy-authorization"] = true }
-
---- A plain HTTP request for the origin: the path alone on the request line, no hop headers,
---- one request per connection (what follows on it could name another host).
-local function origin_head(head, method, path, version)
-  local out = { ("%s %s %s"):format(method, path, version) }
-  for line in head:gmatch("\r\n([^\r\n]+)") do
-    local name = line:match("^([^:]+):")
-    if name and not HOP[name:lower()] then out[#out + 1] = line end
-  end
-  out[#out + 1] = "Connection: close"
-  return table.concat(out, "\r\n") .. "\r\n\r\n"
-end
-
---- The addresses of host: an IP literal, the policy's resolve table, else the host's resolver.
+--- The addresses of host: an IP literal, the policy's resolve table, else the host's
+--- resolver; cb(list) or cb(nil, err, refused). An address of the host itself or of its link
+--- (loopback, unspecified, link-local, any address of the host's interfaces) is never one the
+--- host's resolver gives a name here ("localhost", or any name a DNS server says is
+--- 127.0.0.1 or the host's own address, would reach the host's own services): only a listed
+--- literal or the resolve table leads there.
 local function resolve(policy, host, cb)
   local ip = network.ip_literal(host)
   if ip or policy.resolve[host] then return cb({ ip or policy.resolve[host] }) end
   uv.getaddrinfo(host, nil, { socktype = "stream" }, function(err, res)
-    if err or not res or #res == 0 then return cb(nil, err or "no address") end
-    local list = {}
-    for _, r in ipairs(res) do list[#list + 1] = r.addr end
+    if err or not res or #res == 0 then
+      return cb(nil, "cannot resolve: " .. (err or "no address"))
+    end
+    local list, dropped, own = {}, nil, {}
+    for _, addrs in pairs(uv.interface_addresses() or {}) do
+      for _, a in ipairs(addrs) do own[network.ip_literal(a.ip) or a.ip] = true end
+    end
+    for _, r in ipairs(res) do
+      local kind = network.host_local(network.ip_literal(r.addr) or r.addr, own)
+      if kind then
+        dropped = dropped or ("resolves to %s (%s: list the address to allow it)")
+          :format(r.addr, kind)
+      else
+        list[#list + 1] = r.addr
+      end
+    end
+    if #list == 0 then return cb(nil, dropped, true) end
     cb(list)
   end)
 end
@@ -228,9 +206,9 @@ function Proxy:_connect(conn, host, port, cb)
     close_handle(conn.upstream)
     finish(nil, 504, ("timed out after %d ms"):format(ms))
   end)
-  resolve(self._policy, host, function(addrs, err)
+  resolve(self._policy, host, function(addrs, err, refused)
     if done or conn.closed then return end
-    if not addrs then return finish(nil, 502, "cannot resolve: " .. tostring(err)) end
+    if not addrs then return finish(nil, refused and 403 or 502, tostring(err)) end
     local i = 0
     local function try(last)
       i = i + 1
@@ -256,71 +234,56 @@ function Proxy:_connect(conn, host, port, cb)
   end)
 end
 
+--- An allowed request whose upstream was not reached: refused (403: its name resolves to an
+--- address of the host's) or failed; recorded, answered (closed without an answer when
+--- quiet: a TLS client gets no HTTP).
+function Proxy:_unreached(conn, host, port, code, reason, quiet)
+  local refused = code == 403
+  if refused then
+    self.allowed[host] = self.allowed[host] > 1 and self.allowed[host] - 1 or nil
+  end
+  self:_record(refused and self.refused or self.failed, conn, host, port, reason)
+  if quiet then return self:_close(conn) end
+  self:_reply(conn, code, ("%s %s:%d %s: %s"):format(conn.op, host, port,
+    refused and "refused" or "failed", reason))
+end
+
+--- A request the proxy will not forward: recorded (with the host and port it names, "?" and
+--- 0 when it names none) and answered code.
+function Proxy:_refuse(conn, code, host, port, why)
+  host = host or "?"
+  self:_record(self.refused, conn, host, port or 0, why)
+  self:_reply(conn, code, ("%s %s:%d refused: %s"):format(conn.op, host, port or 0, why))
+end
+
 function Proxy:_request(conn, head, rest)
-  local method, target, version = head:match("^(%u+) (%S+) (HTTP/1%.[01])\r\n")
-  if not method then return self:_reply(conn, 400, "not an HTTP/1 request") end
-  local host, port, path
-  if method == "CONNECT" then
-    conn.op = "connect"
-    host, port = split_authority(target, nil)
-  else
-    conn.op = "http"
-    local scheme, rest_uri = target:match("^(%a[%w+.-]*)://(.*)$")
-    if scheme then
-      if scheme:lower() ~= "http" then
-        return self:_reply(conn, 400, ("%s:// is not proxied as plain HTTP (use CONNECT)")
-          :format(scheme))
-      end
-      local authority, p = rest_uri:match("^([^/?#]*)(.*)$")
-      host, port = split_authority(authority, 80)
-      path = p == "" and "/" or p
-    elseif target:sub(1, 1) == "/" then
-      host, port = split_authority(header(head, "[Hh][Oo][Ss][Tt]") or "", 80)
-      path = target
-    end
+  conn.op = head:match("^CONNECT ") and "connect" or "http"
+  local req, bad = httphead.parse(head)
+  if bad then
+    return self:_refuse(conn, 400, req and network.normalize(req.host), req and req.port, bad)
   end
-  if not host then return self:_reply(conn, 400, "no host:port in " .. target) end
-  host = network.normalize(host)
-  local what = ("%s %s:%d"):format(conn.op, host, port)
+  local host, port = network.normalize(req.host), req.port
   local ok, why = network.judge(self._policy, host, port)
-  if not ok then
-    self:_record(self.refused, conn, host, port, why)
-    return self:_reply(conn, 403, what .. " refused: " .. why)
-  end
+  if not ok then return self:_refuse(conn, 403, host, port, why) end
   self.allowed[host] = (self.allowed[host] or 0) + 1
   self:_connect(conn, host, port, function(up, code, reason)
     if conn.closed then return close_handle(up) end
-    if not up then
-      self:_record(self.failed, conn, host, port, reason)
-      return self:_reply(conn, code, what .. " failed: " .. reason)
-    end
+    if not up then return self:_unreached(conn, host, port, code, reason) end
     up:nodelay(true)
-    conn.host = host
-    if method == "CONNECT" then
+    conn.host, conn.port = host, port
+    if req.method == "CONNECT" then
       self:_write(conn, conn.client, "HTTP/1.1 200 Connection established\r\n\r\n")
-      if #rest > 0 then
-        conn.sent = #rest
-        self:_write(conn, up, rest)
-      end
-      return self:_handover(conn)
-    else
-      local oh = origin_head(head, method, path, version)
-      conn.sent = #oh + #rest
+    else -- (the body, if any, follows the head; the relay carries it)
+      local oh = httphead.origin_head(head, req, host, port)
+      conn.sent = #oh
       self:_write(conn, up, oh)
-      if #rest > 0 then self:_write(conn, up, rest) end
-      local ms = self._policy.response_timeout_ms
       conn.waiting = true
-      conn.timer = uv.new_timer()
-      conn.timer:unref()
-      conn.timer:start(ms, 0, function()
-        if not conn.waiting or conn.closed then return end
-        local late = ("no response within %d ms"):format(ms)
-        self:_record(self.failed, conn, host, port, late)
-        self:_reply(conn, 504, what .. " failed: " .. late)
-      end)
     end
-    self:_pipe(conn, conn.client, up)
-    self:_pipe(conn, up, conn.client)
+    if #rest > 0 then
+      conn.sent = conn.sent + #rest
+      self:_write(conn, up, rest)
+    end
+    self:_handover(conn)
   end)
 end
 
@@ -335,8 +298,13 @@ function Proxy:_accept()
   local t = uv.new_timer()
   t:unref()
   conn.timer = t
+  local function refuse(code, why)
+    conn.head = true
+    conn.op = (parts[1] or ""):match("^CONNECT ") and "connect" or "http"
+    self:_refuse(conn, code, nil, nil, why)
+  end
   t:start(self._head_ms, 0, function()
-    self:_reply(conn, 408, ("no request within %d ms"):format(self._head_ms))
+    refuse(408, ("no request within %d ms"):format(self._head_ms))
   end)
   c:read_start(function(err, data)
     if conn.closed or conn.head then return end
@@ -346,10 +314,8 @@ function Proxy:_accept()
     local all = table.concat(parts)
     parts = { all }
     local e = all:find("\r\n\r\n", 1, true)
-    if not e then
-      if size > HEAD_MAX then self:_reply(conn, 431, "request head too long") end
-      return
-    end
+    if (e or size) > HEAD_MAX then return refuse(431, "request head too long") end
+    if not e then return end
     conn.head = true
     c:read_stop()
     close_handle(t)
@@ -410,13 +376,32 @@ function Proxy:_accept_transparent(server, port)
     if err or not data then return self:_close(conn) end
     buf = buf .. data
     local said
+    local what = tls and "TLS server name" or "Host header"
     if tls then
       said = transparent.sni(buf)
       if said == nil and #buf < HEAD_MAX then return end
     else
       local e = buf:find("\r\n\r\n", 1, true)
       if not e and #buf < HEAD_MAX then return end
-      said = e and split_authority(header(buf:sub(1, e + 3), "[Hh][Oo][Ss][Tt]") or "", 80)
+      local bad = not e and "request head too long" or httphead.malformed(buf:sub(1, e + 3))
+      if bad then
+        conn.head = true
+        close_handle(t)
+        return refuse(bad)
+      end
+      local req, mismatch = httphead.parse(buf:sub(1, e + 3))
+      if mismatch and req then
+        conn.head = true
+        close_handle(t)
+        return refuse(mismatch)
+      end
+      -- (an absolute URI names the host as a Host header does: the origin may read either)
+      said = req and req.target:find("://", 1, true) and req.host
+      if said then
+        what = "request's URI"
+      else
+        said = split_authority(header(buf:sub(1, e + 3), "[Hh][Oo][Ss][Tt]") or "", 80)
+      end
     end
     conn.head = true
     c:read_stop()
@@ -424,19 +409,14 @@ function Proxy:_accept_transparent(server, port)
     said = said and network.normalize(said) or nil
     if name and said and said ~= name then
       return refuse(("the %s names %s, not the name looked up"):format(
-        tls and "TLS server name" or "Host header", said))
+        what, said))
     end
     local ok, why = network.judge(self._policy, host, port)
     if not ok then return refuse(why) end
     self.allowed[host] = (self.allowed[host] or 0) + 1
-    local what = ("%s %s:%d"):format(conn.op, host, port)
     self:_connect(conn, host, port, function(up, code, reason)
       if conn.closed then return close_handle(up) end
-      if not up then
-        self:_record(self.failed, conn, host, port, reason)
-        if tls then return self:_close(conn) end
-        return self:_reply(conn, code, what .. " failed: " .. reason)
-      end
+      if not up then return self:_unreached(conn, host, port, code, reason, tls) end
       up:nodelay(true)
       conn.upstream, conn.host, conn.sent = up, host, #buf
       self:_write(conn, up, buf)

@@ -8,8 +8,11 @@
 local M = {}
 
 local BASE = (198 << 24) | (18 << 16) -- 198.18.0.0/15: for benchmarks, never routed
-local SIZE = 1 << 17
 local TTL = 5
+--- Names given an address at once: past this many the oldest name's address is given again
+--- (its answer's TTL is long gone), so that a flood of made-up names costs the host a bounded
+--- table, not the whole range.
+M.MAX_NAMES = 8192
 
 ---@class luxec.FakeNames
 ---@field by_name table<string, string>
@@ -31,9 +34,10 @@ end
 function M.address(names, name)
   local a = names.by_name[name]
   if a then return a end
-  if names.next >= SIZE - 1 then return nil end -- (the range is used up: no answer)
   a = addr_text(BASE + names.next)
-  names.next = names.next + 1
+  names.next = names.next < M.MAX_NAMES + 1 and names.next + 1 or 2
+  local old = names.by_addr[a]
+  if old then names.by_name[old] = nil end -- (the address is that name's no more)
   names.by_name[name], names.by_addr[a] = a, name
   return a
 end
@@ -72,7 +76,6 @@ local function dns_answer(names, q)
   local name = table.concat(labels, "."):lower()
   if qtype ~= 1 or qclass ~= 1 or name == "" then return reply(0, question) end
   local a = M.address(names, name)
-  if not a then return reply(2, question) end
   local b1, b2, b3, b4 = a:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
   return reply(0, question, string.pack(">I2I2I2I4I2BBBB", 0xc00c, 1, 1, TTL, 4,
     tonumber(b1), tonumber(b2), tonumber(b3), tonumber(b4)))

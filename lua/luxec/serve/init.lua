@@ -2,27 +2,29 @@
 --- (one message per line; the sessions end when stdin ends, as a remote command's should) or
 --- a unix socket (`--listen unix:PATH`: many clients, and sessions that outlive them).
 local server_mod = require("luxec.serve.server")
-local stdio = require("luxec.mcp.stdio")
 local sched = require("luxec.sched")
 local daemon = require("luxec.serve.daemon")
+local wire = require("luxec.serve.wire")
 local uv = require("luv")
 
 local M = {}
 
-M.MAX_LINE = 64 * 1024 * 1024 -- the longest message accepted (a big fs/writeFile)
+M.MAX_LINE = 64 * 1024 * 1024 -- the longest message (line or frame) accepted (a big fs/writeFile)
 
--- A writer on a luv stream that counts the bytes not yet written.
+-- A writer on a luv stream that counts the bytes not yet written. write(text[, more]):
+-- `more` follows `text` in the same write (the bytes after a frame's header, not copied).
 local function stream_writer(h, on_broken)
   local w = { queued = 0 }
-  function w.write(text)
+  function w.write(text, more)
     if h:is_closing() then return end
-    w.queued = w.queued + #text
-    local ok, err = pcall(h.write, h, text, function(werr)
-      w.queued = w.queued - #text
+    local n = #text + (more and #more or 0)
+    w.queued = w.queued + n
+    local ok, err = pcall(h.write, h, more and { text, more } or text, function(werr)
+      w.queued = w.queued - n
       if werr and on_broken then on_broken(werr) end
     end)
     if not ok then
-      w.queued = w.queued - #text
+      w.queued = w.queued - n
       if on_broken then on_broken(err) end
     end
   end
@@ -41,17 +43,67 @@ local function stdout_handle()
   return nil
 end
 
-local function lines_for(conn, on_end)
-  return {
-    max = M.MAX_LINE,
+-- The reader of a connection's bytes (lines, then frames when the client asks for them).
+local function reader_for(conn)
+  local reader
+  reader = wire.reader({
+    max = M.MAX_LINE, max_frame = M.MAX_LINE,
     on_line = function(line) conn:line(line) end,
     on_oversize = function(size)
       conn:send(require("luxec.serve.protocol").error(nil, -32600, ("invalid request: a "
         .. "message of %d bytes is over the limit of %d bytes"):format(size, M.MAX_LINE)))
     end,
-    on_eof = on_end,
-    on_error = function() end,
-  }
+    on_frame = function(...) conn:frame(...) end,
+    on_error = function(message) conn:frame_error(message) end,
+  })
+  conn.switch = function() reader:binary() end
+  return reader
+end
+
+-- Read descriptor `fd` into `reader` (a pipe, socket or terminal through luv; a file in the
+-- thread pool); `on_end()` once it ends. Returns a function that stops reading.
+local function read_fd(fd, reader, on_end)
+  local kind = uv.guess_handle(fd)
+  local h
+  if kind == "tty" then
+    h = uv.new_tty(fd, true)
+  elseif kind == "pipe" or kind == "tcp" then
+    h = kind == "pipe" and uv.new_pipe(false) or uv.new_tcp()
+    if not h:open(fd) then
+      h:close()
+      h = nil
+    end
+  end
+  local stopped = false
+  local function finish()
+    if stopped then return end
+    reader:finish()
+    on_end()
+  end
+  if h then
+    h:read_start(function(_, data)
+      if data then return reader:feed(data) end
+      finish()
+    end)
+  else
+    local function next_chunk()
+      uv.fs_read(fd, 65536, -1, function(err, data)
+        if stopped then return end
+        if err or not data or data == "" then return finish() end
+        reader:feed(data)
+        next_chunk()
+      end)
+    end
+    next_chunk()
+  end
+  return function()
+    stopped = true
+    reader:close()
+    if h and not h:is_closing() then
+      h:read_stop()
+      h:close()
+    end
+  end
 end
 
 local function wait_drained(w)
@@ -69,12 +121,13 @@ function M.stdio(srv)
     w = stream_writer(h)
   else -- a file: written in place
     w = { queued = 0, count = function() return 0 end,
-      write = function(text) uv.fs_write(1, text, -1) end }
+      write = function(text, more) uv.fs_write(1, more and { text, more } or text, -1) end }
   end
-  local conn = srv:connect(w.write, w.count)
-  local reader, signals = nil, {}
+  local stop, signals, hung_up = nil, {}, nil
+  local conn = srv:connect(w.write, w.count, function() hung_up("hang-up") end)
   local why = sched.suspend(function(done)
-    reader = stdio.reader(0, lines_for(conn, done))
+    hung_up = done
+    stop = read_fd(0, reader_for(conn), done)
     for _, name in ipairs({ "sigterm", "sigint", "sighup" }) do
       local s = uv.new_signal()
       s:start(name, function() done(name) end)
@@ -82,7 +135,7 @@ function M.stdio(srv)
     end
   end)
   for _, s in ipairs(signals) do s:close() end
-  if why then reader:close() end -- (a signal: stdin is left as it is)
+  if why then stop() end -- (a signal: stdin is left as it is)
   srv:shutdown()
   wait_drained(w)
   if h then h:close() end
@@ -126,16 +179,21 @@ function M.listen(srv, path, idle)
     end
     uv.fs_unlink(path)
   end
+  -- Bound and listening under a name of its own, made 0600, and only then linked into
+  -- place (never over another): the socket is never there with another mode, nor there and
+  -- refusing. (The name is no longer than the socket's own in the same directory.)
   local l = uv.new_pipe(false)
-  local ok, err = l:bind(path)
+  local tmp = ("%s/.l%d"):format(path:match("^(.*)/[^/]*$") or ".", uv.os_getpid())
+  uv.fs_unlink(tmp)
+  local ok, err = l:bind(tmp)
   if not ok then
     io.stderr:write(("luxec serve: cannot listen on %s: %s\n"):format(path, tostring(err)))
     l:close()
     return 1
   end
-  uv.fs_chmod(path, 384)
-  local bound = uv.fs_lstat(path)
-  l:listen(64, function(lerr)
+  uv.fs_chmod(tmp, 384)
+  local bound = uv.fs_lstat(tmp)
+  ok, err = l:listen(64, function(lerr)
     if lerr then return end
     local c = uv.new_pipe(false)
     if not pcall(l.accept, l, c) then return c:close() end
@@ -151,12 +209,23 @@ function M.listen(srv, path, idle)
     conn = srv:connect(w.write, w.count, function()
       if not c:is_closing() then c:close() end
     end)
-    local reader = stdio.lines(lines_for(conn, function() conn:close() end))
+    local reader = reader_for(conn)
     c:read_start(function(rerr, data)
-      if rerr or not data then return reader:finish() end
+      if rerr or not data then
+        reader:finish()
+        return conn:close()
+      end
       reader:feed(data)
     end)
   end)
+  local linked
+  if ok then linked, err = uv.fs_link(tmp, path) end
+  uv.fs_unlink(tmp)
+  if not (ok and linked) then
+    io.stderr:write(("luxec serve: cannot listen on %s: %s\n"):format(path, tostring(err)))
+    l:close()
+    return 1
+  end
   local signals, idle_timer = {}, nil
   sched.suspend(function(done)
     for _, name in ipairs({ "sigterm", "sigint", "sighup" }) do

@@ -116,16 +116,7 @@ return function(server)
 
   M["process/write"] = function(_, p)
     local id = proto.string(p, "processId", true)
-    local data = proto.bytes(p, "chunk")
-    local s = server:session(id)
-    if not s.pipe_stdin then
-      fail(INVALID_REQUEST, "process %s takes no input: it has no terminal and was started "
-        .. "without pipeStdin", s.id)
-    end
-    if s.p:closed() then return { status = "stdinClosed" } end
-    local n, err = s.p:write(data)
-    if not n then return { status = "stdinClosed", luxec = { error = err } } end
-    return { status = "accepted" }
+    return server:write_input(id, proto.bytes(p, "chunk"))
   end
 
   M["process/terminate"] = function(_, p)

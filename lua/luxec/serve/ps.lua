@@ -44,7 +44,8 @@ function M.rows(list, status)
   return rows
 end
 
-local function print_rows(rows)
+--- Print rows in columns (the last one as it is).
+function M.print_rows(rows)
   local widths = {}
   for _, r in ipairs(rows) do
     for i = 1, #r - 1 do widths[i] = math.max(widths[i] or 0, #r[i]) end
@@ -101,7 +102,7 @@ function M.main(opts)
   end
   io.write(("daemon pid %d on %s, %d session%s (%d running), up %s\n"):format(status.pid,
     status.host, #list, #list == 1 and "" or "s", status.running, age_text(status.ageMs)))
-  if #list > 0 then print_rows(M.rows(list, status)) end
+  if #list > 0 then M.print_rows(M.rows(list, status)) end
   return 0
 end
 

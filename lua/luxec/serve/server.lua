@@ -14,6 +14,7 @@ local json = require("luxec.json")
 local proto = require("luxec.serve.protocol")
 local sched = require("luxec.sched")
 local uv = require("luv")
+local wire = require("luxec.serve.wire")
 
 local M = {}
 
@@ -21,6 +22,11 @@ M.defaults = {
   retain = 1024 * 1024, -- output bytes kept per session for process/read
   max_queued = 4 * 1024 * 1024, -- a connection's queue above which output is not pushed
   keep_finished = 64, -- finished sessions kept readable (the oldest are forgotten)
+  -- A session's input not yet taken by its program above which process/write is answered
+  -- only once it is below again (looked at every `input_poll_ms`): a client that waits for
+  -- its answers, over a window as luxec's does, never grows the server's memory.
+  max_input = 8 * 1024 * 1024,
+  input_poll_ms = 2,
   -- A session's tail unless the client names one: more than the core reads in one turn of
   -- the loop (4 MiB), so that the server, which reads after each turn, drops nothing.
   tail = 5 * 1024 * 1024,
@@ -47,6 +53,7 @@ function M.new(opts)
     retain = opts.retain or M.defaults.retain,
     max_queued = opts.max_queued or M.defaults.max_queued,
     keep_finished = opts.keep_finished or M.defaults.keep_finished,
+    max_input = opts.max_input or M.defaults.max_input,
     session_tail = opts.tail or M.defaults.tail,
   }, Server)
   self.methods = require("luxec.serve.methods")(self)
@@ -56,10 +63,12 @@ function M.new(opts)
   return self
 end
 
---- A new connection: `write(text)` sends bytes to the client; `queued()` says how many
---- bytes are waiting to go out; `hang_up()` (optional) closes the transport when the server
---- ends the connection.
----@param write fun(text: string)
+--- A new connection: `write(text[, more])` sends bytes to the client (`more`: bytes that
+--- follow `text` in the same write); `queued()` says how many bytes are waiting to go out;
+--- `hang_up()` (optional) closes the transport when the server ends the connection. The
+--- transport sets `conn.switch` to a function that makes its reader read frames from then on
+--- (luxec's binary framing, asked for at initialize).
+---@param write fun(text: string, more: string|nil)
 ---@param queued fun(): integer
 ---@param hang_up fun()|nil
 function Server:connect(write, queued, hang_up)
@@ -70,7 +79,7 @@ function Server:connect(write, queued, hang_up)
 end
 
 function Conn:send(msg)
-  if self.open then self._write(proto.encode(msg)) end
+  if self.open then self._write(wire.encode(msg, self.binary)) end
 end
 
 --- The client went away: its subscriptions end; its sessions live on in the server.
@@ -87,6 +96,27 @@ end
 --- Handle one line from the client.
 function Conn:line(text)
   if text:match("^%s*$") then return end
+  self:message(text)
+end
+
+--- Handle one frame from the client (luxec's binary framing): a JSON message, or the bytes of
+--- a process/write request.
+function Conn:frame(kind, a, b, c)
+  if kind == "json" then return self:message(a) end
+  if kind == "write" then
+    return self:run(a, "process/write", function() return self.server:write_input(b, c) end)
+  end
+  self:send(proto.error(nil, proto.INVALID_REQUEST,
+    ("invalid request: a client sends no %s frame"):format(kind)))
+end
+
+--- The frames cannot be read on: told, then hung up on.
+function Conn:frame_error(message)
+  self:send(proto.error(nil, proto.INVALID_REQUEST, "invalid request: " .. message))
+  self:close()
+end
+
+function Conn:message(text)
   local msg, err = proto.decode(text)
   if msg == nil then
     return self:send(proto.error(nil, proto.PARSE_ERROR, "parse error: " .. tostring(err)))
@@ -133,13 +163,25 @@ function Conn:request(msg, id)
       return self:send(proto.error(id, proto.INVALID_REQUEST,
         "invalid request: 'initialize' was already received"))
     end
+    local framing
     local ok, err = pcall(function()
       local p = proto.params(msg)
       proto.string(p, "clientName", true)
-      self.extras = proto.table(p, "luxec") ~= nil
+      local ext = proto.table(p, "luxec")
+      self.extras = ext ~= nil
+      framing = ext and proto.string(ext, "framing", false)
+      if framing and framing ~= wire.FRAMING then
+        proto.fail(proto.INVALID_PARAMS, "invalid params: 'luxec.framing' must be \"%s\" "
+          .. "(got \"%s\")", wire.FRAMING, framing)
+      end
     end)
     if not ok then return self:answer_error(id, err) end
     self.state = "initializing"
+    if framing and self.switch then -- (the answer is the last line; frames from then on)
+      self:send(proto.response(id, { luxec = { framing = framing } }))
+      self.binary = true
+      return self.switch()
+    end
     return self:send(proto.response(id, {}))
   end
   local fn = self.server.methods[method]
@@ -147,16 +189,21 @@ function Conn:request(msg, id)
     return self:send(proto.error(id, proto.METHOD_NOT_FOUND,
       ("method not found: '%s'"):format(method)))
   end
+  self:run(id, method, fn, proto.params(msg))
+end
+
+-- Run a request's method as a task (one that waits, as process/read with waitMs does, holds
+-- no other) and answer it.
+function Conn:run(id, method, fn, params)
   if self.state ~= "ready" then
     return self:send(proto.error(id, proto.INVALID_REQUEST, ("invalid request: '%s' before "
       .. "the handshake ended (send 'initialize', then 'initialized')"):format(method)))
   end
-  -- Each request runs as a task: one that waits (process/read with waitMs) holds no other.
   sched.go(function()
     local ok, result = xpcall(fn, function(e)
       if type(e) == "table" and e.rpc_error then return e end
       return debug.traceback(tostring(e), 2)
-    end, self, proto.params(msg))
+    end, self, params)
     if ok then
       self:send(proto.response(id, result))
     else
@@ -184,6 +231,24 @@ function Server:session(id)
   return s
 end
 
+--- process/write: `data` to the input of session `id` (from a request's base64 chunk, or a
+--- write frame's bytes).
+function Server:write_input(id, data)
+  local s = self:session(id)
+  if not s.pipe_stdin then
+    proto.fail(proto.INVALID_REQUEST, "process %s takes no input: it has no terminal and was "
+      .. "started without pipeStdin", s.id)
+  end
+  if s.p:closed() then return { status = "stdinClosed" } end
+  local n, err = s.p:write(data)
+  if not n then return { status = "stdinClosed", luxec = { error = err } } end
+  local core = s.p._core
+  while self.sessions[id] == s and not s.p:closed() and core:input_queued() > self.max_input do
+    sched.sleep(M.defaults.input_poll_ms)
+  end
+  return { status = "accepted" }
+end
+
 local function wake(s)
   local list = s.waiters
   s.waiters = {}
@@ -191,16 +256,30 @@ local function wake(s)
 end
 
 -- Push a notification to every subscriber; output only to those keeping up.
--- (`extra`: luxec's fields, for the connections that asked for them at initialize; `chunk`:
--- the base64 bytes of params.chunk, spliced in)
-local function push(self, s, method, params, droppable, extra, chunk)
+-- (`extra`: luxec's fields, for the connections that asked for them at initialize)
+local function push(self, s, method, params, droppable, extra)
   for c in pairs(s.subs) do
     if not (droppable and c.queued() > self.max_queued) then
       params.luxec = c.extras and extra or nil
-      if chunk then
-        if c.open then c._write(proto.encode_chunked(proto.notification(method, params), chunk)) end
+      c:send(proto.notification(method, params))
+    end
+  end
+end
+
+-- Push a chunk of output: to a connection with binary framing, a frame with the bytes as
+-- they are; to one with lines, params.chunk in base64 (encoded once for all of them).
+local function push_output(self, s, chunk, stream)
+  local b64
+  for c in pairs(s.subs) do
+    if c.open and c.queued() <= self.max_queued then
+      if c.binary then
+        c._write(wire.frame_output(s.id, chunk.seq, stream, chunk.offset, #chunk.data),
+          chunk.data)
       else
-        c:send(proto.notification(method, params))
+        b64 = b64 or base64.encode(chunk.data)
+        local params = { processId = s.id, seq = chunk.seq, stream = chunk.stream, chunk = "",
+          luxec = c.extras and { offset = chunk.offset } or nil }
+        c._write(proto.encode_chunked(proto.notification("process/output", params), b64))
       end
     end
   end
@@ -238,8 +317,7 @@ function Server:adopt(id, p, conn, info)
       for i = #s.chunks - s.first + 2, #s.chunks do s.chunks[i] = nil end
       s.first = 1
     end
-    push(self, s, "process/output", { processId = id, seq = seq, stream = chunk.stream,
-      chunk = "" }, true, { offset = offset }, base64.encode(data))
+    push_output(self, s, chunk, stream)
   end
   p:on("output", function(_, stream)
     local data, dropped, gap_at = readers[stream].read()
