@@ -135,9 +135,12 @@ static void keep(sbx_monitor *m, sbx_denial *d) {
     }
     of_op += strcmp(r->op, d->op) == 0;
   }
-  if (of_op < SBX_KEEP_PER_OP && n < SBX_KEEP && m->chunks[n / SBX_CHUNK] == NULL)
+  int room = of_op < SBX_KEEP_PER_OP &&
+             (n < SBX_KEEP || (n < SBX_KEEP + SBX_KEEP_SPARE && of_op < SBX_KEEP_FIRST &&
+                               strncmp(d->op, "syscall ", 8) != 0));
+  if (room && m->chunks[n / SBX_CHUNK] == NULL)
     m->chunks[n / SBX_CHUNK] = calloc(SBX_CHUNK, sizeof(sbx_denial));
-  if (of_op >= SBX_KEEP_PER_OP || n >= SBX_KEEP || m->chunks[n / SBX_CHUNK] == NULL) {
+  if (!room || m->chunks[n / SBX_CHUNK] == NULL) {
     pthread_mutex_lock(&m->lock);
     count_overflow(m, d->op);
     pthread_mutex_unlock(&m->lock);
@@ -346,7 +349,7 @@ void sbx_monitor_release(sbx_monitor *m) {
     free(sbx_record(m, i)->path);
     free(sbx_record(m, i)->to);
   }
-  for (int i = 0; i < SBX_KEEP / SBX_CHUNK; i++) free(m->chunks[i]);
+  for (int i = 0; i < (SBX_KEEP + SBX_KEEP_SPARE) / SBX_CHUNK; i++) free(m->chunks[i]);
   free(m->roots);
   free(m->ro_paths);
   free(m->unix_allowed);

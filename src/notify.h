@@ -14,6 +14,12 @@
 
 #define SBX_KEEP 512       /* distinct records kept in all */
 #define SBX_KEEP_PER_OP 32 /* of one op: past it, that op's new records are only counted */
+/* The first records of each named op are kept past SBX_KEEP, in SBX_KEEP_SPARE more slots: a
+ * flood of many kinds must not hide the first refusal of another (a connect after 512
+ * distinct file refusals). Ops of another ABI ("syscall N of x32", one per number) do not
+ * get them. */
+#define SBX_KEEP_FIRST 2
+#define SBX_KEEP_SPARE 256
 #define SBX_OVERFLOW_OPS 32
 #define SBX_CHUNK 32 /* records are allocated in chunks that never move */
 
@@ -51,7 +57,7 @@ typedef struct sbx_monitor {
   int nro;
   /* the records, in chunks allocated on demand: entries below ndenials never change but
    * for their count, so a reader needs the lock only to read ndenials */
-  sbx_denial *chunks[SBX_KEEP / SBX_CHUNK];
+  sbx_denial *chunks[(SBX_KEEP + SBX_KEEP_SPARE) / SBX_CHUNK];
   int ndenials;
   sbx_overflow overflow[SBX_OVERFLOW_OPS]; /* refusals past the limits, per op */
   int noverflow;

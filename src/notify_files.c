@@ -78,8 +78,21 @@ static int completes_gitdir(sbx_task *t, sbx_loc *l) {
  * that would complete a git directory, or a missing protected path; with ancestor, also a
  * directory above such a path (a rename or a symbolic link there would put the path in
  * place). Outside the roots the kernel refuses. */
-static int reserved(sbx_task *t, const sbx_monitor *m, sbx_loc *l, const char *full, int ancestor) {
-  if (m->nreserved == 0 || l->type != LAST_NORM || !path_writable(m, l->dir)) return 0;
+static int reserved(sbx_task *t, const sbx_monitor *m, sbx_loc *l, char *full, int ancestor) {
+  if (m->nreserved == 0 || l->type != LAST_NORM) return 0;
+  /* A reserved path is compared as a path: the directory's, read back from the descriptor
+   * the call will be made on (a cwd moved, or a directory renamed, since the walk read it
+   * would otherwise name another place than the one the name is made in); full (PATH_MAX
+   * bytes) becomes that path, for the record. */
+  for (int i = 0; i < m->nreserved; i++) {
+    if (m->reserved[i][0] != '/') continue;
+    int rc = loc_settle(t, l);
+    if (rc == -ENOENT) return 0; /* a removed directory: the call fails there with ENOENT */
+    if (rc < 0) return 1;        /* unreadable: refuse rather than guess */
+    loc_path(l, full, PATH_MAX);
+    break;
+  }
+  if (!path_writable(m, l->dir)) return 0;
   size_t n = strlen(full);
   for (int i = 0; i < m->nreserved; i++) {
     const char *r = m->reserved[i];
@@ -161,7 +174,9 @@ static void open_create(sbx_call *c, int dirfd, const char *path, int flags, uns
           answer(c, dfd < 0 ? -dfd : -rc);
           goto out;
         }
-        int fd = openat(dfd, l.name, flags | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, mode);
+        /* (no set-user-ID or set-group-ID program is made: see notify_meta.c) */
+        int fd = openat(dfd, l.name, flags | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
+                        mode & ~(unsigned)(S_ISUID | S_ISGID));
         int e = errno;
         emu_end(&es);
         if (fd < 0)
@@ -189,6 +204,10 @@ static void open_create(sbx_call *c, int dirfd, const char *path, int flags, uns
     /* a device, a fifo or a socket is written without the file system's write access:
      * only Landlock refuses it */
     deny(c, "open", special ? EACCES : write_errno(&t, &l, 1), full, NULL);
+    goto out;
+  }
+  if (loc_proc_foreign(&t, &l)) { /* another process's environ, memory...: ptrace's */
+    deny(c, "open", EACCES, full, NULL);
     goto out;
   }
   int dfd = loc_dirfd(&t, &l);
@@ -329,7 +348,7 @@ void make_name(sbx_call *c, const char *op, int dirfd, int kind, unsigned mode, 
   if (kind == MK_DIR)
     rc = mkdirat(dfd, l.name, (mode_t)mode);
   else if (kind == MK_NODE)
-    rc = mknodat(dfd, l.name, (mode_t)mode, 0);
+    rc = mknodat(dfd, l.name, (mode_t)mode & ~(mode_t)(S_ISUID | S_ISGID), 0);
   else if (kind == MK_SOCK)
     rc = emu_bind_at(sock, dfd, l.name);
   else

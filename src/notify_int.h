@@ -75,6 +75,13 @@ int loc_dirfd(sbx_task *t, sbx_loc *l);
 int loc_lstat(sbx_task *t, sbx_loc *l, struct stat *st);
 /* The last component is a symbolic link: go where it points. 0 or -errno. */
 int loc_follow(sbx_task *t, sbx_loc *l);
+/* Open the location's dir now and take its path from that descriptor: the path read from the
+ * task's cwd or built during the walk can be stale (the task moved its cwd or renamed a
+ * directory since), while a call made here acts on the descriptor. 0 or -errno. */
+int loc_settle(sbx_task *t, sbx_loc *l);
+/* Whether the location is in another process's /proc/<pid> (one the task would need ptrace
+ * access for, which the host has and the task may not): the host opens nothing there. */
+int loc_proc_foreign(sbx_task *t, sbx_loc *l);
 /* The full path (dir + "/" + name). */
 void loc_path(const sbx_loc *l, char *out, size_t size);
 /* Whether the file system holding the location's dir (obj: the last component itself) is

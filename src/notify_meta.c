@@ -117,9 +117,41 @@ static int follow(uint64_t flags) {
   return (flags & AT_SYMLINK_NOFOLLOW) ? 0 : M_FOLLOW;
 }
 
+/* A set-user-ID or set-group-ID bit, on any file: refused. A program left in a writable root
+ * (the workspace, /tmp) with the bit set runs as its owner for whoever starts it on the host
+ * later (root's, for a root host: a root shell for every local user). The mode is a register
+ * (no race); the record names the path the call would have changed. */
+static void refuse_setid(sbx_call *c, int dirfd, uint64_t addr, int by_fd) {
+  pid_t pid = (pid_t)c->req->pid;
+  sbx_task t;
+  sbx_loc l;
+  char raw[PATH_MAX], full[PATH_MAX];
+  task_init(&t, pid);
+  l.dirfd = -1;
+  raw[0] = full[0] = '\0';
+  int rc = by_fd ? loc_fd(&t, dirfd, &l) : -1;
+  if (!by_fd && addr != 0 && read_string(pid, addr, raw, sizeof raw) == 0 && raw[0] != '\0')
+    rc = loc_parent(&t, dirfd, raw, &l);
+  if (rc == 0) loc_path(&l, full, sizeof full);
+  refuse(c, "chmod", EPERM, full[0] ? full : raw[0] ? raw : NULL, NULL);
+  loc_free(&l);
+  task_free(&t);
+}
+
 int notify_meta_call(sbx_call *c) {
   const __u64 *a = c->req->data.args;
   const int at = AT_FDCWD;
+  const int nr = (int)c->req->data.nr;
+  uint64_t mode = 0;
+  if (nr == SYS_chmod || nr == SYS_fchmod) mode = a[1];
+  if (nr == SYS_fchmodat || nr == NR_fchmodat2) mode = a[2];
+  if (mode & (S_ISUID | S_ISGID)) {
+    if (nr == SYS_chmod)
+      refuse_setid(c, at, a[0], 0);
+    else
+      refuse_setid(c, (int)a[0], nr == SYS_fchmod ? 0 : a[1], nr == SYS_fchmod);
+    return 1;
+  }
   switch (c->req->data.nr) {
     case SYS_chmod: judge_meta(c, "chmod", at, a[0], M_FOLLOW, 0, 0, 0); return 1;
     case SYS_fchmodat: judge_meta(c, "chmod", (int)a[0], a[1], M_FOLLOW, 0, 0, 0); return 1;

@@ -144,6 +144,13 @@ static int dotdot(sbx_task *t, sbx_loc *l) {
   if (fd < 0) return fd;
   int up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (up < 0) return -errno;
+  /* where ".." led, read back from it (a directory renamed since it was walked has another
+   * parent than its path says) */
+  char now[PATH_MAX];
+  if (fd_path(up, now, sizeof now) == 0 && now[0] == '/') {
+    set_dir(l, up, now);
+    return 0;
+  }
   char *cut = strrchr(l->dir, '/');
   if (cut == l->dir)
     cut[1] = '\0';
@@ -153,10 +160,34 @@ static int dotdot(sbx_task *t, sbx_loc *l) {
   return 0;
 }
 
+/* Whether dir (a path in the task's /proc) is the task's own process's, or no process's
+ * (/proc/sys...). The host may open what the task may not: the kernel lets a process follow
+ * another's magic links and read its environ or memory only with ptrace access, and the
+ * sandbox's init (a fork of the host, with its memory and environment, holding the pipe
+ * that ends the session with the host) is one the task has no such access to. So on the
+ * task's behalf the host goes into the task's own /proc/<pid> only. */
+static int proc_own(sbx_task *t, const char *dir) {
+  if (strncmp(dir, "/proc/", 6) != 0) return 0;
+  const char *p = dir + 6;
+  size_t n = strspn(p, "0123456789");
+  if (n == 0) return 1; /* not a process's directory */
+  char own[64];
+  if (self_name(t, 0, own, sizeof own) < 0) return 0;
+  return strlen(own) == n && strncmp(p, own, n) == 0 && (p[n] == '/' || p[n] == '\0');
+}
+
+int loc_proc_foreign(sbx_task *t, sbx_loc *l) {
+  if (l->type != LAST_NORM || in_proc(t, l) == 0) return 0;
+  char full[PATH_MAX];
+  loc_path(l, full, sizeof full);
+  return !proc_own(t, full);
+}
+
 /* Jump through the magic link name in dir (a /proc/<pid>/... entry) to its object. */
 static int magic(sbx_task *t, sbx_loc *l, const char *name) {
   if (t->flags & (W_NOMAGIC | W_NOSYM)) return -ELOOP;
   if (t->flags & (W_BENEATH | W_INROOT)) return -EXDEV;
+  if (!proc_own(t, l->dir)) return -EACCES;
   int obj = openat(loc_dirfd(t, l), name, O_PATH | O_CLOEXEC);
   if (obj < 0) return -errno;
   char path[PATH_MAX];
@@ -261,18 +292,26 @@ static int start(sbx_task *t, int dirfd, const char *path, sbx_loc *l) {
     strcpy(l->dir, "/");
     return 0;
   }
+  /* The directory is opened first and its path read back from that descriptor: the task can
+   * move its cwd (or put another file at descriptor dirfd) at any time, so a path read from
+   * /proc/<tid>/cwd and a directory opened from it a moment later could be two places (a
+   * workspace judged, /proc/sys written). */
+  char link[48];
   if (dirfd == AT_FDCWD)
-    snprintf(l->lazy, sizeof l->lazy, "/proc/%d/cwd", (int)t->tid);
+    snprintf(link, sizeof link, "/proc/%d/cwd", (int)t->tid);
   else
-    snprintf(l->lazy, sizeof l->lazy, "/proc/%d/fd/%d", (int)t->tid, dirfd);
-  ssize_t n = readlink(l->lazy, l->dir, sizeof l->dir - 1);
-  if (n < 0) return errno == ENOENT ? -EBADF : -errno;
-  l->dir[n] = '\0';
-  if (l->dir[0] != '/') return -ENOTDIR; /* a pipe, a socket...: no directory */
-  size_t len = (size_t)n;
-  if (len > 10 && strcmp(l->dir + len - 10, " (deleted)") == 0) return -ENOENT;
+    snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)t->tid, dirfd);
+  int fd = open(link, O_PATH | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? -EBADF : -errno;
+  int rc = fd_path(fd, l->dir, sizeof l->dir);
+  size_t len = rc < 0 ? 0 : strlen(l->dir);
+  if (rc < 0 || l->dir[0] != '/' || (len > 10 && strcmp(l->dir + len - 10, " (deleted)") == 0)) {
+    close(fd);
+    return rc < 0 ? rc : l->dir[0] != '/' ? -ENOTDIR : -ENOENT; /* a pipe, a socket: no dir */
+  }
+  l->dirfd = fd;
   if (t->flags & (W_INROOT | W_BENEATH)) { /* openat2: dirfd is the walk's root */
-    t->rootfd = open(l->lazy, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    t->rootfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (t->rootfd < 0) return -errno;
     copy_str(t->rootpath, sizeof t->rootpath, l->dir);
   }
@@ -335,6 +374,18 @@ int loc_follow(sbx_task *t, sbx_loc *l) {
   if (l->slash) strcat(text, "/"); /* "link/" names the directory it points to */
   l->slash = 0;
   return walk(t, l, text);
+}
+
+int loc_settle(sbx_task *t, sbx_loc *l) {
+  int fd = loc_dirfd(t, l);
+  if (fd < 0) return fd;
+  char now[PATH_MAX];
+  int rc = fd_path(fd, now, sizeof now);
+  if (rc < 0) return rc;
+  size_t n = strlen(now);
+  if (now[0] != '/' || (n > 10 && strcmp(now + n - 10, " (deleted)") == 0)) return -ENOENT;
+  copy_str(l->dir, sizeof l->dir, now);
+  return 0;
 }
 
 void loc_path(const sbx_loc *l, char *out, size_t size) {

@@ -18,7 +18,7 @@
 ---@field evidence boolean|{network: boolean|nil, files: boolean|nil}|nil  record refusals (true)
 ---@field limits luxec.Limits|nil  bounds of the whole session tree
 ---@field unix_sockets string[]|nil  socket files outside it may connect to
----@field protect false|string[]|{defaults: boolean|nil, [integer]: string}|nil  read-only in each writable root besides git
+---@field protect false|string[]|{defaults: boolean|nil, [integer]: string}|nil  read-only in each writable root besides git (relative to a root, absolute, or ~/ in HOME)
 ---@field deny_read false|string[]|{defaults: boolean|nil, [integer]: string}|nil  masked paths (absolute or ~/, globs)
 ---@field git_scan {depth: integer|nil, dirs: integer|nil, repos: integer|nil}|nil  bounds of the repository search
 

@@ -6,6 +6,7 @@
 --   sandbox  the policy, or absent for the control run without a sandbox
 --   tty      a session on a terminal
 --   input    written to the session once it started
+--   env      the session's environment (absent: this host's)
 -- The session inherits this host's environment (so TMPDIR is the spec's choice).
 -- Prints "HOLD <pid>" when the command printed "HELD" (and then waits for a line on stdin
 -- before the session gets a newline), then "RESULT <json>" ({code, signal, output, denials,
@@ -30,7 +31,7 @@ local function finish(res)
 end
 
 local ok, p, err = pcall(luxec.spawn, argv, { cwd = req.cwd, tty = req.tty == true,
-  sandbox = req.sandbox })
+  sandbox = req.sandbox, env = req.env })
 if not ok or not p then
   finish({ error = tostring(ok and err or p) })
 end
@@ -57,4 +58,5 @@ finish({
   output = p:read(),
   denials = json.array(sb.denials or {}),
   denials_total = sb.denials_total or 0,
+  denials_overflow = sb.denials_overflow,
 })

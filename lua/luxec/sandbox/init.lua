@@ -22,8 +22,8 @@ local M = {}
 ---@field unix_sockets string[]|nil  sockets outside the sandbox it may connect to (absolute
 ---  paths); every other socket file whose server is not inside the sandbox is refused
 ---@field protect false|string[]|nil  read-only in each writable root besides git (paths
----  relative to each root, or absolute); a list adds to the defaults, `defaults = false` in
----  it replaces them, false clears them (luxec.sandbox.paths.DEFAULT_PROTECT)
+---  relative to each root, absolute, or ~/ in HOME); a list adds to the defaults,
+---  `defaults = false` in it replaces them, false clears them (luxec.sandbox.paths.DEFAULT_PROTECT)
 ---@field deny_read false|string[]|nil  masked paths (absolute or ~/, globs `*` `?` `[...]`
 ---  within a name); added to, replaced or cleared as `protect` (DEFAULT_DENY_READ)
 ---@field git_scan {depth: integer|nil, dirs: integer|nil}|nil  bounds of the search for

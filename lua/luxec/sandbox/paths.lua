@@ -22,6 +22,16 @@ M.DEFAULT_PROTECT = {
   ".envrc",                  -- direnv
   ".pre-commit-config.yaml", -- pre-commit: runs at the host's next git commit
   ".husky",                  -- husky: the scripts its hooksPath runs
+  -- In the session's HOME, when HOME is in a writable root (a workspace that is the home
+  -- directory, a HOME under /tmp): what the host's shells, ssh, git, editors, agents and
+  -- desktop run or load later, and the directories on a usual PATH.
+  "~/.bashrc", "~/.bash_profile", "~/.bash_login", "~/.bash_logout", "~/.profile",
+  "~/.zshrc", "~/.zshenv", "~/.zprofile", "~/.zlogin", "~/.zlogout", "~/.config/fish",
+  "~/.pam_environment", "~/.config/environment.d", "~/.xprofile", "~/.xsessionrc",
+  "~/.config/autostart", "~/.config/systemd", "~/.ssh", "~/.gitconfig", "~/.config/git",
+  "~/.vimrc", "~/.config/nvim", "~/.emacs", "~/.emacs.d", "~/.npmrc", "~/.cargo/config",
+  "~/.cargo/config.toml", "~/.claude", "~/.claude.json", "~/.codex", "~/.gemini",
+  "~/.cursor", "~/.config/luxec", "~/.local/bin", "~/bin",
 }
 
 --- Secret stores masked in read-only and workspace-write sessions. `~/` is the session's
@@ -471,7 +481,16 @@ function M.protected(roots, o)
     end
   end
   for _, rel in ipairs(o.protect) do
-    if rel:sub(1, 1) == "/" then
+    if rel:sub(1, 2) == "~/" then
+      -- HOME's own: protected where HOME is in a root; a missing one is reserved, not its
+      -- parent made read-only (a missing ~/.config/git leaves ~/.config writable)
+      local home = o.home and (uv.fs_realpath(o.home) or o.home)
+      local abs = expand_home((rel:gsub("/+$", "")), home)
+      if abs then
+        abs = abs:gsub("//+", "/")
+        f:protect(abs, dirname(abs))
+      end
+    elseif rel:sub(1, 1) == "/" then
       f:protect((rel:gsub("/+$", "")))
     else
       for _, base in ipairs(o.bases or roots) do
