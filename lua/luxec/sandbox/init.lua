@@ -3,6 +3,7 @@
 --- roots, what stays read-only inside them, the network verdict, and how strict to be.
 local uv = require("luv")
 local paths = require("luxec.sandbox.paths")
+local deny_read = require("luxec.sandbox.deny_read")
 local limits = require("luxec.sandbox.limits")
 local netpolicy = require("luxec.sandbox.network")
 
@@ -25,7 +26,8 @@ local M = {}
 ---  relative to each root, absolute, or ~/ in HOME); a list adds to the defaults,
 ---  `defaults = false` in it replaces them, false clears them (luxec.sandbox.paths.DEFAULT_PROTECT)
 ---@field deny_read false|string[]|nil  masked paths (absolute or ~/, globs `*` `?` `[...]`
----  within a name); added to, replaced or cleared as `protect` (DEFAULT_DENY_READ)
+---  within a name); added to, replaced or cleared as `protect`
+---  (luxec.sandbox.deny_read.DEFAULT_DENY_READ)
 ---@field git_scan {depth: integer|nil, dirs: integer|nil}|nil  bounds of the search for
 ---  git repositories in the writable roots (DEFAULT_SCAN)
 
@@ -194,7 +196,7 @@ function M.resolve(policy, cwd, home, search)
     local keep_visible = { cwd and realpath(cwd) or nil }
     for _, r in ipairs(roots) do keep_visible[#keep_visible + 1] = r end
     for _, r in ipairs(bases) do keep_visible[#keep_visible + 1] = r end
-    masks = paths.masks(deny_defaults, deny, keep_visible, home)
+    masks = deny_read.masks(deny_defaults, deny, keep_visible, home)
     for _, p in ipairs(found.reserved) do reserved[#reserved + 1] = p end
   end
   -- resource limits: checked apart (luxec.sandbox.limits), whatever the mode

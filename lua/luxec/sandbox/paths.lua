@@ -34,27 +34,11 @@ M.DEFAULT_PROTECT = {
   "~/.cursor", "~/.config/luxec", "~/.local/bin", "~/bin",
 }
 
---- Secret stores masked in read-only and workspace-write sessions. `~/` is the session's
---- HOME (its env's, else the host's).
-M.DEFAULT_DENY_READ = {
-  "~/.ssh", "~/.gnupg", "~/.password-store", "~/.local/share/keyrings",
-  "~/.aws", "~/.azure", "~/.config/gcloud", "~/.oci", "~/.kube", "~/.docker/config.json",
-  "~/.netrc", "~/.git-credentials", "~/.config/git/credentials", "~/.npmrc", "~/.pypirc",
-  "~/.gem/credentials", "~/.cargo/credentials", "~/.cargo/credentials.toml",
-  "~/.config/gh/hosts.yml", "~/.config/hub", "~/.terraform.d/credentials.tfrc.json",
-  "~/.vault-token", "~/.pgpass", "~/.my.cnf", "~/.config/op",
-  "~/.codex/auth.json", "~/.claude/.credentials.json",
-  "~/.mozilla", "~/.config/google-chrome", "~/.config/chromium", "~/.config/BraveSoftware",
-  "~/.*_history",
-}
-
 --- How far the search for git repositories goes below each writable root, how many
 --- directories it reads in all, and how many repositories it keeps read-only (each costs a
 --- mount at every spawn): a spawn that would need more fails, naming the root (`git_scan` in
 --- the policy changes them).
 M.DEFAULT_SCAN = { depth = 6, dirs = 20000, repos = 2000 }
-
-local MAX_MASKS = 1024
 
 --- The entries of dir ({name =, type =} each), or nil when it cannot be read. (Not
 --- uv.fs_scandir: this luv keeps every listing it returns referenced from its registry, so a
@@ -508,102 +492,7 @@ function M.protected(roots, o)
   return f
 end
 
--- deny_read globs ------------------------------------------------------------------------
-
-local function glob_pattern(comp)
-  local out = { "^" }
-  local i = 1
-  while i <= #comp do
-    local c = comp:sub(i, i)
-    if c == "*" then
-      out[#out + 1] = ".*"
-    elseif c == "?" then
-      out[#out + 1] = "."
-    elseif c == "[" then
-      local close = comp:find("]", i + 2, true) or comp:find("]", i + 1, true)
-      local set = comp:sub(i + 1, close - 1)
-      local neg = set:sub(1, 1) == "!"
-      if neg then set = set:sub(2) end
-      set = set:gsub("[%%%]%^]", "%%%0"):gsub("%%%-", "-")
-      out[#out + 1] = "[" .. (neg and "^" or "") .. set .. "]"
-      i = close
-    else
-      out[#out + 1] = c:gsub("%p", "%%%0")
-    end
-    i = i + 1
-  end
-  out[#out + 1] = "$"
-  return table.concat(out)
-end
-
--- The existing paths a glob names (absolute; `*`, `?` and `[...]` match within one name,
--- dot files included).
-local function expand(glob)
-  local paths = { "" }
-  for comp in glob:gmatch("[^/]+") do
-    local nextp = {}
-    if comp:find("[%*%?%[]") then
-      local pat = glob_pattern(comp)
-      for _, base in ipairs(paths) do
-        for _, e in ipairs(list_dir(base == "" and "/" or base) or {}) do
-          if e.name:find(pat) then nextp[#nextp + 1] = base .. "/" .. e.name end
-        end
-      end
-    elseif comp ~= "." then
-      for _, base in ipairs(paths) do nextp[#nextp + 1] = base .. "/" .. comp end
-    end
-    paths = nextp
-    if #paths > MAX_MASKS then break end
-  end
-  local out = {}
-  for _, p in ipairs(paths) do
-    if p ~= "" and uv.fs_lstat(p) then out[#out + 1] = p end
-  end
-  return out
-end
-
---- The canonical paths to mask for the deny_read entries (`user`) and, with `defaults`, the
---- default list; HOME-relative ones against `home`. A match that is a symlink masks its
---- target. Raises when a user entry would hide a writable root.
----@return string[]
-function M.masks(defaults, user, roots, home)
-  local set, list = {}, {}
-  local function add(entry, is_default)
-    local abs = expand_home(entry, home)
-    if not abs then
-      if is_default then return end
-      fail("deny_read entry %q needs HOME, and the session has no absolute HOME", entry)
-    end
-    for _, match in ipairs(expand(abs)) do
-      local real = uv.fs_realpath(match)
-      if real and not set[real] then
-        local hidden
-        for _, r in ipairs(roots) do
-          if under(r, real) then hidden = r end
-        end
-        if hidden and not is_default then
-          fail("deny_read entry %q would hide the writable root %s", entry, hidden)
-        end
-        if not hidden and real ~= "/" then
-          set[real] = true
-          list[#list + 1] = real
-        end
-      end
-    end
-    if #list > MAX_MASKS then
-      fail("deny_read matches more than %d paths (at %q)", MAX_MASKS, entry)
-    end
-  end
-  if defaults then
-    for _, e in ipairs(M.DEFAULT_DENY_READ) do add(e, true) end
-  end
-  for _, e in ipairs(user) do add(e, false) end
-  table.sort(list)
-  local out = {}
-  for _, p in ipairs(list) do
-    if not (out[#out] and under(p, out[#out])) then out[#out + 1] = p end
-  end
-  return out
-end
+-- For luxec.sandbox.deny_read (the deny_read globs).
+M._list_dir, M._under, M._expand_home, M._fail = list_dir, under, expand_home, fail
 
 return M
