@@ -173,6 +173,9 @@ function M.wait(eng, s, deadline, input_from, lim, ctx)
   local p = s.p
   local watch = lim.early_return and s.input_possible
   local now_ms = eng._now
+  -- The input state is looked at only while nothing flows: at the first turn from input_from
+  -- on, and after input_poll_ms without output (never once per output event).
+  local look = true
   while true do
     if p:finished() then return "exited" end
     if until_matched(s) then return "matched" end
@@ -195,17 +198,19 @@ function M.wait(eng, s, deadline, input_from, lim, ctx)
         p:wait({ timeout = left / 1000 })
       elseif now < input_from then
         p:wait_output({ timeout = math.min(left, input_from - now) / 1000 })
-      elseif p:status().waiting_for_input then
-        if not p:wait_output({ timeout = math.min(left, lim.input_quiet_ms) / 1000 }) then
-          local st = p:status()
-          if st.waiting_for_input then
+      elseif look and p:_input_wait() then
+        -- it must hold input_quiet_ms with no output in between
+        look = not p:wait_output({ timeout = math.min(left, lim.input_quiet_ms) / 1000 })
+        if look then
+          local waiting, echo_off, canonical = p:_input_wait()
+          if waiting then
             -- a secret prompt reads whole lines without echo; a line editor reads keys
-            local secret = st.echo_off and (st.canonical or st.canonical == nil)
+            local secret = echo_off and (canonical or canonical == nil)
             return secret and "password" or "input"
           end
         end
       else
-        p:wait_output({ timeout = math.min(left, lim.input_poll_ms) / 1000 })
+        look = not p:wait_output({ timeout = math.min(left, lim.input_poll_ms) / 1000 })
       end
     end
   end
