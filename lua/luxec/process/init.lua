@@ -430,10 +430,17 @@ local function is_finished(self)
   return self._finished
 end
 
+-- The bytes `stream` carried so far (the native core says it without a read; another
+-- backend's core through its read).
+local function total_of(core, stream)
+  if core.total then return core:total(stream) end
+  return select(2, core:read(stream, 1 << 62))
+end
+
 -- Whether output came past `total` on `stream`, or the stream ended, or the process finished.
 local function has_output(self, stream, total)
   return self._finished or (self._eof ~= nil and self._eof[stream])
-    or select(2, self._core:read(stream, 1 << 62)) > total
+    or total_of(self._core, stream) > total
 end
 
 --- Wait until finished. opts.timeout in seconds (false or nil: no limit). Returns the
@@ -463,7 +470,7 @@ end
 -- The wait of wait_output (ms: nil for no limit), for callers inside luxec that checked.
 function Process:_wait_output_ms(ms, stream)
   stream = stream or 1
-  local start_total = select(2, self._core:read(stream, 1 << 62)) -- the current total
+  local start_total = total_of(self._core, stream)
   -- Past EOF nothing can arrive: wait for the exit, so `repeat wait_output until finished`
   -- turns the loop instead of spinning.
   if self._eof ~= nil and self._eof[stream] then
