@@ -201,6 +201,7 @@ int proc_reap(proc *p, int block) {
 static int exits_fd = -1;
 static uv_poll_t exits_poll;
 static int exits_refs;
+static unsigned long exits_removed; /* pidfds taken out of the set so far */
 
 static void exits_ref(int delta) {
   exits_refs += delta;
@@ -215,6 +216,7 @@ static void exits_ref(int delta) {
 static void exits_unwatch(proc *p) {
   if (!p->exit_poll_open) return;
   p->exit_poll_open = 0;
+  exits_removed++;
   epoll_ctl(exits_fd, EPOLL_CTL_DEL, p->pidfd, NULL);
   if (p->referenced) exits_ref(-1);
   if (p->reaped && p->pidfd >= 0) {
@@ -227,17 +229,27 @@ static void exits_cb(uv_poll_t *h, int status, int events) {
   (void)h;
   (void)status;
   (void)events;
-  /* One exit per turn of the loop (the set stays readable while more are due): an exit's
-   * listeners may close other sessions (and remove their pidfds). A pidfd that is readable
-   * and cannot be reaped yet goes to the back of the ready list. */
-  struct epoll_event ev;
-  if (epoll_wait(exits_fd, &ev, 1, 0) != 1) return;
-  proc *p = ev.data.ptr;
-  if (!proc_reap(p, 0)) return;
-  exits_unwatch(p);
-  proc_io_exited(p);
-  proc_emit(p, "exit", 0, 0);
-  if (!p->closed) proc_maybe_release(p);
+  /* The exits due, many at a time; but once an exit's listeners closed other sessions
+   * (their pidfds left the set) the rest of the batch may name sessions that are gone: the
+   * set, still readable, names the others again on the next turn of the loop. A pidfd that
+   * is readable and cannot be reaped yet goes to the back of the ready list. */
+  struct epoll_event evs[64];
+  int n = epoll_wait(exits_fd, evs, 64, 0);
+  for (int i = 0; i < n; i++) {
+    proc *p = evs[i].data.ptr;
+    if (!proc_reap(p, 0)) continue;
+    unsigned long removed = exits_removed;
+    exits_unwatch(p);
+    proc_io_exited(p);
+    p->pending_closes++; /* (p stays while its listeners run, even if one closes it) */
+    proc_emit(p, "exit", 0, 0);
+    p->pending_closes--;
+    if (p->closed)
+      proc_free_if_done(p);
+    else
+      proc_maybe_release(p);
+    if (exits_removed != removed + 1) break;
+  }
 }
 
 static void exits_closed(uv_handle_t *h) {
