@@ -181,21 +181,36 @@ int launch_pty_slave_setup(const launch_req *req, int slave) {
     tio.c_iflag |= IUTF8;
     if (req->no_echo) tio.c_lflag &= ~(tcflag_t)ECHO;
     if (req->raw) cfmakeraw(&tio); /* bytes through as they are: no echo, no line editing */
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__) || defined(__i386__))
+    /* Where the C library's termios begins with the kernel's (the generic layout), one call;
+     * tcsetattr reads the settings again before and after (three). */
+    ioctl(slave, TCSETS, &tio);
+#else
     tcsetattr(slave, TCSANOW, &tio);
+#endif
   }
   struct winsize ws = {.ws_row = req->rows, .ws_col = req->cols};
   return ioctl(slave, TIOCSWINSZ, &ws);
 }
 
-/* The PTY: master (non-blocking, close-on-exec) and slave with IUTF8 and the window size. */
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER _IO('T', 0x41)
+#endif
+
+/* The PTY: master (non-blocking, close-on-exec) and slave with IUTF8 and the window size.
+ * The slave is opened through the master (TIOCGPTPEER: no lookup of its name, two calls
+ * where grantpt, unlockpt, ptsname and open make four), by its name on a kernel without. */
 static int open_pty(const launch_req *req, int *master, int *slave) {
-  char name[64];
   *master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
   if (*master < 0) return -1;
-  if (grantpt(*master) < 0 || unlockpt(*master) < 0 || ptsname_r(*master, name, sizeof name)) {
-    return -1;
+  int unlock = 0;
+  if (ioctl(*master, TIOCSPTLCK, &unlock) < 0) return -1; /* (grantpt does nothing on devpts) */
+  *slave = ioctl(*master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (*slave < 0) {
+    char name[64];
+    if (grantpt(*master) < 0 || ptsname_r(*master, name, sizeof name)) return -1;
+    *slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
   }
-  *slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
   if (*slave < 0) return -1;
   return launch_pty_slave_setup(req, *slave) < 0 ? -1 : 0; /* (the master opened non-blocking) */
 }
@@ -270,14 +285,13 @@ int launch(const launch_req *req, launch_res *res) {
     /* A larger pipe lets a fast writer run ahead of the loop: fewer, larger reads. Pages are
      * only used while data waits in it; refused above pipe-max-size, which is fine. */
     fcntl(fds[OUT_R], F_SETPIPE_SZ, 1 << 20);
-    if (launch_set_nonblock(fds[OUT_R]) < 0) FAIL("pipe");
+    /* (the output ends are made non-blocking by the loop's poll on them: uv_poll_init) */
     c.fd1 = c.fd2 = fds[OUT_W];
     if (req->stderr_apart) {
       if (pipe2(p, O_CLOEXEC) < 0) FAIL("pipe");
       fds[ERR_R] = p[0];
       err_w = p[1];
       fcntl(fds[ERR_R], F_SETPIPE_SZ, 1 << 20);
-      if (launch_set_nonblock(fds[ERR_R]) < 0) FAIL("pipe");
       c.fd2 = err_w;
     }
   }

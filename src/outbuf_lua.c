@@ -20,6 +20,16 @@ static int ob_push(lua_State *L) {
 }
 
 static void push_view(lua_State *L, const outbuf_view *v) {
+  int parts = (v->len[0] != 0) + (v->len[1] != 0) + (v->len[2] != 0);
+  if (parts <= 1) { /* the common case (nothing, or one piece): no buffer in between */
+    for (int i = 0; i < 3; i++)
+      if (v->len[i]) {
+        lua_pushlstring(L, v->seg[i], v->len[i]);
+        return;
+      }
+    lua_pushliteral(L, "");
+    return;
+  }
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   for (int i = 0; i < 3; i++)

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -67,13 +68,6 @@ static void close_done(proc *p) {
   proc_free_if_done(p);
 }
 
-static void exit_poll_closed(uv_handle_t *h) {
-  proc *p = container_of((uv_poll_t *)h, proc, exit_poll);
-  if (p->pidfd >= 0) close(p->pidfd);
-  p->pidfd = -1;
-  close_done(p);
-}
-
 static void in_poll_closed(uv_handle_t *h) {
   proc *p = container_of((uv_poll_t *)h, proc, in_poll);
   if (p->in_fd >= 0) close(p->in_fd);
@@ -90,24 +84,18 @@ static void stream_poll_closed(uv_handle_t *h) {
 
 void proc_close_handle(proc *p, uv_handle_t *h) {
   if (uv_is_closing(h)) return;
-  uv_close_cb cb = h == (uv_handle_t *)&p->exit_poll ? exit_poll_closed
-                   : h == (uv_handle_t *)&p->in_poll ? in_poll_closed
-                                                     : stream_poll_closed;
+  uv_close_cb cb = h == (uv_handle_t *)&p->in_poll ? in_poll_closed : stream_poll_closed;
   p->pending_closes++;
   uv_close(h, cb);
   /* libuv lets the watched descriptor go right after uv_close: released now, a spawn just
-   * after a close finds it free (at a low RLIMIT_NOFILE that decides whether it succeeds).
-   * The pidfd only once reaped: until then it is how the child is waited for. */
+   * after a close finds it free (at a low RLIMIT_NOFILE that decides whether it succeeds). */
   if (cb == in_poll_closed) {
     if (p->in_fd >= 0) close(p->in_fd);
     p->in_fd = -1;
-  } else if (cb == stream_poll_closed) {
+  } else {
     pstream *s = container_of((uv_poll_t *)h, pstream, poll);
     if (s->fd >= 0) close(s->fd);
     s->fd = -1;
-  } else if (p->reaped && p->pidfd >= 0) {
-    close(p->pidfd);
-    p->pidfd = -1;
   }
 }
 
@@ -206,16 +194,94 @@ int proc_reap(proc *p, int block) {
   return 1;
 }
 
-static void exit_cb(uv_poll_t *h, int status, int events) {
-  proc *p = container_of(h, proc, exit_poll);
+/* Every session's exit is watched through one epoll set of the host's, itself one handle on
+ * the loop: a session's pidfd is added when it starts and removed when it is reaped or closed
+ * (two system calls, where a loop handle per pidfd costs six). The handle keeps the loop
+ * alive while any session with a watched exit is referenced. */
+static int exits_fd = -1;
+static uv_poll_t exits_poll;
+static int exits_refs;
+static unsigned long exits_removed; /* pidfds taken out of the set so far */
+
+static void exits_ref(int delta) {
+  exits_refs += delta;
+  if (exits_refs > 0)
+    uv_ref((uv_handle_t *)&exits_poll);
+  else
+    uv_unref((uv_handle_t *)&exits_poll);
+}
+
+/* The exit of p is watched no more; a reaped child's pidfd goes now (until it is reaped it is
+ * how the child is waited for: proc_end_release closes it then). */
+static void exits_unwatch(proc *p) {
+  if (!p->exit_poll_open) return;
+  p->exit_poll_open = 0;
+  exits_removed++;
+  epoll_ctl(exits_fd, EPOLL_CTL_DEL, p->pidfd, NULL);
+  if (p->referenced) exits_ref(-1);
+  if (p->reaped && p->pidfd >= 0) {
+    close(p->pidfd);
+    p->pidfd = -1;
+  }
+}
+
+static void exits_cb(uv_poll_t *h, int status, int events) {
+  (void)h;
   (void)status;
   (void)events;
-  if (!proc_reap(p, 0)) return;
-  proc_close_handle(p, (uv_handle_t *)&p->exit_poll);
-  p->exit_poll_open = 0;
-  proc_io_exited(p);
-  proc_emit(p, "exit", 0, 0);
-  if (!p->closed) proc_maybe_release(p);
+  /* The exits due, many at a time; but once an exit's listeners closed other sessions
+   * (their pidfds left the set) the rest of the batch may name sessions that are gone: the
+   * set, still readable, names the others again on the next turn of the loop. A pidfd that
+   * is readable and cannot be reaped yet goes to the back of the ready list. */
+  struct epoll_event evs[64];
+  int n = epoll_wait(exits_fd, evs, 64, 0);
+  for (int i = 0; i < n; i++) {
+    proc *p = evs[i].data.ptr;
+    if (!proc_reap(p, 0)) continue;
+    unsigned long removed = exits_removed;
+    exits_unwatch(p);
+    proc_io_exited(p);
+    p->pending_closes++; /* (p stays while its listeners run, even if one closes it) */
+    proc_emit(p, "exit", 0, 0);
+    p->pending_closes--;
+    if (p->closed)
+      proc_free_if_done(p);
+    else
+      proc_maybe_release(p);
+    if (exits_removed != removed + 1) break;
+  }
+}
+
+static void exits_closed(uv_handle_t *h) {
+  (void)h;
+  close(exits_fd);
+  exits_fd = -1;
+}
+
+int proc_exits_ready(uv_loop_t *loop) {
+  if (exits_fd >= 0) return 0;
+  int fd = epoll_create1(EPOLL_CLOEXEC);
+  if (fd < 0) return errno;
+  int rc = uv_poll_init(loop, &exits_poll, fd);
+  if (rc != 0) {
+    close(fd);
+    return -rc;
+  }
+  exits_fd = fd;
+  exits_poll.data = NULL;
+  exits_refs = 0;
+  uv_poll_start(&exits_poll, UV_READABLE, exits_cb);
+  uv_unref((uv_handle_t *)&exits_poll);
+  return 0;
+}
+
+/* (after proc_exits_ready: adding a pidfd to the set takes no descriptor) */
+static int exits_watch(proc *p) {
+  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = p};
+  if (epoll_ctl(exits_fd, EPOLL_CTL_ADD, p->pidfd, &ev) != 0) return -1;
+  p->exit_poll_open = 1;
+  if (p->referenced) exits_ref(1);
+  return 0;
 }
 
 /* A launched child: into the live list, its handle (on top of L's stack, popped) findable
@@ -237,12 +303,8 @@ void proc_started(proc *p, lua_State *L) {
   lua_pop(L, 1);
   uv_loop_t *loop = &luxec_gethost(L)->loop;
   proc_orphans_session(p, loop);
-  uv_poll_init(loop, &p->exit_poll, p->pidfd);
-  p->exit_poll.data = NULL;
-  p->exit_poll_open = 1;
-  uv_poll_start(&p->exit_poll, UV_READABLE, exit_cb);
+  exits_watch(p);
   proc_io_start(p);
-  uv_unref((uv_handle_t *)&p->exit_poll);
 }
 
 proc *proc_check(lua_State *L, int idx) {
@@ -275,10 +337,7 @@ static void proc_shutdown(proc *p, const char *why) {
       s->fd = -1;
     }
   }
-  if (p->exit_poll_open) {
-    p->exit_poll_open = 0;
-    proc_close_handle(p, (uv_handle_t *)&p->exit_poll);
-  }
+  exits_unwatch(p);
   proc_end_release(p, empty);           /* the pidfd now, the cgroup once empty */
   if (p->limited) cgl_release(&p->lim); /* the v1 directories, empty now that the tree is gone */
   if (p->self_ref != LUA_NOREF) luaL_unref(p->L, LUA_REGISTRYINDEX, p->self_ref);
@@ -323,6 +382,8 @@ void luxec_procs_shutdown(void) {
     if (p == NULL) break;
     proc_shutdown(p, "host exit");
   }
+  if (exits_fd >= 0 && !uv_is_closing((uv_handle_t *)&exits_poll))
+    uv_close((uv_handle_t *)&exits_poll, exits_closed);
   proc_end_shutdown();
 }
 
@@ -388,11 +449,11 @@ static int proc_ended(lua_State *L) {
 static int proc_ref(lua_State *L) {
   proc *p = proc_check(L, 1);
   int keep = lua_toboolean(L, 2);
-  uv_handle_t *hs[3] = {(uv_handle_t *)&p->exit_poll, (uv_handle_t *)&p->out[0].poll,
-                        (uv_handle_t *)&p->out[1].poll};
-  int open[3] = {p->exit_poll_open, p->out[0].poll_open, p->nout > 1 && p->out[1].poll_open};
+  uv_handle_t *hs[2] = {(uv_handle_t *)&p->out[0].poll, (uv_handle_t *)&p->out[1].poll};
+  int open[2] = {p->out[0].poll_open, p->nout > 1 && p->out[1].poll_open};
+  if (p->exit_poll_open && !keep != !p->referenced) exits_ref(keep ? 1 : -1);
   p->referenced = keep;
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 2; i++) {
     if (!open[i]) continue;
     if (keep)
       uv_ref(hs[i]);

@@ -261,6 +261,13 @@ static int proc_read(lua_State *L) {
   return luxec_push_read(L, &s->buf, (uint64_t)from);
 }
 
+/* p:total(stream) -> the bytes the stream carried so far (what a wait for more compares) */
+static int proc_total(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  lua_pushinteger(L, (lua_Integer)check_stream(L, p, 2)->buf.total);
+  return 1;
+}
+
 /* p:snapshot(stream) -> head, tail, dropped, total (consumes nothing) */
 static int proc_snapshot(lua_State *L) {
   proc *p = proc_check(L, 1);
@@ -316,6 +323,7 @@ const luaL_Reg proc_io_methods[] = {{"close_stdin", proc_close_stdin},
                                     {"read", proc_read},
                                     {"read_range", proc_read_range},
                                     {"snapshot", proc_snapshot},
+                                    {"total", proc_total},
                                     {"want_output", proc_want_output},
                                     {"write", proc_write},
                                     {NULL, NULL}};

@@ -163,6 +163,13 @@ int proc_core_spawn(lua_State *L) {
   if (proc_sandbox_prepare(L, 2, &prep, &sbx_info) < 0) return 3;
   if (sbx_info.used) req.sandbox = &prep;
 
+  /* The host's watch of exits exists before any child runs (a child may lower the host's
+   * descriptor limit before the host watches its exit). */
+  int werr = proc_exits_ready(&luxec_gethost(L)->loop);
+  if (werr != 0) {
+    sandbox_prep_free(&prep);
+    return luxec_push_error(L, werr);
+  }
   pbox *box = lua_newuserdatauv(L, sizeof(pbox), 1); /* 7: created closed */
   box->p = NULL;
   luaL_setmetatable(L, PROC_MT);

@@ -63,24 +63,32 @@ local function step(task, ...)
   end
 end
 
+local NONE = pack() -- what a wake without values leaves (no table per wake)
+
+local function pack_wake(...)
+  if select("#", ...) == 0 then return NONE end
+  return pack(...)
+end
+
 --- Suspend the caller until `register`'s wake function is called; returns what wake got.
---- `register(wake)` arranges for `wake(...)` to be called later from a loop callback (or at
---- once); a second call of wake is ignored.
----@param register fun(wake: fun(...))
+--- `register(wake, ...)` (called with the extra arguments given here, so that it need not be
+--- a new closure per wait) arranges for `wake(...)` to be called later from a loop callback
+--- (or at once); a second call of wake is ignored.
+---@param register fun(wake: fun(...), ...)
 ---@return any ...
-function M.suspend(register)
+function M.suspend(register, ...)
   local co = coroutine.running()
   local task = tasks[co]
   local state, early = "registering", nil
   if task then
     register(function(...)
       if state == "registering" then
-        state, early = "done", pack(...)
+        state, early = "done", pack_wake(...)
       elseif state == "waiting" then
         state = "done"
         step(task, ...)
       end
-    end)
+    end, ...)
     if state == "done" then
       return unpack(early, 1, early.n)
     end
@@ -92,13 +100,13 @@ function M.suspend(register)
   end
   register(function(...)
     if state == "registering" then
-      state, early = "done", pack(...)
+      state, early = "done", pack_wake(...)
       -- A wake from the timers libuv runs before it polls would otherwise be followed by a
       -- poll that blocks for the next event, however far off: an active idle handle makes
       -- that poll return at once.
       kick()
     end
-  end)
+  end, ...)
   while state ~= "done" do
     if not uv.run("once") and state ~= "done" then
       error("wait can never end: nothing left on the loop could wake it", 2)

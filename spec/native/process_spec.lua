@@ -337,6 +337,35 @@ describe("exit statuses", function()
     end
   end)
 
+  -- (the sessions' output is closed first, so a closed one is freed at once: under
+  -- scripts/test --sanitize a listener that closed a session whose exit came in the same
+  -- turn would show as a use after free)
+  it("lets an exit listener close sessions whose exits are due at the same time", function()
+    local n, ps, seen = 24, {}, {}
+    for i = 1, n do
+      ps[i] = assert(luxec.spawn({ "sh", "-c", "exec >&- 2>&-; read x; exit 0" }))
+    end
+    for i = 1, n do
+      while not ps[i]:eof() do ps[i]:wait_output({ timeout = 5 }) end
+      ps[i]:on("exit", function(st)
+        seen[#seen + 1] = st.code
+        local q = ps[i + 1]
+        if q and not q:closed() then q:close() end
+        if i % 2 == 0 then ps[i]:close() end -- (and itself)
+      end)
+    end
+    for i = 1, n do ps[i]:close_stdin() end -- every one exits at once
+    H.wait_for(function() -- (a wait on one of them would end when a listener closes it)
+      for i = 1, n do
+        if not (ps[i]:closed() or ps[i]:finished()) then return false end
+      end
+      return true
+    end, 10000, "every session finished or closed")
+    assert.is_true(#seen >= n // 2)
+    for _, code in ipairs(seen) do assert.equals(0, code) end
+    for i = 1, n do ps[i]:close() end
+  end)
+
   it("describes the handle with __tostring", function()
     local p = assert(luxec.spawn({ "sleep", "10" }))
     assert.matches("^luxec%.proc %(pid %d+, running%)$", tostring(p))

@@ -105,6 +105,35 @@ describe("the exec engine's call policy (fake process, fake clock)", function()
       assert.near(2, r.wall_time, 1e-6)
     end)
 
+    it("looks whether a program waits for input only while its output is quiet", function()
+      local steps = {}
+      for i = 0, 199 do steps[#steps + 1] = { at = 100 + 5 * i, output = "line\n" } end
+      steps[#steps + 1] = { at = 1100, exit = 0 }
+      fake.program("chatty", { input = false, steps = steps })
+      fake.program("quiet", { input = false, steps = { { at = 1100, exit = 0 } } })
+      local looks = 0
+      local function counted(argv, opts) -- each look at the input state while it runs (the
+        local p = fake.spawn(argv, opts) -- fake's _input_wait is its status())
+        local status = p.status
+        p.status = function(self)
+          if self._running then looks = looks + 1 end
+          return status(self)
+        end
+        return p
+      end
+      local e = engine({ spawn = counted })
+      local r = assert(e:exec_command({ cmd = "chatty", tty = true, yield_time_ms = 5000 }))
+      assert.same({ 0, "exited" }, { r.exit_code, r.state })
+      assert.equals(("line\n"):rep(200), r.output)
+      -- once at early_exit_ms (150 ms), then never while a line comes every 5 ms
+      assert.equals(1, looks)
+      looks = 0
+      r = assert(e:exec_command({ cmd = "quiet", tty = true, yield_time_ms = 5000 }))
+      assert.same({ 0, "exited" }, { r.exit_code, r.state })
+      -- with no output: from 150 ms on, once every input_poll_ms (15 ms) until the exit
+      assert.equals(math.floor((1100 - 150) / 15) + 1, looks)
+    end)
+
     it("ends a command at its hard timeout with exit code 124", function()
       local e = engine()
       local r = assert(e:exec_command({ cmd = "run", timeout_ms = 1000, yield_time_ms = 5000 }))

@@ -184,6 +184,12 @@ function P:status()
   }
 end
 
+-- The part of the status a wait for input looks at (luxec.Process:_input_wait).
+function P:_input_wait()
+  local st = self:status()
+  return st.waiting_for_input, st.echo_off, st.canonical
+end
+
 function P:write(data)
   check_open(self, "write")
   if not self._running then return nil, "EPIPE: broken pipe", "EPIPE" end

@@ -219,8 +219,12 @@ local function pending(x)
 end
 
 local function set_pending(x, s)
-  x.chunks, x.first, x.last, x.len = { s }, 1, 1, #s
-  if s == "" then x.last = 0 end
+  local chunks = x.chunks -- (the same table: a match allocates none)
+  for i = x.first, x.last do
+    chunks[i] = nil
+  end
+  chunks[1] = s ~= "" and s or nil
+  x.first, x.last, x.len = 1, s ~= "" and 1 or 0, #s
 end
 
 local function append(x, data)
@@ -402,7 +406,7 @@ function M.run(p, pats, timeout, window)
     else
       local left = deadline and deadline - uv.hrtime() / 1e6
       if left and left <= 0 then return ended(p, x, pats, "timeout", timeout) end
-      p:wait_output({ timeout = left and left / 1000 or false })
+      p:_wait_output_ms(left) -- (p:wait_output without an options table per wait)
     end
   end
 end

@@ -173,6 +173,11 @@ function M.wait(eng, s, deadline, input_from, lim, ctx)
   local p = s.p
   local watch = lim.early_return and s.input_possible
   local now_ms = eng._now
+  -- From input_from on, the input state is looked at only while no output flows: at once
+  -- ("look"), then after every input_poll_ms without output ("poll"); output, or a look that
+  -- finds the program waiting, starts a wait for input_quiet_ms without output ("quiet"), at
+  -- the end of which a program that (still) waits waits for input.
+  local step = "look"
   while true do
     if p:finished() then return "exited" end
     if until_matched(s) then return "matched" end
@@ -195,17 +200,21 @@ function M.wait(eng, s, deadline, input_from, lim, ctx)
         p:wait({ timeout = left / 1000 })
       elseif now < input_from then
         p:wait_output({ timeout = math.min(left, input_from - now) / 1000 })
-      elseif p:status().waiting_for_input then
+      elseif step == "look" then
+        step = p:_input_wait() and "quiet" or "poll"
+      elseif step == "quiet" then
         if not p:wait_output({ timeout = math.min(left, lim.input_quiet_ms) / 1000 }) then
-          local st = p:status()
-          if st.waiting_for_input then
+          local waiting, echo_off, canonical = p:_input_wait()
+          if waiting then
             -- a secret prompt reads whole lines without echo; a line editor reads keys
-            local secret = st.echo_off and (st.canonical or st.canonical == nil)
+            local secret = echo_off and (canonical or canonical == nil)
             return secret and "password" or "input"
           end
+          step = "poll"
         end
       else
-        p:wait_output({ timeout = math.min(left, lim.input_poll_ms) / 1000 })
+        step = p:wait_output({ timeout = math.min(left, lim.input_poll_ms) / 1000 }) and "quiet"
+          or "look"
       end
     end
   end

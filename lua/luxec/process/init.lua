@@ -9,7 +9,6 @@
 --- luxec.process.automation with their matching logic in luxec.auto.*.
 ---
 --- The core is taken from `M.core` at each use: the unit specs put a fake there.
-local limits = require("luxec.sandbox.limits")
 local options = require("luxec.process.options")
 local sandbox = require("luxec.sandbox")
 local sched = require("luxec.sched")
@@ -338,35 +337,41 @@ function Process:_watch(delta)
   end
 end
 
---- Wait until pred() holds or timeout_ms passes; true if it holds. pred is checked after
---- every event, or with ends_only after exit, EOF and the end of the grace only.
-function Process:_wait_until(pred, timeout_ms, ends_only)
-  if pred() then return true end
+-- One turn of a wait: join the list, and arm the timer for what is left of the deadline.
+local function register(wake, list, timer, deadline)
+  list[#list + 1] = wake
+  if timer then
+    uv.update_time()
+    timer:start(math.max(0, math.ceil(deadline - uv.hrtime() / 1e6)), 0, wake)
+  end
+end
+
+--- Wait until pred(self, a, b) holds or timeout_ms passes; true if it holds. pred is checked
+--- after every event, or with ends_only after exit, EOF and the end of the grace only. (pred
+--- is a function of its arguments, not a closure, and each turn is a pcall of suspend: a wait
+--- makes no closure of its own.)
+function Process:_wait_until(pred, timeout_ms, ends_only, a, b)
+  local held = pred(self, a, b)
+  if held then return true end
   local list = ends_only and "_end_waiters" or "_waiters"
   local gen = self._interrupts or 0
   self:_hold(1)
   if not ends_only then self:_watch(1) end
   local deadline = timeout_ms and (uv.hrtime() / 1e6 + timeout_ms)
   local timer = timeout_ms and sched.take_timer() -- (kept stopped between waits)
-  local ok, err = pcall(function()
-    while not pred() do
-      if deadline and uv.hrtime() / 1e6 >= deadline then break end
-      if (self._interrupts or 0) ~= gen then break end -- see Process:_interrupt_waits
-      sched.suspend(function(wake)
-        table.insert(self[list], wake)
-        if timer then
-          uv.update_time()
-          timer:start(math.max(0, math.ceil(deadline - uv.hrtime() / 1e6)), 0, wake)
-        end
-      end)
-      if timer then timer:stop() end
-    end
-  end)
-  if timer then sched.release_timer(timer) end
+  local ok, err = true, nil
+  repeat
+    if deadline and uv.hrtime() / 1e6 >= deadline then break end
+    if (self._interrupts or 0) ~= gen then break end -- see Process:_interrupt_waits
+    ok, err = pcall(sched.suspend, register, self[list], timer, deadline)
+    if not ok then break end
+    held = pred(self, a, b)
+  until held
+  if timer then sched.release_timer(timer) end -- (stops it)
   self:_hold(-1)
   if not ends_only then self:_watch(-1) end
   if not ok then error(err, 0) end
-  return pred()
+  return held
 end
 
 --- Wait one turn: until something happens on the session (output, EOF, exit, close) or
@@ -421,6 +426,23 @@ function Process:closed()
   return self._core == nil
 end
 
+local function is_finished(self)
+  return self._finished
+end
+
+-- The bytes `stream` carried so far (the native core says it without a read; another
+-- backend's core through its read).
+local function total_of(core, stream)
+  if core.total then return core:total(stream) end
+  return select(2, core:read(stream, 1 << 62))
+end
+
+-- Whether output came past `total` on `stream`, or the stream ended, or the process finished.
+local function has_output(self, stream, total)
+  return self._finished or (self._eof ~= nil and self._eof[stream])
+    or total_of(self._core, stream) > total
+end
+
 --- Wait until finished. opts.timeout in seconds (false or nil: no limit). Returns the
 --- status, or nil, "timeout".
 ---@param opts {timeout: number|false|nil}|nil
@@ -428,7 +450,7 @@ end
 function Process:wait(opts)
   check_open(self, "wait")
   local ms = check_timeout("wait", opts)
-  if not self:_wait_until(function() return self._finished end, ms, true) then
+  if not self:_wait_until(is_finished, ms, true) then
     return nil, "timeout"
   end
   return self:status()
@@ -442,14 +464,19 @@ function Process:wait_output(opts)
   check_open(self, "wait_output")
   local ms = check_timeout("wait_output", opts)
   local stream = (opts and opts.stream) or 1
-  local start_total = select(2, self._core:read(stream, 1 << 62)) -- the current total
+  return self:_wait_output_ms(ms, stream)
+end
+
+-- The wait of wait_output (ms: nil for no limit), for callers inside luxec that checked.
+function Process:_wait_output_ms(ms, stream)
+  stream = stream or 1
+  local start_total = total_of(self._core, stream)
   -- Past EOF nothing can arrive: wait for the exit, so `repeat wait_output until finished`
   -- turns the loop instead of spinning.
-  local ended = self._eof ~= nil and self._eof[stream]
-  return self:_wait_until(function()
-    return self._finished or (not ended and self._eof and self._eof[stream])
-      or select(2, self._core:read(stream, 1 << 62)) > start_total
-  end, ms)
+  if self._eof ~= nil and self._eof[stream] then
+    return self:_wait_until(is_finished, ms)
+  end
+  return self:_wait_until(has_output, ms, false, stream, start_total)
 end
 
 --- Whether the stream (1 by default) reached EOF: nothing more will arrive on it.
@@ -493,53 +520,7 @@ function Process:on(event, fn, opts)
   return self
 end
 
----@class luxec.Status
----@field pid integer
----@field running boolean
----@field exited boolean
----@field code integer|nil
----@field signal integer|nil
----@field signal_name string|nil
----@field core_dumped boolean|nil
----@field killed_by string|nil
----@field eof boolean
----@field finished boolean
----@field holders {pid: integer, cmd: string}[]|nil
----@field waiting_for_input boolean
----@field echo_off boolean|nil
----@field canonical boolean|nil
----@field tty boolean
----@field cgroup boolean
----@field sandbox table|nil
-
---- {pid, running, exited, code, signal, signal_name, core_dumped, killed_by, eof, finished,
----  holders, waiting_for_input, echo_off, canonical, tty, cgroup, sandbox}; sandbox.limits
----  says how each limit is enforced and what it counted, sandbox.limits_hit in one line which
----  limit ended or throttled the session (nil when none did)
----@return luxec.Status
-function Process:status()
-  check_open(self, "status")
-  local st = self._core:status()
-  st.finished = self._finished
-  st.holders = self._holders
-  st.killed_by = st.killed_by or self._killed_by
-  st.sandbox = self._core:sandbox_report()
-  if st.sandbox and self._sbx then sandbox.annotate(st.sandbox, self._sbx, self._proxy) end
-  if st.sandbox and st.sandbox.limits then -- counters read now from the session's cgroup
-    st.sandbox.limits_hit = limits.explain(st.sandbox.limits)
-  end
-  if st.running then
-    -- Nothing unread first, then blocked reading: in that order both held together (input
-    -- written a moment ago and not yet read is not a wait for more).
-    local unread = self._core:input_unread()
-    st.waiting_for_input, st.echo_off, st.canonical = self._core:input_state()
-    if unread ~= nil and unread > 0 then st.waiting_for_input = false end
-  else
-    st.waiting_for_input = false
-  end
-  return st
-end
-
+require("luxec.process.status")(Process, check_open)
 require("luxec.process.terminate")(M, Process, check_open)
 
 --- Close the handle: terminates at once (SIGKILL to the whole tree) whatever still runs.
