@@ -168,7 +168,7 @@ function Core:_recover(stream, offset)
   local b = self.bufs[stream]
   local head, held_from, asked_at = math.maxinteger, nil, nil
   self.lagging = true
-  while b.total < offset and not self.conn.lost do
+  while b.total < offset and not self.conn.lost and not self.gone do
     if self.paced and b.total - self.taken[stream] >= self.keep then
       sched.suspend(function(w) self.room_wake = w end)
     else
@@ -212,6 +212,7 @@ end
 
 --- The connection is gone: the session ends here (a daemon keeps it running there).
 function Core:_lost(why)
+  self:_room() -- (a catching up that waits for the readers ends)
   if self.finished then return end
   self.exited, self.closed, self.lost = true, true, why
   self.exit_seq = self.seen + 1
@@ -229,7 +230,7 @@ function Core:_fill(done)
   self.filling = true
   self.conn.fills = self.conn.fills + 1
   sched.go(function()
-    while not self.conn.lost do
+    while not self.conn.lost and not self.gone do
       local r = self.conn:call("process/read", { processId = self.id, afterSeq = self.seen })
       if not r then break end
       local stop = false
@@ -404,6 +405,8 @@ end
 
 --- The session is closed here: the server ends it (a kill of its whole tree).
 function Core:close()
+  self.gone = true
+  self:_room()
   if self.conn.cores[self.id] == self then self.conn.cores[self.id] = nil end
   self:ref(false)
   if not self.exited and not self.conn.lost then
