@@ -3,9 +3,14 @@
 --- Process class (luxec.process) drives it. Output comes from the server's notifications,
 --- applied in sequence order; a gap (notifications the server held back from a slow client,
 --- or a client that attached late) is filled with process/read. The bytes are kept here up to
---- `keep` per stream (the oldest are dropped, and a read says how many).
+--- `keep` per stream (the oldest are dropped, and a read says how many). Bytes the server no
+--- longer holds as chunks but still has (its log, the session's head and tail) are fetched by
+--- offset in pieces of `PIECE`, each once the readers have taken all but `keep` of what is
+--- here (or at once while a wait for the end is under way); only what the server no longer
+--- has at all is counted as dropped.
 local base64 = require("luxec.serve.base64")
 local sched = require("luxec.sched")
+local uv = require("luv")
 
 local M = {}
 
@@ -13,11 +18,16 @@ local Core = {}
 Core.__index = Core
 
 M.KEEP = 4 * 1024 * 1024
+M.PIECE = 1024 * 1024
+-- Bytes written to a connection's sessions and not yet answered by the server (which answers
+-- once the program has taken its input) above which a write waits.
+M.WINDOW = 8 * 1024 * 1024
 
 function M.new(conn, id, info)
   local self = setmetatable({ conn = conn, id = id, tty = info.tty, pid = info.pid,
     streams = info.tty and 1 or info.streams, seen = 0, bufs = {}, exited = false,
-    closed = false, keep = info.keep or M.KEEP }, Core)
+    closed = false, keep = info.keep or M.KEEP, taken = { 0, 0 }, paced = true,
+    queued = 0 }, Core)
   for s = 1, 2 do self.bufs[s] = M.buffer() end
   return self
 end
@@ -45,16 +55,35 @@ local function buf_reset(b, offset)
   b.parts, b.starts, b.first, b.n, b.base, b.total = {}, {}, 1, 0, offset, offset
 end
 
--- What is held from `cursor` on: data, next cursor, dropped (before the data).
+-- The stream continues at `offset` (> total): the bytes between are gone (what is held stays).
+local function buf_skip(b, offset)
+  if b.n < b.first then return buf_reset(b, offset) end
+  b.total = offset
+end
+
+-- What is held from `cursor` on: data, next cursor, dropped (the bytes of the gaps: before
+-- what is held, between the parts fetched around what the server no longer had, at the end)
+-- and gap_at (where in data the first gap was).
 local function buf_read(b, cursor)
-  if cursor >= b.total then return "", b.total, 0 end
+  if cursor >= b.total then return "", b.total, 0, 0 end
   local dropped = 0
   if cursor < b.base then dropped, cursor = b.base - cursor, b.base end
-  if b.n < b.first then return "", b.total, dropped end -- (nothing held since a reset)
+  if b.n < b.first then return "", b.total, dropped, 0 end -- (nothing held since a reset)
   local i = b.n
   while i > b.first and b.starts[i] > cursor do i = i - 1 end
-  local data = table.concat(b.parts, "", i, b.n)
-  return data:sub(cursor - b.starts[i] + 1), b.total, dropped
+  local out, at, len, gap_at = {}, cursor, 0, dropped > 0 and 0 or nil
+  for k = i, b.n do
+    local start, part = b.starts[k], b.parts[k]
+    if start > at then -- a gap
+      gap_at, dropped, at = gap_at or len, dropped + start - at, start
+    end
+    if at < start + #part then
+      out[#out + 1] = at == start and part or part:sub(at - start + 1)
+      len, at = len + start + #part - at, start + #part
+    end
+  end
+  if b.total > at then gap_at, dropped = gap_at or len, dropped + b.total - at end
+  return table.concat(out), b.total, dropped, gap_at or 0
 end
 
 local STREAM = { pty = 1, stdout = 1, stderr = 2 }
@@ -63,7 +92,10 @@ local STREAM = { pty = 1, stdout = 1, stderr = 2 }
 --- by an earlier client: this one starts after them.
 function Core:_start_at(seq, offsets)
   self.seen = seq
-  for s = 1, 2 do buf_reset(self.bufs[s], offsets[s]) end
+  for s = 1, 2 do
+    buf_reset(self.bufs[s], offsets[s])
+    self.taken[s] = offsets[s]
+  end
 end
 
 function Core:_append(stream, data)
@@ -89,7 +121,7 @@ local STREAM_NUMBER = { 1, 2 }
 --- A chunk (its bytes) from a notification or a read: applied if it is the next one; a later
 --- one starts filling the gap. `stream`: a name ("pty", "stdout", "stderr") or 1 or 2.
 function Core:_chunk(seq, stream, data, offset)
-  if seq <= self.seen then return end
+  if seq <= self.seen or self.lagging then return end -- (read again once caught up)
   local n = STREAM_NUMBER[stream] or STREAM[stream] or 1
   if seq ~= self.seen + 1 or (offset and offset > self.bufs[n].total) then
     if not self.filling then self:_fill() end -- (a fill under way fetches it)
@@ -100,22 +132,66 @@ function Core:_chunk(seq, stream, data, offset)
   self:_maybe_finish()
 end
 
+-- Wake the catching up (deferred: a read may come from inside a loop callback or a task).
+function Core:_room()
+  local w = self.room_wake
+  if not w then return end
+  self.room_wake = nil
+  local t = uv.new_timer()
+  t:start(0, 0, function()
+    t:close()
+    w()
+  end)
+end
+
+--- Stop pacing by the readers (a wait for the end is under way): what the server holds comes
+--- at once, and this buffer keeps the newest of it.
+function Core:unpace()
+  self.paced = false
+  self:_room()
+end
+
+-- Where the server holds a stream's bytes again after `offset` (they are not in its log: the
+-- gap between the session's head and tail), and the end of its head.
+function Core:_held_after(stream)
+  local r = self:_rpc("process/snapshot", { stream = stream })
+  if not r then return nil end
+  local head = #(base64.decode(r.head) or "")
+  return head + r.dropped, head
+end
+
 -- (in the filling task) Bytes of a stream the server no longer holds as chunks, from what its
--- session still has (its head and tail, or its log): no more than this buffer keeps (the
--- rest would be dropped here at once; p:read says how many, p:read_range fetches them).
+-- session still has (its log, or its head and tail), fetched from here up to `offset` in
+-- pieces, each once the readers have room for it; what the server has not got is skipped
+-- (a read says how much was dropped).
 function Core:_recover(stream, offset)
   local b = self.bufs[stream]
-  local total = b.total
-  if offset <= total then return end
-  local want = math.min(offset - total, self.keep)
-  local from = offset - want
-  local data = self:read_range(stream, from, want)
-  if data and #data == want then
-    if from > total then buf_reset(b, from) end -- (what is before `from`: dropped)
-    self:_append(stream, data)
-  else
-    buf_reset(b, offset) -- a read from before `offset` says how much was dropped
+  local head, held_from, asked_at = math.maxinteger, nil, nil
+  self.lagging = true
+  while b.total < offset and not self.conn.lost and not self.gone do
+    if self.paced and b.total - self.taken[stream] >= self.keep then
+      sched.suspend(function(w) self.room_wake = w end)
+    else
+      local from = b.total
+      if held_from and from < held_from and from >= head then -- (the gap: skipped)
+        buf_skip(b, math.min(held_from, offset))
+      else
+        local want = math.min(M.PIECE, offset - from, head > from and head - from or M.PIECE)
+        local data = self:read_range(stream, from, want)
+        if data and #data > 0 then
+          self:_append(stream, data)
+        elseif asked_at == from then
+          buf_skip(b, offset) -- (nothing of it is held any more)
+        else -- (asked once at each place: the tail moves on while the session writes)
+          asked_at = from
+          held_from, head = self:_held_after(stream)
+          if not held_from then buf_skip(b, offset) end
+          head = head or 0
+        end
+      end
+    end
   end
+  self.room_wake, self.lagging = nil, false
 end
 
 function Core:_exited(params)
@@ -136,6 +212,7 @@ end
 
 --- The connection is gone: the session ends here (a daemon keeps it running there).
 function Core:_lost(why)
+  self:_room() -- (a catching up that waits for the readers ends)
   if self.finished then return end
   self.exited, self.closed, self.lost = true, true, why
   self.exit_seq = self.seen + 1
@@ -153,40 +230,62 @@ function Core:_fill(done)
   self.filling = true
   self.conn.fills = self.conn.fills + 1
   sched.go(function()
-    while not self.conn.lost do
+    while not self.conn.lost and not self.gone do
       local r = self.conn:call("process/read", { processId = self.id, afterSeq = self.seen })
       if not r then break end
+      local stop = false
       for _, c in ipairs(r.chunks) do
         if c.seq > self.seen then
-          if c.offset then self:_recover(STREAM[c.stream] or 1, c.offset) end
+          local n = STREAM[c.stream] or 1
+          if c.offset and c.offset > self.bufs[n].total then
+            -- (the readers are told of what is here, while the rest comes)
+            self.seen = c.seq - 1
+            self:_fill_told()
+            self:_recover(n, c.offset)
+            stop = true -- (what came after the gap is read again, from the server's chunks)
+            break
+          end
           self.seen = c.seq - 1
           self.filling = false
           self:_chunk(c.seq, c.stream, base64.decode(c.chunk) or "")
           self.filling = true
         end
       end
-      if #r.chunks == 0 or (self.exit_seq and self.seen >= self.exit_seq - 1) then break end
+      if (not stop and #r.chunks == 0) or (self.exit_seq and self.seen >= self.exit_seq - 1) then
+        break
+      end
     end
     self.filling = false
     if self.exit_seq and self.seen < self.exit_seq - 1 then self.seen = self.exit_seq - 1 end
     self:_maybe_finish()
-    local waiters = self.fill_waiters or {}
-    self.fill_waiters = nil
-    for _, w in ipairs(waiters) do w() end
+    self:_fill_told()
   end)
+end
+
+-- The fill has brought what the server holds as chunks: its waiters go on.
+function Core:_fill_told()
+  local waiters = self.fill_waiters or {}
+  self.fill_waiters = nil
+  for _, w in ipairs(waiters) do w() end
 end
 
 -- The native handle's methods ------------------------------------------------------------------
 
 function Core:read(stream, cursor)
-  local data, next_cursor, dropped = buf_read(self.bufs[stream], cursor)
-  return data, next_cursor, dropped, 0
+  local b = self.bufs[stream]
+  local data, next_cursor, dropped, gap_at = buf_read(b, cursor)
+  if cursor <= b.total and next_cursor > self.taken[stream] then -- (not a look at the total)
+    self.taken[stream] = next_cursor
+    if self.room_wake and b.total - next_cursor < self.keep then self:_room() end
+  end
+  return data, next_cursor, dropped, gap_at
 end
 
 function Core:status()
   return { pid = self.pid, running = not self.exited, exited = self.exited, code = self.code,
     signal_name = self.signal_name, killed_by = self.killed_by or (self.lost and "connection")
-      or nil, eof = self.closed, tty = self.tty, cgroup = false, connection_lost = self.lost }
+      or nil, eof = self.closed, tty = self.tty, cgroup = false, connection_lost = self.lost,
+    write_queued = self.queued }
 end
 
 --- The session's sandbox report (layers, limits, denials with evidence), asked of the server;
@@ -231,16 +330,35 @@ function Core:input_state()
   return r.waiting, r.echoOff == true, r.canonical == true
 end
 
+--- Write: sent at once while less than the connection's window is in flight; else a write
+--- from a task (or from the main chunk, which runs the loop) waits for room, and one from a
+--- loop callback, which cannot wait, is refused (EAGAIN) — so the bytes waiting to go, here,
+--- never grow past the window and the largest single write.
 function Core:write(data)
-  if self.exited then return nil, "EPIPE: the session ended", "EPIPE" end
-  if self.write_error then return nil, self.write_error, "EPIPE" end
-  self.conn:send_write(self.id, data, function(r, err)
+  local conn = self.conn
+  while true do
+    if self.exited then return nil, "EPIPE: the session ended", "EPIPE" end
+    if self.write_error then return nil, self.write_error, "EPIPE" end
+    if conn.writing == 0 or conn.writing + #data <= conn.window then break end
+    if uv.loop_mode() then
+      return nil, ("EAGAIN: %d bytes written to %s are not yet taken (a write from a loop "
+        .. "callback cannot wait for room)"):format(conn.writing, conn.name), "EAGAIN"
+    end
+    sched.suspend(function(w) conn.write_waiters[#conn.write_waiters + 1] = w end)
+  end
+  local n = #data
+  conn.writing, self.queued = conn.writing + n, self.queued + n
+  conn:send_write(self.id, data, function(r, err)
+    conn.writing, self.queued = conn.writing - n, self.queued - n
     if not r then self.write_error = err
     elseif r.status ~= "accepted" then
       self.write_error = "EPIPE: " .. ((r.luxec or {}).error or r.status)
     end
+    local waiters = conn.write_waiters
+    conn.write_waiters = {}
+    for _, w in ipairs(waiters) do w() end
   end)
-  return #data
+  return n
 end
 
 function Core:_rpc(method, params)
@@ -287,6 +405,8 @@ end
 
 --- The session is closed here: the server ends it (a kill of its whole tree).
 function Core:close()
+  self.gone = true
+  self:_room()
   if self.conn.cores[self.id] == self then self.conn.cores[self.id] = nil end
   self:ref(false)
   if not self.exited and not self.conn.lost then

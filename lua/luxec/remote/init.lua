@@ -27,8 +27,16 @@ function RemoteProcess:terminate(opts)
   local r, err = self._core.conn:call("process/terminate", { processId = self._core.id,
     luxec = { signal = opts.signal, grace_ms = opts.grace_ms, wait = true } })
   if not r then error(err, 2) end
+  self._core:unpace()
   self:_wait_until(function() return self._finished end, 5000, true)
   return r.luxec or { method = "already gone", graceful = true, killed = 0 }
+end
+
+--- Wait until finished: what the server holds of the output comes without waiting for
+--- readers to take it (the newest `keep` bytes stay here, as a local session's tail).
+function RemoteProcess:wait(opts)
+  if self._core then self._core:unpace() end
+  return process.Process.wait(self, opts)
 end
 
 local Conn = {}
@@ -260,8 +268,8 @@ function M.connect(target)
   if type(target) ~= "table" or (target.command == nil) == (target.socket == nil) then
     error("bad argument #1 to 'connect' (a table with 'command' or 'socket' expected)", 2)
   end
-  local conn = setmetatable({ pending = {}, cores = {}, next_id = 0, holds = 0, fills = 0 },
-    Conn)
+  local conn = setmetatable({ pending = {}, cores = {}, next_id = 0, holds = 0, fills = 0,
+    writing = 0, write_waiters = {}, window = core_mod.WINDOW }, Conn)
   conn.name = target.name or target.socket
     or table.concat(target.command, " ")
   local t, err
