@@ -5,7 +5,9 @@
 --- (luxec.sandbox.proxy) receives: deny wins over allow; a name matches an entry that is the
 --- same name, or `*.suffix` (any name below suffix, not suffix itself), or `*` (every name);
 --- an entry without a port allows every port; an IP literal is allowed only where the very
---- literal is listed (a `*` covers no address).
+--- literal is listed (a `*` covers no address). A name the host's resolver answers with a
+--- private or special-purpose address is reached only when that address is listed or the
+--- policy says allow_private = true (M.special; the proxy resolves).
 local M = {}
 
 --- Where the proxy listens inside the sandbox's own network namespace (127.0.0.1). Every
