@@ -41,8 +41,11 @@ describe("network by name: which addresses a name is not taken to", function()
       local kind, host_local = network.special(network.ip_literal(c[1]), {})
       assert.same({ c[2], c[3] }, { kind, host_local }, c[1])
     end
-    assert.same({ "an address of this host", true },
-      { network.special("203.0.114.9", { ["203.0.114.9"] = true }) })
+    local own = { ["203.0.114.9"] = true, ["10.9.9.9"] = true, ["127.0.0.1"] = true }
+    assert.same({ "an address of this host", true }, { network.special("203.0.114.9", own) })
+    -- (the host's own private address stays the host's: allow_private does not reach it)
+    assert.same({ "an address of this host", true }, { network.special("10.9.9.9", own) })
+    assert.same({ "loopback", true }, { network.special("127.0.0.1", own) })
   end)
 end)
 

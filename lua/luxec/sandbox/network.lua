@@ -306,8 +306,17 @@ end
 ---@param ip string
 ---@param own table<string, boolean>|nil
 ---@return string|nil, boolean|nil
+local special
+
 function M.special(ip, own)
+  local kind, host_local = special(ip, own)
+  if host_local then return kind, true end
+  -- (the host's own address, private or not, is never one under allow_private)
   if own and own[ip] then return "an address of this host", true end
+  return kind
+end
+
+special = function(ip, own)
   local a, b, c = v4(ip)
   if a then return special4(a, b, c) end
   local g = {}
