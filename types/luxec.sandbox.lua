@@ -10,7 +10,7 @@
 
 ---@class luxec.SandboxPolicy
 ---@field mode "full-access"|"read-only"|"workspace-write"
----@field network "deny"|"allow"|{allow: string[], deny: string[]|nil, resolve: table<string, string>|nil, connect_timeout_ms: integer|nil, response_timeout_ms: integer|nil}|nil  denied by default in the two restricted modes; a table: by name
+---@field network "deny"|"allow"|{allow: string[], deny: string[]|nil, resolve: table<string, string>|nil, allow_private: boolean|nil, connect_timeout_ms: integer|nil, response_timeout_ms: integer|nil}|nil  denied by default in the two restricted modes; a table: by name
 ---@field roots string[]|nil  more writable roots (workspace-write)
 ---@field tmp boolean|nil  false: /tmp, $TMPDIR and /dev/shm are not writable roots
 ---@field workspace string|nil  the writable workspace (default: the session's cwd)

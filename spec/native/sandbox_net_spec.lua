@@ -435,6 +435,8 @@ describe("network by name", function()
       { { allow = { "a.test" }, resolve = { ["a.test"] = "localhost" } },
         "network.resolve%[\"a.test\"%] must be an IP address, got \"localhost\"" },
       { { allow = { "a.test" }, connect_timeout_ms = 0 }, "'network.connect_timeout_ms' must be" },
+      { { allow = { "a.test" }, allow_private = "yes" },
+        "'network.allow_private' must be true or false, got string" },
     }
     for _, c in ipairs(cases) do
       local ok, err = pcall(luxec.spawn, { "true" },
@@ -454,6 +456,11 @@ describe("network by name in luxec mcp's config", function()
       network = { allow = { "a.test", 5 } } } })
     assert.is_nil(cfg)
     assert.equals("config: sandbox: network.allow[2] must be a string, got number", err)
+    cfg, err = config.check({ sandbox = { mode = "read-only",
+      network = { allow = { "a.test" }, allow_private = 1 } } })
+    assert.is_nil(cfg)
+    assert.equals("config: sandbox: 'network.allow_private' must be true or false, got number",
+      err)
     cfg = assert(config.check({ sandbox = { mode = "read-only",
       network = { allow = { "registry.npmjs.org", "*.pythonhosted.org" } } } }))
     assert.matches("the network reaches only the hosts named (registry.npmjs.org, "

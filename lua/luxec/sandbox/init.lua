@@ -274,6 +274,7 @@ function M.network_text(net)
     names[i] = type(e) == "table" and e.text or tostring(e)
   end
   return "by name: " .. table.concat(names, ", ")
+    .. (net.allow_private == true and " (private addresses too)" or "")
 end
 
 --- The HOME a session sees: its env's ("K=V" list), else the host's.

@@ -5,7 +5,9 @@
 --- (luxec.sandbox.proxy) receives: deny wins over allow; a name matches an entry that is the
 --- same name, or `*.suffix` (any name below suffix, not suffix itself), or `*` (every name);
 --- an entry without a port allows every port; an IP literal is allowed only where the very
---- literal is listed (a `*` covers no address).
+--- literal is listed (a `*` covers no address). A name the host's resolver answers with a
+--- private or special-purpose address is reached only when that address is listed or the
+--- policy says allow_private = true (M.special; the proxy resolves).
 local M = {}
 
 --- Where the proxy listens inside the sandbox's own network namespace (127.0.0.1). Every
@@ -17,7 +19,7 @@ M.PORT = 3128
 M.defaults = { connect_timeout_ms = 10000, response_timeout_ms = 60000, head_timeout_ms = 30000 }
 
 local KEYS = { allow = true, deny = true, resolve = true, connect_timeout_ms = true,
-  response_timeout_ms = true }
+  response_timeout_ms = true, allow_private = true }
 
 local function fail(msg, ...)
   error("bad sandbox policy: " .. msg:format(...), 0)
@@ -180,15 +182,15 @@ local function parse_list(where, list, required)
   return rules
 end
 
---- Check a `network` table; returns {allow=, deny=, resolve=, connect_timeout_ms=,
---- response_timeout_ms=} or raises
+--- Check a `network` table; returns {allow=, deny=, resolve=, allow_private=,
+--- connect_timeout_ms=, response_timeout_ms=} or raises
 --- an error naming the bad key or entry.
 ---@param net table
 function M.check(net)
   for k in pairs(net) do
     if not KEYS[k] then
-      fail("unknown key 'network.%s' (allow, deny, resolve, connect_timeout_ms, "
-        .. "response_timeout_ms)", tostring(k))
+      fail("unknown key 'network.%s' (allow, deny, resolve, allow_private, "
+        .. "connect_timeout_ms, response_timeout_ms)", tostring(k))
     end
   end
   local policy = {
@@ -198,6 +200,10 @@ function M.check(net)
     connect_timeout_ms = M.defaults.connect_timeout_ms,
     response_timeout_ms = M.defaults.response_timeout_ms,
   }
+  if net.allow_private ~= nil and type(net.allow_private) ~= "boolean" then
+    fail("'network.allow_private' must be true or false, got %s", type(net.allow_private))
+  end
+  policy.allow_private = net.allow_private == true
   if net.resolve ~= nil then
     if type(net.resolve) ~= "table" then
       fail("'network.resolve' must be a table of name = address, got %s", type(net.resolve))
@@ -264,26 +270,90 @@ function M.judge(policy, host, port)
   return false, "not in network.allow"
 end
 
---- What makes ip (a literal as ip_literal gives it) an address of the host itself or of its
---- link: "loopback", "unspecified", "link-local", "an address of this host" (one of own, a
---- set of the host's interface addresses), or nil. A name the host's resolver gives such an
---- address is not reached (only a listed literal or the policy's resolve table is).
-function M.host_local(ip, own)
-  local a, b = ip:match("^(%d+)%.(%d+)%.%d+%.%d+$")
-  if a then
-    a, b = tonumber(a), tonumber(b)
-    if a == 127 then return "loopback" end
-    if a == 0 then return "unspecified" end
-    if a == 169 and b == 254 then return "link-local" end
-  elseif ip == "0:0:0:0:0:0:0:1" then
-    return "loopback"
-  elseif ip == "0:0:0:0:0:0:0:0" then
-    return "unspecified"
-  elseif (tonumber(ip:match("^(%x+):") or "0", 16) or 0) & 0xffc0 == 0xfe80 then
-    return "link-local"
+local function v4(ip)
+  local a, b, c, d = ip:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
+  if a then return tonumber(a), tonumber(b), tonumber(c), tonumber(d) end
+end
+
+--- What an IPv4 address a.b.c.d is when special: kind, and whether it is the host's own or
+--- its link's (local) rather than only not public.
+local function special4(a, b, c)
+  if a == 127 then return "loopback", true end
+  if a == 0 then return "unspecified", true end
+  if a == 169 and b == 254 then return "link-local", true end
+  if a == 10 or (a == 172 and b >= 16 and b < 32) or (a == 192 and b == 168) then
+    return "private"
   end
-  if own and own[ip] then return "an address of this host" end
+  if a == 100 and b >= 64 and b < 128 then return "shared address space" end
+  if a == 198 and (b == 18 or b == 19) then return "benchmarking" end
+  if (a == 192 and b == 0 and (c == 0 or c == 2)) or (a == 198 and b == 51 and c == 100)
+    or (a == 203 and b == 0 and c == 113) then
+    return "special-purpose"
+  end
+  if a >= 224 and a < 240 then return "multicast" end
+  if a >= 240 then return "reserved" end
   return nil
+end
+
+--- What makes ip (a literal as ip_literal gives it) an address no name is taken to by the
+--- host's resolver: kind ("loopback", "unspecified", "link-local", "an address of this host"
+--- (one of own, a set of the host's interface addresses), "private", "shared address space",
+--- "benchmarking", "special-purpose", "multicast", "reserved"; an IPv4 address wrapped in
+--- NAT64 64:ff9b::/96, 6to4 2002::/16 or ::/96 is judged as itself), and true when the
+--- address is the host's own or its link's; nil when it is none of those. A local one is
+--- reached only by a listed literal or the resolve table; the others also when listed in
+--- network.allow or under network.allow_private.
+---@param ip string
+---@param own table<string, boolean>|nil
+---@return string|nil, boolean|nil
+local special
+
+function M.special(ip, own)
+  local kind, host_local = special(ip, own)
+  if host_local then return kind, true end
+  -- (the host's own address, private or not, is never one under allow_private)
+  if own and own[ip] then return "an address of this host", true end
+  return kind
+end
+
+special = function(ip, own)
+  local a, b, c = v4(ip)
+  if a then return special4(a, b, c) end
+  local g = {}
+  for x in ip:gmatch("%x+") do g[#g + 1] = tonumber(x, 16) end
+  if #g ~= 8 then return "reserved" end
+  local function inner(hi, lo, where)
+    local text = ("%d.%d.%d.%d"):format(hi >> 8, hi & 255, lo >> 8, lo & 255)
+    local kind, loc = M.special(text, own)
+    if kind then return ("%s, %s in %s"):format(kind, text, where), loc end
+  end
+  local zero5 = g[1] == 0 and g[2] == 0 and g[3] == 0 and g[4] == 0 and g[5] == 0
+  if zero5 and g[6] == 0 then
+    if g[7] == 0 and g[8] == 1 then return "loopback", true end
+    if g[7] == 0 and g[8] == 0 then return "unspecified", true end
+    return inner(g[7], g[8], "::/96") or "reserved"
+  end
+  if g[1] == 0x64 and g[2] == 0xff9b then
+    if g[3] == 0 and g[4] == 0 and g[5] == 0 and g[6] == 0 then
+      return inner(g[7], g[8], "64:ff9b::/96")
+    end
+    return "private" -- (64:ff9b:1::/48, NAT64 of a local network)
+  end
+  if g[1] == 0x2002 then return inner(g[2], g[3], "2002::/16") end
+  if g[1] & 0xffc0 == 0xfe80 then return "link-local", true end
+  if g[1] & 0xfe00 == 0xfc00 or g[1] & 0xffc0 == 0xfec0 then return "private" end
+  if g[1] & 0xff00 == 0xff00 then return "multicast" end
+  if g[1] == 0x2001 and g[2] == 0xdb8 then return "special-purpose" end
+  if g[1] == 0x100 and g[2] == 0 and g[3] == 0 and g[4] == 0 then return "reserved" end
+  return nil
+end
+
+--- Whether ip (a literal as ip_literal gives it) is listed in network.allow for port.
+function M.listed(policy, ip, port)
+  for _, r in ipairs(policy.allow) do
+    if r.ip and matches(r, nil, ip, port) then return true end
+  end
+  return false
 end
 
 --- The environment a session gets: every client's proxy variables pointing at its proxy.

@@ -159,13 +159,16 @@ function Proxy:_await_response(conn)
   end)
 end
 
---- The addresses of host: an IP literal, the policy's resolve table, else the host's
+--- The addresses of host:port: an IP literal, the policy's resolve table, else the host's
 --- resolver; cb(list) or cb(nil, err, refused). An address of the host itself or of its link
 --- (loopback, unspecified, link-local, any address of the host's interfaces) is never one the
 --- host's resolver gives a name here ("localhost", or any name a DNS server says is
 --- 127.0.0.1 or the host's own address, would reach the host's own services): only a listed
---- literal or the resolve table leads there.
-local function resolve(policy, host, cb)
+--- literal or the resolve table leads there. Nor is a private or other special-purpose
+--- address (10.0.0.0/8, fc00::/7, ...: a name under an allowed wildcard whose DNS answer is
+--- one would reach the host's internal network), unless that address is listed in
+--- network.allow or the policy says allow_private.
+local function resolve(policy, host, port, cb)
   local ip = network.ip_literal(host)
   if ip or policy.resolve[host] then return cb({ ip or policy.resolve[host] }) end
   uv.getaddrinfo(host, nil, { socktype = "stream" }, function(err, res)
@@ -177,10 +180,14 @@ local function resolve(policy, host, cb)
       for _, a in ipairs(addrs) do own[network.ip_literal(a.ip) or a.ip] = true end
     end
     for _, r in ipairs(res) do
-      local kind = network.host_local(network.ip_literal(r.addr) or r.addr, own)
-      if kind then
+      local addr = network.ip_literal(r.addr) or r.addr
+      local kind, host_local = network.special(addr, own)
+      if kind and host_local then
         dropped = dropped or ("resolves to %s (%s: list the address to allow it)")
           :format(r.addr, kind)
+      elseif kind and not (policy.allow_private or network.listed(policy, addr, port)) then
+        dropped = dropped or ("resolves to %s (%s: list the address or set "
+          .. "network.allow_private to allow it)"):format(r.addr, kind)
       else
         list[#list + 1] = r.addr
       end
@@ -206,7 +213,7 @@ function Proxy:_connect(conn, host, port, cb)
     close_handle(conn.upstream)
     finish(nil, 504, ("timed out after %d ms"):format(ms))
   end)
-  resolve(self._policy, host, function(addrs, err, refused)
+  resolve(self._policy, host, port, function(addrs, err, refused)
     if done or conn.closed then return end
     if not addrs then return finish(nil, refused and 403 or 502, tostring(err)) end
     local i = 0
@@ -273,6 +280,7 @@ function Proxy:_request(conn, head, rest)
     conn.host, conn.port = host, port
     if req.method == "CONNECT" then
       self:_write(conn, conn.client, "HTTP/1.1 200 Connection established\r\n\r\n")
+      return self:_tunnel(conn, host, port, rest)
     else -- (the body, if any, follows the head; the relay carries it)
       local oh = httphead.origin_head(head, req, host, port)
       conn.sent = #oh
@@ -284,6 +292,58 @@ function Proxy:_request(conn, head, rest)
       self:_write(conn, up, rest)
     end
     self:_handover(conn)
+  end)
+end
+
+--- A CONNECT tunnel's first bytes: when the client speaks first with a TLS ClientHello that
+--- names a server (SNI), that name must be the CONNECT name (the bytes go to the CONNECT
+--- name's address whatever the name inside says: this keeps a client from telling the
+--- server another name than the one judged). A mismatch is refused, recorded and closed (the
+--- 200 is said already); no server name, no TLS, or an upstream that speaks first pass as
+--- they are. Then the relay has the tunnel.
+function Proxy:_tunnel(conn, host, port, buf)
+  local function go()
+    conn.client:read_stop()
+    conn.upstream:read_stop()
+    if #buf > 0 then
+      conn.sent = conn.sent + #buf
+      self:_write(conn, conn.upstream, buf)
+    end
+    self:_handover(conn)
+  end
+  local function check()
+    local said = transparent.sni(buf)
+    if said == nil and #buf < HEAD_MAX then return false end -- (more to come)
+    said = said and network.normalize(said)
+    if said and said ~= host and not network.ip_literal(host) then
+      conn.client:read_stop()
+      conn.upstream:read_stop()
+      conn.host = nil
+      self.allowed[host] = self.allowed[host] > 1 and self.allowed[host] - 1 or nil
+      self:_record(self.refused, conn, host, port,
+        ("the TLS server name is %s, not the CONNECT name"):format(said))
+      self:_close(conn)
+    else
+      go()
+    end
+    return true
+  end
+  if #buf > 0 and check() then return end
+  conn.client:read_start(function(err, data)
+    if conn.closed or conn.pumping then return end
+    if err then return self:_close(conn) end
+    if not data then return go() end -- (the relay sees the end too: it stays)
+    buf = buf .. data
+    check()
+  end)
+  conn.upstream:read_start(function(err, data)
+    if conn.closed or conn.pumping then return end
+    if err then return self:_close(conn) end
+    if data then -- the server speaks first: no ClientHello to come
+      conn.received = conn.received + #data
+      self:_write(conn, conn.client, data)
+    end
+    go()
   end)
 end
 
