@@ -13,6 +13,11 @@
 --- the processes it started, and ending its session ends them. Requests are answered as
 --- they finish: a long tools/call holds only its own stream.
 ---
+--- Streams resume (luxec.mcp.http_replay): every SSE event has an id; a POST's stream is
+--- primed with one (and a retry hint) at once; when its connection drops the call goes on,
+--- and a GET with Last-Event-ID replays what the stream sent after that id, then carries it
+--- on to its response.
+---
 --- Security: a bind to an address other than loopback needs a bearer token (401 without
 --- it, compared in constant time); on a loopback bind the Host header must name the bound
 --- address or localhost, and an Origin header must be a localhost one (403 otherwise: DNS
