@@ -97,13 +97,23 @@ describe("the MCP conformance suite against luxec mcp --listen http://", functio
     end)
   end
 
-  -- Not applicable (its tool test_reconnection is the suite's fixture, and luxec offers no
-  -- resumable event ids), but what it can check of the transport fails nothing.
-  it("fails no check of server-sse-polling", function()
+  -- Not applicable as a whole: its resume check calls test_reconnection, the suite's own
+  -- fixture tool (its server closes the stream mid-call and answers on the GET that resumes
+  -- it); luxec has no such tool, so that call is answered with an error at once and the
+  -- check can only warn. What it checks of the transport passes: the priming event (an id,
+  -- empty data, first) and the retry field on a POST's stream. The resume itself is
+  -- checked in spec/mcp/http_resume_spec.lua with a real long call.
+  it("passes the transport checks of server-sse-polling", function()
     if not dir then return end
     local checks = run("server-sse-polling")
+    local got = {}
     for _, c in ipairs(checks) do
-      assert.are_not.equal("FAILURE", c.status, c.id .. ": " .. tostring(c.errorMessage))
+      got[c.id] = c.status
+      assert.is_true(c.status == "SUCCESS" or c.status == "INFO"
+        or c.id == "server-sse-disconnect-resume",
+        ("%s %s %s"):format(c.id, c.status, tostring(c.errorMessage)))
     end
+    assert.equal("SUCCESS", got["server-sse-priming-event"])
+    assert.equal("SUCCESS", got["server-sse-retry-field"])
   end)
 end)

@@ -85,6 +85,8 @@ local SCHEMA = {
     http_max_sessions = "positive",
     http_max_connections = "positive",
     http_keepalive_ms = "positive",
+    http_replay_bytes = "positive",
+    http_retry_ms = "positive",
   },
   on_command = "function",
   on_input = "function",
@@ -157,7 +159,7 @@ function M.defaults()
       read_output_max_bytes = 1 * MiB, list_ttl_ms = 300000, list_cache_scope = "private",
       log = "info", http_header_bytes = 16 * 1024, http_request_timeout_ms = 30000,
       http_max_queued_bytes = 16 * MiB, http_max_sessions = 64, http_max_connections = 256,
-      http_keepalive_ms = 25000,
+      http_keepalive_ms = 25000, http_replay_bytes = 4 * MiB, http_retry_ms = 1000,
     },
   }
 end

@@ -13,11 +13,17 @@
 --- the processes it started, and ending its session ends them. Requests are answered as
 --- they finish: a long tools/call holds only its own stream.
 ---
+--- Streams resume (luxec.mcp.http_replay): every SSE event has an id; a POST's stream is
+--- primed with one (and a retry hint) at once; when its connection drops the call goes on,
+--- and a GET with Last-Event-ID replays what the stream sent after that id, then carries it
+--- on to its response.
+---
 --- Security: a bind to an address other than loopback needs a bearer token (401 without
 --- it, compared in constant time); on a loopback bind the Host header must name the bound
 --- address or localhost, and an Origin header must be a localhost one (403 otherwise: DNS
 --- rebinding). Limits: see luxec.mcp.http_conn.
 local conn_mod = require("luxec.mcp.http_conn")
+local replay_mod = require("luxec.mcp.http_replay")
 local json = require("luxec.json")
 local mcp = require("luxec.mcp")
 local sched = require("luxec.sched")
@@ -92,12 +98,19 @@ local function new_reply(conn, sse, headers)
   return { conn = conn, sse = sse, headers = headers, open = true, started = false }
 end
 
-local function sse_event(line)
-  return "event: message\ndata: " .. line .. "\n\n"
+local function sse_event(line, id)
+  return ("event: message\nid: %s\ndata: %s\n\n"):format(id, line)
 end
 
--- Send `msg` on reply `r`; `final` ends it (the request's response).
-local function deliver(r, msg, final)
+local function sse_headers(r)
+  r.headers["Content-Type"] = "text/event-stream"
+  r.headers["Cache-Control"] = "no-cache"
+  return r.headers
+end
+
+-- Send `msg` on reply `r`; `final` ends it (the request's response). An SSE reply's
+-- messages are kept for a resume (luxec.mcp.http_replay) and sent if a connection holds it.
+local function deliver(sess, r, msg, final)
   if not r.open then return end
   local ok, line = pcall(json.encode, msg)
   if not ok then
@@ -106,16 +119,15 @@ local function deliver(r, msg, final)
       message = "Internal error: the result could not be encoded as JSON: " .. line } })
   end
   if r.sse then
-    if not r.started then
+    local id = sess.replay:record(r.stream, line, final)
+    if r.conn and not r.started then
       r.started = true
-      r.headers["Content-Type"] = "text/event-stream"
-      r.headers["Cache-Control"] = "no-cache"
-      r.conn:stream(200, r.headers)
+      r.conn:stream(200, sse_headers(r))
     end
-    r.conn:write(sse_event(line))
+    if r.conn then r.conn:write(sse_event(line, id)) end
     if final then
       r.open = false
-      r.conn:finish()
+      if r.conn then r.conn:finish() end
     end
   elseif final then
     r.open = false
@@ -142,7 +154,7 @@ local function route(sess, msg)
         sess.initializing = nil
         if msg.error then r.headers["Mcp-Session-Id"] = nil end
       end
-      deliver(r, msg, true)
+      deliver(sess, r, msg, true)
     end
     return
   end
@@ -159,14 +171,20 @@ local function route(sess, msg)
       if pr.open and pr.sse and (not r or pr.key > r.key) then r = pr end
     end
   end
-  if r then return deliver(r, msg, false) end
-  local g = sess.get_stream
-  if g and g.open then g.conn:write(sse_event(json.encode(msg))) end
+  if r then return deliver(sess, r, msg, false) end
+  -- once the GET stream was opened, its messages are kept for a resume while it is away
+  if sess.get_st then
+    local line = json.encode(msg)
+    local id = sess.replay:record(sess.get_st, line)
+    local g = sess.get_stream
+    if g and g.open then g.conn:write(sse_event(line, id)) end
+  end
 end
 
 function Http:_new_session()
   local srv = mcp.new(self.cfg)
-  local sess = { id = new_session_id(), srv = srv, pending = {}, tokens = {}, seq = 0 }
+  local sess = { id = new_session_id(), srv = srv, pending = {}, tokens = {}, seq = 0,
+    replay = replay_mod.new(self.cfg.server.http_replay_bytes) }
   srv.log_prefix = ("session %s: "):format(sess.id:sub(1, 8))
   srv.send = function(_, msg) route(sess, msg) end
   return sess
@@ -186,10 +204,10 @@ function Http:_end_session(sess, why, done)
   sched.go(function()
     sess.srv:end_sessions()
     for _, r in pairs(sess.pending) do
-      if r.open then
-        r.open = false
+      if r.open and r.conn then
         if r.started then r.conn:finish() else r.conn:close() end
       end
+      r.open = false
     end
     sess.pending = {}
     local g = sess.get_stream
@@ -297,19 +315,64 @@ function Http:_get(conn, req, sess)
     return refuse(conn, 406, "Not Acceptable: GET opens an event stream: Accept must "
       .. "include text/event-stream")
   end
+  local last = req.headers["last-event-id"]
+  local st, kept, gap
+  if last then
+    st, kept, gap = sess.replay:resume(last)
+    if not st then return refuse(conn, 400, "Bad Request: " .. kept) end
+    if st.owner ~= "get" then return self:_resume(conn, sess, st, kept, gap) end
+  end
   if sess.get_stream and sess.get_stream.open then
     return refuse(conn, 409, "Conflict: this session already has a GET stream open")
   end
   local g = { conn = conn, open = true, timer = uv.new_timer() }
   sess.get_stream = g
+  sess.get_st = sess.get_st or sess.replay:open_stream("get")
   conn:stream(200, { ["Content-Type"] = "text/event-stream", ["Cache-Control"] = "no-cache",
     ["Mcp-Session-Id"] = sess.id })
-  conn:write(": stream open\n\n")
+  self:_replay(conn, sess, sess.get_st, kept, gap)
   local every = self.limits.keepalive_ms
   g.timer:start(every, every, function() conn:write(": keepalive\n\n") end)
   conn:on_close(function()
     g.open = false
     if not g.timer:is_closing() then g.timer:close() end
+  end)
+end
+
+-- Open SSE stream `conn`: the retry hint, a priming id (2025-11-25 on), then what a resume
+-- replays: a warning when messages after the client's id were dropped, the kept ones.
+function Http:_replay(conn, sess, st, kept, gap)
+  if (sess.srv.protocol_version or "") >= "2025-11-25" then
+    conn:write(("retry: %d\nid: %s\ndata: \n\n"):format(self.cfg.server.http_retry_ms,
+      sess.replay:mark(st)))
+  else
+    conn:write(": stream open\n\n")
+  end
+  if gap then
+    local line = json.encode({ jsonrpc = "2.0", method = "notifications/message",
+      params = { level = "warning", logger = "luxec", data = ("messages of this stream up "
+        .. "to event %s were dropped from the session's replay buffer "
+        .. "(server.http_replay_bytes = %d): they are lost; what is left follows")
+        :format(gap, self.cfg.server.http_replay_bytes) } })
+    conn:write(sse_event(line, sess.replay:mark(st)))
+  end
+  for _, e in ipairs(kept or {}) do conn:write(sse_event(e.line, e.id)) end
+end
+
+-- GET with the Last-Event-ID of a POST's stream: what it kept is replayed here, and if its
+-- response is still to come this connection takes the stream over (the old one, if any, is
+-- dropped: a message goes on one connection only) and ends after the response.
+function Http:_resume(conn, sess, st, kept, gap)
+  local r = st.owner
+  conn:stream(200, { ["Content-Type"] = "text/event-stream", ["Cache-Control"] = "no-cache",
+    ["Mcp-Session-Id"] = sess.id })
+  self:_replay(conn, sess, st, kept, gap)
+  if not r.open then return conn:finish() end
+  local old = r.conn
+  r.conn, r.started = conn, true
+  if old then old:close("a client resumed this stream on another connection") end
+  conn:on_close(function()
+    if r.conn == conn then r.conn = nil end
   end)
 end
 
@@ -361,7 +424,13 @@ function Http:_post(conn, req)
     local meta = type(msg.params) == "table" and msg.params._meta
     local tkey = type(meta) == "table" and mcp.id_key(meta.progressToken)
     if tkey then sess.tokens[tkey], r.tkey = r, tkey end
+    if sse then r.stream = sess.replay:open_stream(r) end
     conn:on_close(function()
+      if r.conn ~= conn then return end
+      if r.stream and r.open then -- the call goes on; its messages wait for a resume
+        r.conn = nil
+        return
+      end
       r.open = false
       if sess.pending[key] == r then sess.pending[key] = nil end
       if tkey and sess.tokens[tkey] == r then sess.tokens[tkey] = nil end
@@ -372,6 +441,11 @@ function Http:_post(conn, req)
       sess.initializing = r
       r.headers["Mcp-Session-Id"] = sess.id
     end
+  end
+  if r.stream and msg.method ~= "initialize" then -- the stream starts at once, primed
+    r.started = true
+    conn:stream(200, sse_headers(r))
+    self:_replay(conn, sess, r.stream)
   end
   sess.current = r
   sess.srv:handle_line(req.body)
