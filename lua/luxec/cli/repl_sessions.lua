@@ -162,21 +162,29 @@ local function take_over(s)
   return how
 end
 
--- :attach ID of a daemon's session: its output (what the daemon holds), then live; on
--- detaching the connection goes and the session keeps running in the daemon.
-local function attach_daemon(id)
+-- The daemon's session id taken up: its host (a connection) and Process; or nothing, after
+-- saying why.
+local function daemon_session(id)
   local host, err = daemon_host()
   if not host then
     print(("no session %s (%s)"):format(id, err or "no daemon runs; see :ps"))
-    return
+    return nil
   end
   local p
   p, err = host:attach(id)
   if not p then
     host:close()
     print(("no session %s (%s)"):format(id, tostring(err)))
-    return
+    return nil
   end
+  return host, p
+end
+
+-- :attach ID of a daemon's session: its output (what the daemon holds), then live; on
+-- detaching the connection goes and the session keeps running in the daemon.
+local function attach_daemon(id)
+  local host, p = daemon_session(id)
+  if not host then return end
   local info
   for _, x in ipairs(host:list() or {}) do
     if x.processId == id then info = x end
@@ -216,21 +224,12 @@ end
 
 -- :kill ID of a daemon's session: its whole tree ended there.
 local function kill_daemon(id)
-  local host, err = daemon_host()
-  if not host then
-    print(("no session %s (%s)"):format(id, err or "no daemon runs; see :ps"))
-    return
-  end
-  local p
-  p, err = host:attach(id)
-  if not p then
-    print(("no session %s (%s)"):format(id, tostring(err)))
-  else
-    -- (a hangup: what an interactive shell on a terminal heeds)
-    local r = p:terminate({ signal = p:size() and "HUP" or "TERM", grace_ms = 1000 })
-    print(("session %s: %s (%s)"):format(id, state_of(p), r.graceful and "ended by SIG"
-      .. tostring(r.signal) or ("killed %d after the grace"):format(r.killed or 0)))
-  end
+  local host, p = daemon_session(id)
+  if not host then return end
+  -- (a hangup: what an interactive shell on a terminal heeds)
+  local r = p:terminate({ signal = p:size() and "HUP" or "TERM", grace_ms = 1000 })
+  print(("session %s: %s (%s)"):format(id, state_of(p), r.graceful and "ended by SIG"
+    .. tostring(r.signal) or ("killed %d after the grace"):format(r.killed or 0)))
   host:close()
 end
 

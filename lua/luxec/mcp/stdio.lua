@@ -4,6 +4,7 @@
 --- up to its newline. The output is written through a luv stream, so a client that reads
 --- slowly never blocks the loop (a file is written in place).
 local uv = require("luv")
+local lines = require("luxec.lines")
 
 local M = {}
 
@@ -134,30 +135,7 @@ end
 --- Feed bytes (as read): every complete line goes to on_line, in order.
 ---@param chunk string
 function Reader:feed(chunk)
-  local max, pos = self.opts.max, 1
-  while pos <= #chunk and not self.closed do
-    local nl = chunk:find("\n", pos, true)
-    local piece = chunk:sub(pos, nl and nl - 1 or #chunk)
-    self.size = self.size + #piece
-    if not self.skipping then
-      if self.size > max then
-        self.skipping, self.parts = true, {}
-      else
-        self.parts[#self.parts + 1] = piece
-      end
-    end
-    if not nl then return end
-    pos = nl + 1
-    local size, skipped = self.size, self.skipping
-    local line = not skipped and table.concat(self.parts) or nil
-    self.parts, self.size, self.skipping = {}, 0, false
-    if skipped then
-      self.opts.on_oversize(size)
-    else
-      if line:sub(-1) == "\r" then line = line:sub(1, -2) end
-      self.opts.on_line(line)
-    end
-  end
+  lines.feed(self, chunk)
 end
 
 --- The input ended: a last line without a newline is delivered, then on_eof.

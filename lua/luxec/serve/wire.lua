@@ -6,6 +6,7 @@
 --- either framing, and output or input bytes as a header and the bytes (one write, no copy).
 local core = require("luxec.core")
 local json = require("luxec.json")
+local lines = require("luxec.lines")
 
 local M = {}
 
@@ -49,36 +50,15 @@ function Reader:_frames(chunk)
   end
 end
 
+local function framing(r) return r.framer ~= nil end -- (lines end once frames begin)
+
 --- Bytes as read: every complete line (or frame) goes on, in order.
 ---@param chunk string
 function Reader:feed(chunk)
   if self.closed then return end
   if self.framer then return self:_frames(chunk) end
-  local max, pos = self.opts.max, 1
-  while pos <= #chunk and not self.closed do
-    local nl = chunk:find("\n", pos, true)
-    local piece = chunk:sub(pos, nl and nl - 1 or #chunk)
-    self.size = self.size + #piece
-    if not self.skipping then
-      if self.size > max then
-        self.skipping, self.parts = true, {}
-      else
-        self.parts[#self.parts + 1] = piece
-      end
-    end
-    if not nl then return end
-    pos = nl + 1
-    local size, skipped = self.size, self.skipping
-    local line = not skipped and table.concat(self.parts) or nil
-    self.parts, self.size, self.skipping = {}, 0, false
-    if skipped then
-      self.opts.on_oversize(size)
-    else
-      if line:sub(-1) == "\r" then line = line:sub(1, -2) end
-      self.opts.on_line(line)
-    end
-    if self.framer then return self:_frames(chunk:sub(pos)) end
-  end
+  local rest = lines.feed(self, chunk, framing)
+  if rest then return self:_frames(chunk:sub(rest)) end
 end
 
 --- The input ended: a last line without a newline is delivered (a frame cut short is not).
