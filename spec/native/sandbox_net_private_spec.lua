@@ -89,7 +89,7 @@ mount --bind "$DIR/hosts" /etc/hosts
 ip link set lo up
 unshare -n python3 "$DIR/server.py" "$DIR/log" &
 SRV=$!
-trap 'kill $SRV' EXIT
+trap 'kill $SRV; wait $SRV || true' EXIT
 i=0; while [ ! -e "$DIR/log.up" ]; do i=$((i+1)); [ $i -lt 300 ] || exit 9; sleep 0.1; done
 ip link add lxp0 type veth peer name lxp1
 ip link set lxp1 netns $SRV
