@@ -98,41 +98,39 @@ static int framer_next(lua_State *L) {
   if (held < HEADER) return 0;
   const unsigned char *h = (const unsigned char *)f->buf + f->pos;
   uint32_t size = get_u32(h + 1);
-  if (size > f->max)
-    return fail(L, f, "a frame of %I bytes is over the limit", (lua_Integer)size);
+  if (size > f->max) return fail(L, f, "a frame of %I bytes is over the limit", (lua_Integer)size);
   if (held < HEADER + (size_t)size) return 0;
   const unsigned char *b = h + HEADER;
   const char *body = (const char *)b;
   f->pos += HEADER + (size_t)size;
   switch (h[0]) {
-  case KIND_JSON:
-    lua_pushliteral(L, "json");
-    lua_pushlstring(L, body, size);
-    return 2;
-  case KIND_OUTPUT: {
-    if (size < 18 || size < 18u + b[17])
-      return fail(L, f, "an output frame of %I bytes is too short", (lua_Integer)size);
-    size_t idlen = b[17];
-    lua_pushliteral(L, "output");
-    lua_pushlstring(L, body + 18, idlen);
-    lua_pushinteger(L, (lua_Integer)get_u64(b));
-    lua_pushinteger(L, b[16]);
-    lua_pushinteger(L, (lua_Integer)get_u64(b + 8));
-    lua_pushlstring(L, body + 18 + idlen, size - 18 - idlen);
-    return 6;
-  }
-  case KIND_WRITE: {
-    if (size < 9 || size < 9u + b[8])
-      return fail(L, f, "a write frame of %I bytes is too short", (lua_Integer)size);
-    size_t idlen = b[8];
-    lua_pushliteral(L, "write");
-    lua_pushinteger(L, (lua_Integer)get_u64(b));
-    lua_pushlstring(L, body + 9, idlen);
-    lua_pushlstring(L, body + 9 + idlen, size - 9 - idlen);
-    return 4;
-  }
-  default:
-    return fail(L, f, "a frame of unknown kind %I", (lua_Integer)h[0]);
+    case KIND_JSON:
+      lua_pushliteral(L, "json");
+      lua_pushlstring(L, body, size);
+      return 2;
+    case KIND_OUTPUT: {
+      if (size < 18 || size < 18u + b[17])
+        return fail(L, f, "an output frame of %I bytes is too short", (lua_Integer)size);
+      size_t idlen = b[17];
+      lua_pushliteral(L, "output");
+      lua_pushlstring(L, body + 18, idlen);
+      lua_pushinteger(L, (lua_Integer)get_u64(b));
+      lua_pushinteger(L, b[16]);
+      lua_pushinteger(L, (lua_Integer)get_u64(b + 8));
+      lua_pushlstring(L, body + 18 + idlen, size - 18 - idlen);
+      return 6;
+    }
+    case KIND_WRITE: {
+      if (size < 9 || size < 9u + b[8])
+        return fail(L, f, "a write frame of %I bytes is too short", (lua_Integer)size);
+      size_t idlen = b[8];
+      lua_pushliteral(L, "write");
+      lua_pushinteger(L, (lua_Integer)get_u64(b));
+      lua_pushlstring(L, body + 9, idlen);
+      lua_pushlstring(L, body + 9 + idlen, size - 9 - idlen);
+      return 4;
+    }
+    default: return fail(L, f, "a frame of unknown kind %I", (lua_Integer)h[0]);
   }
 }
 

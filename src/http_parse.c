@@ -59,7 +59,9 @@ static int ev_data(http_parser *p, const char *kind, const char *at, size_t len)
   return 0;
 }
 
-static int on_begin(http_parser *p) { return ev_plain(p, "begin"); }
+static int on_begin(http_parser *p) {
+  return ev_plain(p, "begin");
+}
 static int on_url(http_parser *p, const char *at, size_t len) {
   return ev_data(p, "url", at, len);
 }
@@ -108,13 +110,13 @@ static int on_done(http_parser *p) {
 }
 
 static const http_parser_settings settings = {
-  .on_message_begin = on_begin,
-  .on_url = on_url,
-  .on_header_field = on_field,
-  .on_header_value = on_value,
-  .on_headers_complete = on_head,
-  .on_body = on_body,
-  .on_message_complete = on_done,
+    .on_message_begin = on_begin,
+    .on_url = on_url,
+    .on_header_field = on_field,
+    .on_header_value = on_value,
+    .on_headers_complete = on_head,
+    .on_body = on_body,
+    .on_message_complete = on_done,
 };
 
 static int hp_feed(lua_State *L) {

@@ -46,10 +46,10 @@ typedef struct sbx_monitor {
   pthread_mutex_t lock;      /* guards the records and counts below */
   pthread_mutex_t answering; /* held from answering a call to keeping its record */
   int fd;
-  int stop_fd;    /* an eventfd: written to end the thread */
-  int mountns;    /* the read-only mount layer is in place */
-  int net_deny;   /* the network is denied (in a network namespace) */
-  int proxy_port; /* network by name: connects to 127.0.0.1:port (the proxy) go on */
+  int stop_fd;     /* an eventfd: written to end the thread */
+  int mountns;     /* the read-only mount layer is in place */
+  int net_deny;    /* the network is denied (in a network namespace) */
+  int proxy_port;  /* network by name: connects to 127.0.0.1:port (the proxy) go on */
   int transparent; /* network by name: TCP to 443 and 80, UDP to 53 of any address go on */
   char **roots;
   int nroots;

@@ -148,8 +148,7 @@ static int socket_domain(const sbx_call *c, int fd, int *dup, sock_kind *k) {
   len = sizeof k->type;
   if (domain >= 0 && getsockopt(*dup, SOL_SOCKET, SO_TYPE, &k->type, &len) < 0) domain = -2;
   len = sizeof k->protocol;
-  if (domain >= 0 && getsockopt(*dup, SOL_SOCKET, SO_PROTOCOL, &k->protocol, &len) < 0)
-    domain = -2;
+  if (domain >= 0 && getsockopt(*dup, SOL_SOCKET, SO_PROTOCOL, &k->protocol, &len) < 0) domain = -2;
   if (domain != AF_UNIX) {
     close(*dup);
     *dup = -1;

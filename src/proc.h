@@ -86,7 +86,7 @@ void proc_maybe_release(proc *p);
 void proc_close_handle(proc *p, uv_handle_t *h);
 int proc_reap(proc *p, int block);        /* 1 once the child is reaped */
 void proc_started(proc *p, lua_State *L); /* the handle on top of L's stack, popped */
-int proc_exits_ready(uv_loop_t *loop);      /* the host's watch of exits: 0 or an errno */
+int proc_exits_ready(uv_loop_t *loop);    /* the host's watch of exits: 0 or an errno */
 proc *proc_live(void);
 
 /* proc_orphans.c */

@@ -120,11 +120,11 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
     char **ro = malloc(sizeof(char *) * (size_t)(nro + 1));
     for (int i = 0; ro != NULL && i < prep->nro; i++) ro[i] = prep->ro_paths[i];
     for (int i = 0; ro != NULL && i < prep->nmasks; i++) ro[prep->nro + i] = prep->masks[i];
-    p->sbx = ro == NULL ? NULL
-                        : sbx_monitor_start(listener, prep->roots, prep->nroots, ro, nro,
-                                            prep->mountns_ok, strcmp(info->network, "deny") == 0,
-                                            prep->proxy_port, p->transp_fd[SBX_TRANSP_TLS] >= 0,
-                                            judged ? &u : NULL);
+    p->sbx = ro == NULL
+                 ? NULL
+                 : sbx_monitor_start(listener, prep->roots, prep->nroots, ro, nro, prep->mountns_ok,
+                                     strcmp(info->network, "deny") == 0, prep->proxy_port,
+                                     p->transp_fd[SBX_TRANSP_TLS] >= 0, judged ? &u : NULL);
     if (ro == NULL) close(listener);
     free(ro);
     info->notify = p->sbx != NULL;

@@ -209,7 +209,9 @@ static int build_filter(const sandbox_spec *s, int notify, int netns, struct soc
     static const struct {
       int nr;
       unsigned arg;
-    } chmods[] = {{SCMP_SYS(chmod), 1}, {SCMP_SYS(fchmod), 1}, {SCMP_SYS(fchmodat), 2},
+    } chmods[] = {{SCMP_SYS(chmod), 1},
+                  {SCMP_SYS(fchmod), 1},
+                  {SCMP_SYS(fchmodat), 2},
                   {452 /* fchmodat2 */, 2}};
     for (size_t i = 0; i < sizeof chmods / sizeof chmods[0]; i++) {
       for (uint64_t bit = S_ISGID; bit <= S_ISUID; bit <<= 1) {
