@@ -22,9 +22,9 @@ typedef struct launch_req {
   int cgroup_procs_fd; /* -1, or an open cgroup.procs the child moves itself into */
   int ncgroup_more;    /* more cgroup.procs to join (cgroup v1 hierarchies of limits) */
   int cgroup_more_fds[3];
-  int nrlimits; /* rlimits set right before exec (limits without a cgroup) */
-  int rlimit_res[3];
-  struct rlimit rlimit_val[3];
+  int nrlimits; /* rlimits set right before exec (limits and the mark without a cgroup) */
+  int rlimit_res[4];
+  struct rlimit rlimit_val[4];
   sandbox_prep *sandbox; /* NULL, or the layers to apply before exec */
 } launch_req;
 

@@ -60,6 +60,7 @@ typedef struct proc {
   int exited, code, termsig, core_dumped, reaped;
   char killed_by[32];
   char marker[64]; /* without a cgroup: "LUXEC_SESSION=..." in the child's environment */
+  uint64_t mark;   /* and its RLIMIT_RTTIME mark (procfs.h), 0 when it could not be set */
   cg_session cg;
   int limited; /* the sandbox policy set limits: lim says how each is enforced */
   cg_limits_state lim;

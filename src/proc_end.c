@@ -156,7 +156,8 @@ static int members(proc *p, pid_t *out) {
   if (nkids < 0) scan_begin();
   for (int i = 0; i < nkids; i++) {
     if (kid_pgid[i] != p->pid && kid_sid[i] != p->pid &&
-        (p->marker[0] == '\0' || !pfs_has_env(kids[i], p->marker)))
+        (p->marker[0] == '\0' || !pfs_has_env(kids[i], p->marker)) &&
+        (p->mark == 0 || pfs_mark_of(kids[i]) != p->mark))
       continue;
     if (kid_sid[i] == -1) { /* a zombie: reaped by pid, exact as it is our unreaped child */
       waitpid(kids[i], NULL, WNOHANG);

@@ -39,6 +39,7 @@ static int nadopted = 0;
  * ("LUXEC_SESSION=<host pid>."), and the cgroup directory name with one ("/luxec.<pid>/"). */
 static char marker_prefix[64], cgroup_part[64];
 static size_t marker_len;
+static pid_t host_pid; /* (the watchdog, a fork of the host, keeps the host's) */
 
 /* Facts of /proc/<pid>/stat: state, session id, start time. 0, or -1 when it is gone. */
 static int stat_of(pid_t pid, char *state, pid_t *sid, unsigned long long *start) {
@@ -90,6 +91,7 @@ static int ours(pid_t kid, proc *live) {
   int yes = 0;
   for (proc *p = live; p != NULL && !yes; p = p->next) yes = p->pid == sid;
   if (!yes && state != 'Z') yes = has_prefix_env(kid);
+  if (!yes) yes = marker_len > 0 && pfs_mark_host(pfs_mark_of(kid)) == host_pid;
   if (!yes) yes = in_host_cgroup(kid);
   if (yes && state != 'Z' && nadopted < ADOPTED_MAX) {
     adopted[nadopted].pid = kid;
@@ -245,7 +247,7 @@ static int wd_sweep(void) {
       pid_t sid;
       unsigned long long start;
       if (stat_of(pid, &state, &sid, &start) < 0 || state == 'Z' || state == 'X') continue;
-      if (wd_known(sid) || has_prefix_env(pid)) {
+      if (wd_known(sid) || has_prefix_env(pid) || pfs_mark_host(pfs_mark_of(pid)) == host_pid) {
         kill(pid, SIGKILL);
         found++;
       }
@@ -383,6 +385,7 @@ void proc_orphans_session(proc *p, uv_loop_t *loop) {
   if (marker_len == 0) {
     snprintf(marker_prefix, sizeof marker_prefix, "LUXEC_SESSION=%d.", (int)getpid());
     marker_len = strlen(marker_prefix);
+    host_pid = getpid();
     snprintf(cgroup_part, sizeof cgroup_part, "/luxec.%d/", (int)getpid());
   }
   if (p->cg.id == 0 && !subreaper) {

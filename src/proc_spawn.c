@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "launch.h"
+#include "procfs.h"
 #include "sandbox.h"
 
 static const char *opt_string(lua_State *L, int t, const char *k) {
@@ -93,6 +94,22 @@ static const char **string_array(lua_State *L, int t, const char *what) {
  * cgroup (bool: use one when available), marker (the "K=V" entry of the environment that
  * tells this session's orphans apart when there is no cgroup: part of env when env is given,
  * else added to the host's environment here), on_event (function). */
+/* Without a cgroup: the session's mark (procfs.h) as its RLIMIT_RTTIME, unless a lower hard
+ * limit is set already (it cannot be raised: that session goes without a mark). */
+static void set_mark(proc *p, const char *marker, launch_req *req) {
+  const char *dot = strrchr(marker, '.');
+  uint64_t mark = pfs_mark_make(getpid(), dot ? strtoul(dot + 1, NULL, 10) : 0);
+  struct rlimit now;
+  if (getrlimit(RLIMIT_RTTIME, &now) != 0) return;
+  if (now.rlim_max != RLIM_INFINITY && now.rlim_max < mark) return;
+  int i = req->nrlimits++;
+  req->rlimit_res[i] = RLIMIT_RTTIME;
+  req->rlimit_val[i].rlim_max = mark;
+  req->rlimit_val[i].rlim_cur =
+      now.rlim_cur == RLIM_INFINITY || now.rlim_cur > mark ? mark : now.rlim_cur;
+  p->mark = mark;
+}
+
 int proc_core_spawn(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -226,6 +243,7 @@ int proc_core_spawn(lua_State *L) {
     req.ncgroup_more = cgl_open_procs(&p->lim, req.cgroup_more_fds);
     req.nrlimits = cgl_rlimits(&p->lim, req.rlimit_res, req.rlimit_val);
   }
+  if (marker != NULL) set_mark(p, marker, &req);
   launch_res res;
   int launched = launch(&req, &res);
   for (int i = 0; i < req.ncgroup_more; i++) close(req.cgroup_more_fds[i]);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -339,4 +340,23 @@ int pfs_has_env(pid_t pid, const char *entry) {
 
 int pfs_has_env_prefix(pid_t pid, const char *prefix) {
   return env_match(pid, prefix, 0);
+}
+
+#define MARK_BASE 0x7ff0000000000000ULL
+#define MARK_BITS 22 /* pid_max is at most 2^22 */
+#define MARK_MASK ((1ULL << MARK_BITS) - 1)
+
+uint64_t pfs_mark_make(pid_t host, unsigned long serial) {
+  return MARK_BASE | (((uint64_t)host & MARK_MASK) << MARK_BITS) | ((uint64_t)serial & MARK_MASK);
+}
+
+uint64_t pfs_mark_of(pid_t pid) {
+  struct rlimit r;
+  if (prlimit(pid, RLIMIT_RTTIME, NULL, &r) != 0 || r.rlim_max == RLIM_INFINITY) return 0;
+  uint64_t v = (uint64_t)r.rlim_max;
+  return (v & ~((1ULL << (2 * MARK_BITS)) - 1)) == MARK_BASE ? v : 0;
+}
+
+pid_t pfs_mark_host(uint64_t mark) {
+  return mark == 0 ? 0 : (pid_t)((mark >> MARK_BITS) & MARK_MASK);
 }

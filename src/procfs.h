@@ -4,6 +4,7 @@
 #define LUXEC_PROCFS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 int pfs_children(pid_t pid, pid_t *out, int max);
@@ -27,5 +28,13 @@ int pfs_waiting_on(pid_t pid, const char *target);
 /* 1 when the environment pid started with contains the exact entry "K=V". */
 int pfs_has_env(pid_t pid, const char *entry);
 int pfs_has_env_prefix(pid_t pid, const char *prefix); /* an entry longer than prefix */
+/* The session mark of a session without a cgroup: the hard limit of RLIMIT_RTTIME set to a
+ * value nobody chooses (2^63 - 2^52 and up: hundreds of thousands of years of real-time CPU),
+ * naming the host and the session. A process keeps it across fork, exec, setsid and a cleared
+ * environment, and it can be read from a zombie: how a session's orphans are told apart from
+ * the host's other children when the environment marker is gone. */
+uint64_t pfs_mark_make(pid_t host, unsigned long serial);
+uint64_t pfs_mark_of(pid_t pid);    /* 0: none, or not readable */
+pid_t pfs_mark_host(uint64_t mark); /* the host a mark names, or 0 */
 
 #endif

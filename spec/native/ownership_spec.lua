@@ -19,7 +19,9 @@ end
 
 -- A session whose tree has a `setsid` descendant; returns it and the pids of its sh and
 -- of the detached sleep.
-local DETACHED = "setsid sh -c 'echo $$; exec sleep 1000' & echo $$; wait"
+-- (its own session and no environment: neither its session id nor a variable says whose it is)
+local DETACHED = "env -i \"$(command -v setsid)\" /bin/sh -c 'echo $$; exec \"$0\" 1000' "
+  .. "\"$(command -v sleep)\" & echo $$; wait"
 local function detached_tree(opts)
   local p = assert(luxec.spawn({ "sh", "-c", DETACHED }, opts))
   local pids = {}

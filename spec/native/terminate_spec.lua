@@ -5,6 +5,8 @@ local luxec = require("luxec")
 -- A shell that starts escapees of every kind and prints their pids, one line each.
 local ESCAPEES = table.concat({
   "setsid sleep 300 & echo setsid $!",
+  -- no environment (no marker there), its own session, started by absolute paths
+  "env -i \"$(command -v setsid)\" \"$(command -v sleep)\" 300 & echo envless $!",
   "sh -c 'sleep 300 & echo double $!' &", -- a double fork: the grandchild is orphaned
   "nohup sleep 300 >/dev/null 2>&1 & echo nohup $!",
   -- it prints its pid once TERM is ignored (an ignored signal stays ignored across exec)
@@ -13,7 +15,7 @@ local ESCAPEES = table.concat({
   "wait",
 }, "\n")
 
-local KINDS = { "setsid", "double", "nohup", "ignores_term" }
+local KINDS = { "setsid", "envless", "double", "nohup", "ignores_term" }
 
 local function pids_from(text)
   local pids = {}
