@@ -24,12 +24,14 @@ local APPLICABLE = {
 }
 
 local function read_checks(out_dir, scenario)
-  local req = uv.fs_scandir(out_dir)
+  local req, found = uv.fs_scandir(out_dir), nil
+  -- (read to its end: a listing left early stays allocated in luv)
   for name in function() return req and uv.fs_scandir_next(req) end do
-    if name:sub(1, #("server-" .. scenario) + 1) == "server-" .. scenario .. "-" then
-      return cjson.decode(H.read_file(out_dir .. "/" .. name .. "/checks.json"))
+    if not found and name:sub(1, #("server-" .. scenario) + 1) == "server-" .. scenario .. "-" then
+      found = name
     end
   end
+  return found and cjson.decode(H.read_file(out_dir .. "/" .. found .. "/checks.json"))
 end
 
 describe("the MCP conformance suite against luxec mcp --listen http://", function()

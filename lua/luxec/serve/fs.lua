@@ -133,16 +133,23 @@ return function(server)
     return { entries = entries }
   end
 
+  -- The names in a directory, read to the end before any is acted on (a listing left early,
+  -- by an error on one entry, would stay allocated in luv).
+  local function names_in(path)
+    local req, names = uv.fs_scandir(path), {}
+    while req do
+      local name = uv.fs_scandir_next(req)
+      if not name then break end
+      names[#names + 1] = name
+    end
+    return names
+  end
+
   local function remove(path, recursive)
     local st = uv.fs_lstat(path)
     if st and st.type == "directory" then
       if recursive then
-        local req = uv.fs_scandir(path)
-        while req do
-          local name = uv.fs_scandir_next(req)
-          if not name then break end
-          remove(path .. "/" .. name, true)
-        end
+        for _, name in ipairs(names_in(path)) do remove(path .. "/" .. name, true) end
       end
       return sys("remove", path, uv.fs_rmdir(path))
     end
@@ -166,12 +173,7 @@ return function(server)
         fail(INVALID_REQUEST, "copy %s: a directory (set recursive to copy it)", src)
       end
       mkdir(dst, true)
-      local req = uv.fs_scandir(src)
-      while req do
-        local name = uv.fs_scandir_next(req)
-        if not name then break end
-        copy(src .. "/" .. name, dst .. "/" .. name, true)
-      end
+      for _, name in ipairs(names_in(src)) do copy(src .. "/" .. name, dst .. "/" .. name, true) end
       return
     end
     sys("copy", src, uv.fs_copyfile(src, dst))
