@@ -55,7 +55,7 @@ local SECTIONS = {
     http_header_bytes = "positive", http_request_timeout_ms = "positive",
     http_max_queued_bytes = "positive", http_max_sessions = "positive",
     http_max_connections = "positive",
-    http_keepalive_ms = "positive" },
+    http_keepalive_ms = "positive", http_replay_bytes = "positive", http_retry_ms = "positive" },
 }
 local TOP = { "sandbox", "cwd", "shell", "login", "allow_login_shell", "env", "output", "exec",
   "server", "on_command", "on_input", "on_denial" }
@@ -307,7 +307,9 @@ local function effective(cfg)
   for k, v in pairs(cfg) do
     if k ~= "source" and k ~= "sandbox" then t[k] = v end
   end
-  t.sandbox = select(2, pcall(sandbox.resolve, cfg.sandbox, cfg.cwd, nil, false))
+  local ok, spec = pcall(sandbox.resolve, cfg.sandbox, cfg.cwd, nil, false)
+  if ok then spec.resolve_us = nil end -- (how long it took: a measurement, not the policy)
+  t.sandbox = spec
   return t
 end
 

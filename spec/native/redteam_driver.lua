@@ -4,7 +4,8 @@
 --- decided from outside. An attempt: argv(ctx, st) -> argv; prepare(ctx) -> st (host side);
 --- effect(ctx, st, res) -> a description when it happened on the host (nil when not);
 --- records(ctx, mode, st) -> the exact records ({op, path[, to]}; {} for none; `loose`: each
---- record one of them; loose = "present": these among others); refused (a pattern of the
+--- record one of them; loose = "present": these among others; loose = "pattern": paths are
+--- patterns, each record one of them, none at all allowed); refused (a pattern of the
 --- output); home(ctx) -> the session's HOME; tty; policy (added to the sandbox's); check.
 local H = require("helper")
 -- busted's functions, from the spec file that runs the attempts (D.run)
@@ -189,6 +190,16 @@ local function run_attempt(ctx, a, mode)
       end
       assert(found, ("no record of %s %s among %d (overflow: %s)"):format(w[1], w[2],
         #(res.denials or {}), json.encode(res.denials_overflow or {})))
+    end
+  elseif a.loose == "pattern" then -- these calls (path patterns), as often as they were
+    -- made, or none where the kernel refused them first: each record one of them
+    for _, d in ipairs(res.denials or {}) do
+      local ok = false
+      for _, w in ipairs(want) do
+        ok = ok or (d.op == w[1] and tostring(d.path):match(w[2]) ~= nil)
+      end
+      assert(ok, "a record of another call: " .. sandbox.describe(d))
+      assert.equals("supervisor", d.source)
     end
   elseif a.loose then -- a race: each try is refused, where the cwd was at that moment
     for _, d in ipairs(res.denials or {}) do
