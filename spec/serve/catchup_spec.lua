@@ -9,21 +9,8 @@ local core = require("luxec.remote.core")
 
 local MIB = 1024 * 1024
 
-local function listen(sock)
-  local server = assert(luxec.spawn({ H.luxec, "serve", "--listen", "unix:" .. sock }))
-  H.wait_for(function() -- (the socket is there a moment before the server listens on it)
-    local host = remote.connect({ socket = sock })
-    if host then host:close() end
-    return host ~= nil
-  end, 5000, "the server to listen")
-  return server
-end
-
-local function stop(server)
-  server:signal("TERM")
-  assert.equals(0, server:wait({ timeout = 10 }).code)
-  server:close()
-end
+local server_lib = require("lib.unix_server")
+local listen, stop = server_lib.listen, server_lib.stop
 
 -- Everything a reader gets until the session ends: the bytes, the dropped count, where the
 -- first gap was, and the most this client held of the stream at once.

@@ -3,24 +3,10 @@
 -- longer holds counted exactly as dropped.
 local H = require("helper")
 local cjson = require("cjson")
-local luxec = require("luxec")
 local remote = require("luxec.remote")
 
-local function listen(sock)
-  local server = assert(luxec.spawn({ H.luxec, "serve", "--listen", "unix:" .. sock }))
-  H.wait_for(function() -- (the socket is there a moment before the server listens on it)
-    local host = remote.connect({ socket = sock })
-    if host then host:close() end
-    return host ~= nil
-  end, 5000, "the server to listen")
-  return server
-end
-
-local function stop(server)
-  server:signal("TERM")
-  assert.equals(0, server:wait({ timeout = 10 }).code)
-  server:close()
-end
+local server_lib = require("lib.unix_server")
+local listen, stop = server_lib.listen, server_lib.stop
 
 local function seq_text(from, to)
   local t = {}
