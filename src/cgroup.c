@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -101,6 +102,52 @@ int cg_write_text(int dir_fd, const char *name, const char *text) {
   return n < 0 ? -e : 0;
 }
 
+/* Remove the cgroup name in parent_fd with every cgroup below it, deepest first (rmdir of an
+ * empty cgroup; one that still has processes stays). A nested host's own directory sits in
+ * one of its session's cgroups. Only system calls: the watchdog runs it after fork. */
+static void remove_tree(int parent_fd, const char *name, int depth) {
+  int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd >= 0 && depth < 32) {
+    char buf[4096];
+    long n;
+    while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+      for (long off = 0; off < n;) {
+        struct dirent64 *d = (struct dirent64 *)(buf + off);
+        off += d->d_reclen;
+        if (d->d_type == DT_DIR && strcmp(d->d_name, ".") != 0 && strcmp(d->d_name, "..") != 0)
+          remove_tree(fd, d->d_name, depth + 1);
+      }
+  }
+  if (fd >= 0) close(fd);
+  unlinkat(parent_fd, name, AT_REMOVEDIR);
+}
+
+/* Directories "luxec.<pid>" beside this host's, left by hosts that died with their watchdog
+ * (a whole service cgroup killed at once): each is removed when its pid is gone and nobody
+ * holds its lock (a live host's watchdog keeps the flock on its directory until it exits,
+ * so a host in another pid namespace is never swept). */
+static void sweep_stale(int parent_fd, const char *own) {
+  int fd = dup(parent_fd);
+  DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+  if (dir == NULL) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  struct dirent *d;
+  while ((d = readdir(dir)) != NULL) {
+    char *end;
+    if (strncmp(d->d_name, "luxec.", 6) != 0 || strcmp(d->d_name, own) == 0) continue;
+    long pid = strtol(d->d_name + 6, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid > 0x3fffffff || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+      continue;
+    int lk = openat(parent_fd, d->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (lk < 0) continue;
+    if (flock(lk, LOCK_EX | LOCK_NB) == 0) remove_tree(parent_fd, d->d_name, 0);
+    close(lk);
+  }
+  closedir(dir);
+}
+
 /* The watchdog: a forked copy of the host that only makes system calls. It blocks until
  * the host's end of the pipe closes (the host exited, however it died), then kills and
  * removes whatever cgroups are left. */
@@ -143,16 +190,7 @@ static void watchdog_main(int rd, int dir_fd, int parent_fd, const char *name) {
   struct timespec tick = {0, 5 * 1000 * 1000};
   for (int i = 0; i < 1000 && read_populated(dir_fd, "cgroup.events") == 1; i++)
     nanosleep(&tick, NULL);
-  char buf[4096];
-  long n;
-  while ((n = syscall(SYS_getdents64, dir_fd, buf, sizeof buf)) > 0) {
-    for (long off = 0; off < n;) {
-      struct dirent64 *d = (struct dirent64 *)(buf + off);
-      if (d->d_type == DT_DIR && d->d_name[0] == 's') unlinkat(dir_fd, d->d_name, AT_REMOVEDIR);
-      off += d->d_reclen;
-    }
-  }
-  unlinkat(parent_fd, name, AT_REMOVEDIR);
+  remove_tree(parent_fd, name, 0);
   _exit(0);
 }
 
@@ -183,6 +221,8 @@ static int setup(void) {
   }
   host_fd = open(host_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   int parent_fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (host_fd >= 0) flock(host_fd, LOCK_EX | LOCK_NB); /* held by the watchdog's copy */
+  if (parent_fd >= 0) sweep_stale(parent_fd, name);
   int p[2];
   if (host_fd < 0 || parent_fd < 0 || pipe2(p, O_CLOEXEC) < 0) {
     why = "cannot open the cgroup directory";
