@@ -84,6 +84,7 @@ static struct memo {
   int depth;
   long long read;
   unsigned long long epoch;
+  unsigned long long serial; /* names this answer (never 0) */
   int nhits;
   char **dirs;
   unsigned char *types; /* DT_ type + 1, or 0: a bare repository */
@@ -442,8 +443,10 @@ static void memo_clear(struct memo *m) {
   memset(m, 0, sizeof *m);
 }
 
-/* Keep the search's answer (the list at index list) for the next search of root. */
-static void memo_store(lua_State *L, int list, const char *root, int depth, long long read) {
+/* Keep the search's answer (the list at index list) for the next search of root; the memo,
+ * or NULL. */
+static struct memo *memo_store(lua_State *L, int list, const char *root, int depth,
+                               long long read) {
   struct memo *m = memo_find(root, depth);
   if (m == NULL) {
     static int next;
@@ -456,7 +459,7 @@ static void memo_store(lua_State *L, int list, const char *root, int depth, long
   m->types = calloc((size_t)n + 1, 1);
   if (m->root == NULL || m->dirs == NULL || m->types == NULL) {
     memo_clear(m);
-    return;
+    return NULL;
   }
   for (int i = 0; i < n; i++) {
     lua_rawgeti(L, list, i + 1);
@@ -473,23 +476,28 @@ static void memo_store(lua_State *L, int list, const char *root, int depth, long
     lua_pop(L, 3);
     if (m->dirs[i] == NULL) {
       memo_clear(m);
-      return;
+      return NULL;
     }
   }
+  static unsigned long long serials;
+  m->serial = ++serials;
   m->depth = depth;
   m->read = read;
   m->epoch = S.epoch;
+  return m;
 }
 
-/* core.sandbox_scan(root, depth, max_dirs, racy_secs) -> hits, dirs_read | nil, "dirs",
- * dir_reached. A directory read less than racy_secs after its last change is not trusted
- * by its times alone (without a watch) at the next search. */
+/* core.sandbox_scan(root, depth, max_dirs, racy_secs[, serial]) -> hits, dirs_read, serial |
+ * nil, "dirs", dir_reached. A directory read less than racy_secs after its last change is not
+ * trusted by its times alone (without a watch) at the next search. serial names the answer
+ * (0: none kept); given the serial of an answer that still holds, hits is true instead of the
+ * list (nothing made). */
 int core_sandbox_scan(lua_State *L) {
   const char *root = luaL_checkstring(L, 1);
   int maxdepth = (int)luaL_checkinteger(L, 2);
   lua_Integer maxdirs = luaL_checkinteger(L, 3);
   long long racy = (long long)luaL_checkinteger(L, 4);
-  lua_settop(L, 4);
+  lua_settop(L, 5);
   lua_newtable(L);
   int list = lua_gettop(L);
   init();
@@ -501,10 +509,15 @@ int core_sandbox_scan(lua_State *L) {
   /* the root is still the directory it watches (not one put there since: its watch sees
    * its own moves, not an ancestor's) */
   if (top && top->wd >= 0 && inotify_add_watch(S.ifd, root, WATCH_MASK) == top->wd) {
-    for (int i = 0; i < m->nhits; i++)
-      hit(L, list, m->dirs[i], m->types[i] ? type_name((unsigned char)(m->types[i] - 1)) : NULL);
+    if (luaL_optinteger(L, 5, 0) == (lua_Integer)m->serial) {
+      lua_pushboolean(L, 1);
+    } else {
+      for (int i = 0; i < m->nhits; i++)
+        hit(L, list, m->dirs[i], m->types[i] ? type_name((unsigned char)(m->types[i] - 1)) : NULL);
+    }
     lua_pushinteger(L, m->read);
-    return 2;
+    lua_pushinteger(L, (lua_Integer)m->serial);
+    return 3;
   }
   S.gen++;
   int watched = S.ifd >= 0 && S.mfd >= 0; /* every directory: the answer can be kept */
@@ -567,8 +580,9 @@ int core_sandbox_scan(lua_State *L) {
     return 3;
   }
   prune(S.count > 2 * maxdirs + KEEP_SPARE ? NULL : root);
-  if (watched) memo_store(L, list, root, maxdepth, read);
+  struct memo *kept = watched ? memo_store(L, list, root, maxdepth, read) : NULL;
   lua_pushvalue(L, list);
   lua_pushinteger(L, read);
-  return 2;
+  lua_pushinteger(L, kept ? (lua_Integer)kept->serial : 0);
+  return 3;
 }
