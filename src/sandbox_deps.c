@@ -28,10 +28,11 @@ int core_sandbox_deps_add(lua_State *L);
 int core_sandbox_deps_valid(lua_State *L);
 int core_sandbox_deps_free(lua_State *L);
 
-#define DIR_MASK                                                                       \
+#define DIR_MASK                                                                      \
   (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF | \
    IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_MASK_ADD)
-#define FILE_MASK (IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_DONT_FOLLOW | IN_MASK_ADD)
+#define FILE_MASK \
+  (IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_DONT_FOLLOW | IN_MASK_ADD)
 
 /* A set's interest in a watched object: one name in it, or (name NULL) any change. */
 typedef struct {

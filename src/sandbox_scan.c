@@ -59,6 +59,13 @@ typedef struct node {
   unsigned char racy;     /* read soon after its last change: its times prove nothing */
   unsigned char dirty;    /* an entry that counts changed since it was read */
   unsigned char stale;    /* the path may name another directory now */
+  /* its subdirectories' nodes, in the order of names (NULL: look the path up), filled as the
+   * search reaches them and dropped when it is read again: an unchanged tree is walked by
+   * pointer, with no path made or looked up */
+  struct node **kids;
+  size_t nkids;
+  struct node *parent; /* whose kids[pidx] it is, or NULL */
+  size_t pidx;
 } node;
 
 #define NBUCKETS 4096
@@ -69,6 +76,7 @@ static struct {
   int ready;
   unsigned long long epoch; /* moves with every change a search could see */
   long long count;          /* nodes kept */
+  unsigned long long reads; /* directories read (or found gone): a name may have left */
 } S;
 
 /* Beyond this many directories kept (and watched) besides twice a search's bound, those the
@@ -118,6 +126,18 @@ static void unwatch(node *n, int remove) {
   }
   if (remove) inotify_rm_watch(S.ifd, n->wd);
   n->wd = -1;
+}
+
+/* Forget n's links to its subdirectories' nodes, and its parent's to it (free: n goes). */
+static void unlink_kids(node *n, int free_self) {
+  for (size_t i = 0; n->kids && i < n->nkids; i++)
+    if (n->kids[i]) n->kids[i]->parent = NULL;
+  free(n->kids);
+  n->kids = NULL;
+  n->nkids = 0;
+  if (free_self && n->parent && n->parent->kids && n->parent->kids[n->pidx] == n)
+    n->parent->kids[n->pidx] = NULL;
+  if (free_self) n->parent = NULL;
 }
 
 static void all_stale(void) {
@@ -273,6 +293,8 @@ static int read_node(node *n, const struct statx *sx, long long racy, char *buf,
     }
   }
   close(fd);
+  unlink_kids(n, 0); /* (its names change) */
+  S.reads++;
   free(n->names);
   n->names = names;
   n->nlen = len;
@@ -368,13 +390,15 @@ static void prune(const char *root) {
   for (int b = 0; b < NBUCKETS; b++) {
     for (node **p = &S.paths[b]; *p;) {
       node *n = *p;
-      int below = root == NULL ||
-                  (strncmp(n->path, root, rl) == 0 &&
-                   (n->path[rl] == '\0' || n->path[rl] == '/' || (rl > 0 && root[rl - 1] == '/')));
-      if (below && n->gen != S.gen) {
+      int below = n->gen != S.gen && /* (reached by this search: kept, whatever its path) */
+                  (root == NULL ||
+                   (strncmp(n->path, root, rl) == 0 && (n->path[rl] == '\0' || n->path[rl] == '/' ||
+                                                        (rl > 0 && root[rl - 1] == '/'))));
+      if (below) {
         S.epoch++; /* its watch is gone: another root's search may have counted on it */
         *p = n->next;
         unwatch(n, 1);
+        unlink_kids(n, 1);
         free(n->path);
         free(n->names);
         free(n);
@@ -401,30 +425,30 @@ static void hit(lua_State *L, int list, const char *dir, const char *type) {
   lua_rawseti(L, list, (lua_Integer)lua_rawlen(L, list) + 1);
 }
 
+/* A directory to visit: its path (owned, or NULL: its node's), the node it had, and the
+ * parent whose kids[idx] it is. */
 typedef struct {
-  char **dirs;
-  int *depth;
-  unsigned char *verify;
+  char *dir;
+  node *n, *parent;
+  size_t idx;
+  int depth;
+  unsigned char verify;
+} item;
+
+typedef struct {
+  item *items;
   size_t head, tail, cap;
 } queue;
 
-static int push(queue *q, char *dir, int depth, int verify) {
+static int push(queue *q, item it) {
   if (q->tail == q->cap) {
     size_t cap = q->cap ? q->cap * 2 : 256;
-    char **d = realloc(q->dirs, cap * sizeof *d);
-    if (d == NULL) return -1;
-    q->dirs = d;
-    int *dp = realloc(q->depth, cap * sizeof *dp);
-    if (dp == NULL) return -1;
-    q->depth = dp;
-    unsigned char *v = realloc(q->verify, cap);
-    if (v == NULL) return -1;
-    q->verify = v;
+    item *more = realloc(q->items, cap * sizeof *more);
+    if (more == NULL) return -1;
+    q->items = more;
     q->cap = cap;
   }
-  q->dirs[q->tail] = dir;
-  q->verify[q->tail] = (unsigned char)verify;
-  q->depth[q->tail++] = depth;
+  q->items[q->tail++] = it;
   return 0;
 }
 
@@ -521,9 +545,12 @@ int core_sandbox_scan(lua_State *L) {
   }
   S.gen++;
   int watched = S.ifd >= 0 && S.mfd >= 0; /* every directory: the answer can be kept */
+  /* nothing read again, to the same depth: every directory kept was reached (no pruning) */
+  unsigned long long reads = S.reads;
+  int again = m != NULL;
   queue q = {0};
   char *first = strdup(root);
-  if (first == NULL || push(&q, first, 0, 1) < 0) {
+  if (first == NULL || push(&q, (item){.dir = first, .verify = 1}) < 0) {
     free(first);
     return luaL_error(L, "sandbox_scan: out of memory");
   }
@@ -532,44 +559,72 @@ int core_sandbox_scan(lua_State *L) {
   const char *fail = NULL;
   char *reached = NULL;
   while (q.head < q.tail && fail == NULL) {
-    char *dir = q.dirs[q.head];
-    int verify = q.verify[q.head];
-    int depth = q.depth[q.head++];
+    item it = q.items[q.head++];
+    const char *dir = it.dir ? it.dir : it.n->path;
     if (++read > maxdirs) {
       fail = "dirs";
-      reached = dir;
+      reached = strdup(dir);
+      free(it.dir);
       break;
     }
     int cv = 1, oom = 0;
-    node *n = visit(dir, verify, racy, buf, sizeof buf, &cv, &oom);
+    node *n;
+    if (it.n && !it.verify && it.n->wd >= 0 && !it.n->dirty && !it.n->stale) {
+      n = it.n; /* what visit() gives for its path: its watch reported nothing */
+      cv = 0;
+    } else {
+      n = visit(dir, it.verify, racy, buf, sizeof buf, &cv, &oom);
+    }
     if (oom) fail = "memory";
+    if (it.parent && it.parent->kids && it.idx < it.parent->nkids) { /* (still that list) */
+      node *was = it.parent->kids[it.idx];
+      if (was != n) {
+        if (was) was->parent = NULL;
+        if (n && n->parent && n->parent->kids && n->parent->kids[n->pidx] == n)
+          n->parent->kids[n->pidx] = NULL;
+        it.parent->kids[it.idx] = n;
+        if (n) n->parent = it.parent, n->pidx = it.idx;
+      }
+    }
     if (n == NULL || n->wd < 0) watched = 0;
     if (n == NULL) {
-      free(dir);
+      S.reads++;
+      free(it.dir);
       continue;
     }
     n->gen = S.gen;
-    if (n->dotgit) hit(L, list, dir, type_name((unsigned char)(n->dotgit - 1)));
+    if (n->dotgit) hit(L, list, n->path, type_name((unsigned char)(n->dotgit - 1)));
     if (n->bare) {
       /* a bare repository (or a git directory by another name): not searched further */
-      hit(L, list, dir, NULL);
-    } else if (depth < maxdepth) {
-      for (size_t off = 0; off < n->nlen && fail == NULL;) {
+      hit(L, list, n->path, NULL);
+    } else if (it.depth < maxdepth && n->nlen > 0) {
+      if (n->kids == NULL) { /* the first walk since it was read: one slot per name */
+        size_t k = 0;
+        for (size_t off = 0; off < n->nlen; off += strlen(n->names + off) + 1) k++;
+        n->kids = calloc(k, sizeof *n->kids);
+        n->nkids = n->kids ? k : 0;
+      }
+      size_t idx = 0;
+      for (size_t off = 0; off < n->nlen && fail == NULL; idx++) {
         const char *name = n->names + off;
         off += strlen(name) + 1;
-        char *sub = join(dir, name);
-        if (sub == NULL || push(&q, sub, depth + 1, cv) < 0) {
+        node *kid = n->kids && idx < n->nkids ? n->kids[idx] : NULL;
+        char *sub = kid ? NULL : join(n->path, name);
+        if ((kid == NULL && sub == NULL) || push(&q, (item){.dir = sub,
+                                                            .n = kid,
+                                                            .parent = n->kids ? n : NULL,
+                                                            .idx = idx,
+                                                            .depth = it.depth + 1,
+                                                            .verify = (unsigned char)cv}) < 0) {
           free(sub);
           fail = "memory";
         }
       }
     }
-    free(dir);
+    free(it.dir);
   }
-  for (size_t i = q.head; i < q.tail; i++) free(q.dirs[i]);
-  free(q.dirs);
-  free(q.depth);
-  free(q.verify);
+  for (size_t i = q.head; i < q.tail; i++) free(q.items[i].dir);
+  free(q.items);
   if (fail != NULL && strcmp(fail, "memory") == 0)
     return luaL_error(L, "sandbox_scan: out of memory");
   if (fail != NULL) {
@@ -579,7 +634,10 @@ int core_sandbox_scan(lua_State *L) {
     free(reached);
     return 3;
   }
-  prune(S.count > 2 * maxdirs + KEEP_SPARE ? NULL : root);
+  if (S.count > 2 * maxdirs + KEEP_SPARE)
+    prune(NULL);
+  else if (S.reads != reads || !again)
+    prune(root);
   struct memo *kept = watched ? memo_store(L, list, root, maxdepth, read) : NULL;
   lua_pushvalue(L, list);
   lua_pushinteger(L, read);
