@@ -41,7 +41,7 @@ struct linux_dirent64 {
 
 #define WATCH_MASK                                                                       \
   (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | \
-   IN_ONLYDIR | IN_DONT_FOLLOW)
+   IN_ATTRIB | IN_ONLYDIR | IN_DONT_FOLLOW)
 
 /* One directory as last read. */
 typedef struct node {
@@ -59,6 +59,8 @@ typedef struct node {
   unsigned char racy;     /* read soon after its last change: its times prove nothing */
   unsigned char dirty;    /* an entry that counts changed since it was read */
   unsigned char stale;    /* the path may name another directory now */
+  unsigned char closed;   /* the host may not read it: no entries, no watch of its own (its
+                           * parent's reports a change of its mode or owner) */
   /* its subdirectories' nodes, in the order of names (NULL: look the path up), filled as the
    * search reaches them and dropped when it is read again: an unchanged tree is walked by
    * pointer, with no path made or looked up */
@@ -192,7 +194,17 @@ static void drain(void) {
         S.epoch++;
       }
       if (e->mask & IN_IGNORED) unwatch(d, 0);
-      if (e->len > 0 && e->name[0] != '\0' && ((e->mask & IN_ISDIR) || counts(e->name))) {
+      if (e->mask & IN_ATTRIB) { /* a mode or owner changed: a closed directory may open */
+        if (!(e->mask & IN_ISDIR) || e->len == 0 || e->name[0] == '\0') continue;
+        char *sub = join(d->path, e->name);
+        node *c = sub ? by_path(sub) : NULL;
+        if (c && c->closed) {
+          c->stale = 1;
+          S.epoch++;
+        }
+        if (sub == NULL) all_stale();
+        free(sub);
+      } else if (e->len > 0 && e->name[0] != '\0' && ((e->mask & IN_ISDIR) || counts(e->name))) {
         d->dirty = 1;
         S.epoch++;
         char *sub = join(d->path, e->name);
@@ -330,7 +342,7 @@ static node *add_node(char *path) {
 static node *visit(const char *path, int verify, long long racy, char *buf, size_t size,
                    int *children_verify, int *oom) {
   node *n = by_path(path);
-  if (n && n->wd >= 0 && !n->dirty && !n->stale && !verify) {
+  if (n && (n->wd >= 0 || n->closed) && !n->dirty && !n->stale && !verify) {
     *children_verify = 0; /* its watch reported nothing: the same directory, the same names */
     return n;
   }
@@ -376,9 +388,18 @@ static node *visit(const char *path, int verify, long long racy, char *buf, size
   }
   n->dirty = n->stale = 0;
   if (read_node(n, &sx, racy, buf, size) < 0) {
+    if (errno == EACCES && n->wd < 0) { /* what the host cannot list, it cannot search */
+      unlink_kids(n, 0);
+      n->nlen = 0;
+      n->dotgit = n->bare = 0;
+      n->closed = 1;
+      *children_verify = 0;
+      return n;
+    }
     n->stale = 1;
     return NULL;
   }
+  n->closed = 0;
   *children_verify = !same_dir;
   return n;
 }
@@ -586,7 +607,7 @@ int core_sandbox_scan(lua_State *L) {
         if (n) n->parent = it.parent, n->pidx = it.idx;
       }
     }
-    if (n == NULL || n->wd < 0) watched = 0;
+    if (n == NULL || (n->wd < 0 && !(n->closed && it.depth > 0))) watched = 0;
     if (n == NULL) {
       S.reads++;
       free(it.dir);

@@ -80,6 +80,18 @@ describe("a kept sandbox policy (changes on the host between two spawns)", funct
     plant_then_commit(ws .. "/late/.git/hooks", ws .. "/late")
   end)
 
+  it("protects a repository in a directory the host could not read at the last spawn",
+    function()
+      -- (a normal user's host cannot list a directory of mode 000: it was passed over)
+      assert(uv.fs_mkdir(ws .. "/locked", 0))
+      assert(uv.fs_chmod(ws .. "/locked", 0))
+      warm()
+      assert(uv.fs_chmod(ws .. "/locked", 493))
+      git("init -q " .. q(ws .. "/locked/repo"))
+      git("commit -q --allow-empty -m i", ws .. "/locked/repo")
+      plant_then_commit(ws .. "/locked/repo/.git/hooks", ws .. "/locked/repo")
+    end)
+
   it("protects the git dir a .git file made since the last spawn names", function()
     -- (deeper than the search goes: only the .git file leads to it)
     local deep = ws .. "/d1/d2/d3/d4/d5/d6/d7"
