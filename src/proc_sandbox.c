@@ -279,7 +279,16 @@ static int core_sandbox_layers(lua_State *L) {
 
 const luaL_Reg proc_sandbox_methods[] = {{"sandbox_report", proc_sandbox_report}, {NULL, NULL}};
 
-int core_sandbox_scan(lua_State *L); /* sandbox_scan.c */
+int core_sandbox_scan(lua_State *L);     /* sandbox_scan.c */
+int core_sandbox_deps_new(lua_State *L); /* sandbox_deps.c */
+int core_sandbox_deps_add(lua_State *L);
+int core_sandbox_deps_valid(lua_State *L);
+int core_sandbox_deps_free(lua_State *L);
 
-const luaL_Reg proc_sandbox_functions[] = {
-    {"sandbox_layers", core_sandbox_layers}, {"sandbox_scan", core_sandbox_scan}, {NULL, NULL}};
+const luaL_Reg proc_sandbox_functions[] = {{"sandbox_deps_add", core_sandbox_deps_add},
+                                           {"sandbox_deps_free", core_sandbox_deps_free},
+                                           {"sandbox_deps_new", core_sandbox_deps_new},
+                                           {"sandbox_deps_valid", core_sandbox_deps_valid},
+                                           {"sandbox_layers", core_sandbox_layers},
+                                           {"sandbox_scan", core_sandbox_scan},
+                                           {NULL, NULL}};

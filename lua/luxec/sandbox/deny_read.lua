@@ -1,6 +1,6 @@
 -- The deny_read part of a sandbox policy: the default secret stores and the globs a session
 -- masks, expanded to the existing paths they name.
-local uv = require("luv")
+local uv = require("luxec.sandbox.deps").fs
 local P = require("luxec.sandbox.paths")
 
 local list_dir, under, expand_home, fail = P._list_dir, P._under, P._expand_home, P._fail

@@ -6,6 +6,7 @@ local paths = require("luxec.sandbox.paths")
 local deny_read = require("luxec.sandbox.deny_read")
 local limits = require("luxec.sandbox.limits")
 local netpolicy = require("luxec.sandbox.network")
+local deps = require("luxec.sandbox.deps")
 
 local M = {}
 
@@ -65,18 +66,11 @@ local function absolute_list(policy, key, what)
 end
 
 local function realpath(path)
-  return uv.fs_realpath(path)
+  return deps.fs.fs_realpath(path)
 end
 
---- Check a policy; returns the core's spec, or raises an error naming the key. The spec's
---- ro_paths (kept read-only in the writable roots) and masks (deny_read) are found on the
---- host now: a spawn sees the repositories and secrets that exist when it starts.
----@param policy luxec.SandboxPolicy
----@param cwd string  the session's working directory (absolute)
----@param home string|nil  the session's HOME for `~/` in deny_read (default: the host's)
----@param search boolean|nil  false: skip looking for repositories and secrets (only the roots
----  are wanted, as for the server's instructions)
-function M.resolve(policy, cwd, home, search)
+-- (M.resolve, without the kept policies)
+local function resolve(policy, cwd, home, search)
   local t0 = uv.hrtime()
   if type(policy) ~= "table" then
     fail("a table expected, got %s", type(policy))
@@ -222,6 +216,26 @@ function M.resolve(policy, cwd, home, search)
   }
 end
 
+--- Check a policy; returns the core's spec, or raises an error naming the key. The spec's
+--- ro_paths (kept read-only in the writable roots) and masks (deny_read) are found on the
+--- host now: a spawn sees the repositories and secrets that exist when it starts. The same
+--- policy again is answered from the last resolution while nothing it looked at changed
+--- (luxec.sandbox.deps); the lists in the spec are shared with it: read them, never change them.
+---@param policy luxec.SandboxPolicy
+---@param cwd string  the session's working directory (absolute)
+---@param home string|nil  the session's HOME for `~/` in deny_read (default: the host's)
+---@param search boolean|nil  false: skip looking for repositories and secrets (only the roots
+---  are wanted, as for the server's instructions)
+function M.resolve(policy, cwd, home, search)
+  -- what a resolution reads besides its arguments and the file system
+  local s, getenv = paths.DEFAULT_SCAN, os.getenv
+  local env = (getenv("TMPDIR") or "") .. "\0" .. (getenv("HOME") or "") .. "\0"
+    .. (getenv("XDG_CONFIG_HOME") or "") .. "\0" .. tostring(s.depth) .. " " .. tostring(s.dirs)
+    .. " " .. tostring(s.repos) .. " " .. tostring(paths.SCAN_RACY_SECS)
+  return deps.resolve(resolve, { paths.DEFAULT_PROTECT, deny_read.DEFAULT_DENY_READ }, env,
+    policy, cwd, home, search)
+end
+
 --- A session's environment ("K=V" list) with every client's proxy variables set to the
 --- session's proxy (network by name), replacing any it had.
 ---@param env string[]
@@ -306,12 +320,14 @@ function M.annotate(report, spec, proxy)
   end
   if report.setup_us then report.setup_us.resolve = spec.resolve_us end
   local applied = report.layers and report.layers.mountns
-  report.protected = applied and spec.ro_paths or {}
-  report.masked = applied and spec.masks or {}
+  -- (copies: the spec's lists are kept for the next spawn of the policy)
+  local function copy(list) return table.move(list, 1, #list, 1, {}) end
+  report.protected = applied and copy(spec.ro_paths) or {}
+  report.masked = applied and copy(spec.masks) or {}
   -- names the supervisor refuses to make (its listener is there in the restricted modes)
-  report.reserved = report.layers and report.layers.notify and spec.reserved or {}
+  report.reserved = report.layers and report.layers.notify and copy(spec.reserved) or {}
   local un = {}
-  for i, u in ipairs(spec.unprotected or {}) do un[i] = u end
+  for i, u in ipairs(spec.unprotected or {}) do un[i] = { path = u.path, reason = u.reason } end
   if not applied then
     for _, p in ipairs(spec.ro_paths) do
       un[#un + 1] = { path = p, reason = "no mount namespace" }

@@ -3,8 +3,10 @@
 --- with its hooks and configuration, and the `protect` list of files other programs run
 --- later) and what is masked (`deny_read`: secrets). The core mounts them in the session's
 --- mount namespace (src/sandbox_paths.c); everything handed to it is canonical (no symlink).
-local uv = require("luv")
-local core -- luxec.core, loaded by the first search (checking a policy needs no core)
+-- (every look at the file system goes through deps: a resolved policy is kept while what it
+-- looked at stays the same)
+local deps = require("luxec.sandbox.deps")
+local uv = deps.fs
 
 local M = {}
 
@@ -253,7 +255,7 @@ end
 
 -- git config: the values of `core.hooksPath` and of include paths, in file order.
 local function config_values(file)
-  local fd = io.open(file, "rb")
+  local fd = deps.open(file, "rb")
   if not fd then return {} end
   -- (its size first: a read of 1 MiB makes a buffer of that size, at every spawn)
   local size = math.min(fd:seek("end") or 0, 1 << 20)
@@ -341,7 +343,7 @@ function Found:repo(gitdir, worktree, ctx)
   self:read_config(gitdir .. "/config", ctx.home, hooks, 0, gitdir)
   self:read_config(gitdir .. "/config.worktree", ctx.home, hooks, 0, gitdir)
   -- a linked worktree's git directory shares the configuration of its common directory
-  local fd = io.open(gitdir .. "/commondir", "rb")
+  local fd = deps.open(gitdir .. "/commondir", "rb")
   if fd then
     local rel = (fd:read(4096) or ""):match("^[^\r\n]*")
     fd:close()
@@ -376,7 +378,7 @@ function Found:dotgit(dir, typ, ctx)
     -- `gitdir: <path>` (separate git dir, worktree, submodule): the file names the
     -- repository git uses here, so it stays as it is, and so does what it names
     self:keep(path)
-    local fd = io.open(path, "rb")
+    local fd = deps.open(path, "rb")
     local line = fd and (fd:read(4096) or ""):match("^gitdir:%s*([^\r\n]-)%s*$")
     if fd then fd:close() end
     local real = line and line ~= "" and uv.fs_realpath(join(dir, line))
@@ -399,9 +401,7 @@ M.SCAN_RACY_SECS = 2
 -- walk, as this runs at every spawn over trees such as a shared /tmp), and not again at the
 -- next search while its watch (inotify) or, without one, its times say it did not change.
 function Found:scan(root, scan, ctx)
-  core = core or require("luxec.core")
-  local hits, read, at = core.sandbox_scan(root, scan.depth, scan.dirs - self.dirs,
-    M.SCAN_RACY_SECS)
+  local hits, read, at = deps.scan(root, scan.depth, scan.dirs - self.dirs, M.SCAN_RACY_SECS)
   if not hits then
     return false, ("read %d directories and did not reach the end (at %s)"):format(scan.dirs,
       at), "dirs"
