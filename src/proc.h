@@ -86,6 +86,7 @@ void proc_emit(proc *p, const char *event, int a, lua_Integer b);
 void proc_maybe_release(proc *p);
 void proc_close_handle(proc *p, uv_handle_t *h);
 int proc_reap(proc *p, int block);        /* 1 once the child is reaped */
+void proc_exit_reaped(proc *p);           /* after a reap: the exit told (p may be freed) */
 void proc_started(proc *p, lua_State *L); /* the handle on top of L's stack, popped */
 int proc_exits_ready(uv_loop_t *loop);    /* the host's watch of exits: 0 or an errno */
 proc *proc_live(void);
@@ -145,7 +146,7 @@ void proc_limits_report(lua_State *L, proc *p, int report);    /* fills report.l
 
 /* proc_io.c */
 void proc_io_start(proc *p);
-void proc_io_exited(proc *p); /* after the reap */
+void proc_io_exited(proc *p); /* after the reap: the streams read; may call into Lua */
 void proc_io_stop_input(proc *p);
 void proc_io_free_queue(proc *p);
 extern const luaL_Reg proc_io_methods[];
