@@ -315,16 +315,16 @@ void proc_started(proc *p, lua_State *L) {
   proc_io_start(p);
 }
 
-/* The handle's metatable, kept in the registry under this address as well as under its name:
- * checking a handle then needs no lookup of the name (every method call checks one). */
-static const char MT_KEY = 'm';
+/* The handle's metatable (which the registry keeps for the life of the state): a handle is
+ * checked by comparing its metatable with it, not by looking the name up (every method call
+ * checks one). Another state's handles take luaL_checkudata's way. */
+static const void *proc_mt = NULL;
 
 static pbox *check_box(lua_State *L, int idx) {
   pbox *b = lua_touserdata(L, idx);
-  if (b != NULL && lua_getmetatable(L, idx)) {  /* mt */
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &MT_KEY); /* mt PROC_MT */
-    int same = lua_rawequal(L, -1, -2);
-    lua_pop(L, 2);
+  if (b != NULL && lua_getmetatable(L, idx)) { /* mt */
+    int same = lua_topointer(L, -1) == proc_mt;
+    lua_pop(L, 1);
     if (same) return b;
   }
   return luaL_checkudata(L, idx, PROC_MT); /* raises, naming the argument */
@@ -556,8 +556,7 @@ static const luaL_Reg proc_functions[] = {{"cgroups", core_cgroups},
 
 void luxec_open_proc(lua_State *L) {
   if (luaL_newmetatable(L, PROC_MT)) {
-    lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &MT_KEY);
+    if (proc_mt == NULL) proc_mt = lua_topointer(L, -1);
     luaL_setfuncs(L, proc_meta, 0);
     luaL_newlib(L, proc_methods);
     luaL_setfuncs(L, proc_io_methods, 0);
