@@ -116,7 +116,10 @@ void proc_ns_release(proc *p); /* kill, then reap and unmap its init on the loop
 void proc_ns_shutdown(void);
 const char *proc_signame(int sig);
 int proc_checksignal(lua_State *L, int idx);
-int proc_tree_signal(proc *p, int sig); /* every process of the tree: how many */
+int proc_tree_signal(proc *p, int sig);       /* every process of the tree: how many */
+int proc_tree_signal_group(proc *p, int sig); /* the program's group: 1 when sent */
+int proc_tree_signal_led(proc *p, int sig,
+                         int led); /* the rest of the tree (led: the group had it) */
 extern const luaL_Reg proc_tree_methods[];
 
 /* proc_end.c: ending a tree without waiting on the loop */
