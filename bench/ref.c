@@ -10,7 +10,8 @@
  *   bench-ref w3 BYTES READ_SIZE poll|block HEAD     the same through a PTY
  *   bench-ref w3raw BYTES READ_SIZE poll|block HEAD  the same, the terminal in raw mode
  *   bench-ref w4 COUNT CAT                           COUNT line round trips through CAT on a PTY
- *   bench-ref w5 COUNT SLEEP                         COUNT PTY sessions of SLEEP 60, then kill all
+ *   bench-ref w5 COUNT SLEEP [serial]                COUNT PTY sessions of SLEEP 60, then kill all
+ *                                                    (serial: each killed and reaped in turn)
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -283,7 +284,9 @@ static long vm_rss_kib(void) {
   return kib;
 }
 
-static int w5(int count, const char *sleep_prog) {
+/* serial: each session killed and reaped before the next is touched (what terminate() in turn
+ * must do), instead of all killed, then all reaped */
+static int w5(int count, const char *sleep_prog, int serial) {
   char *argv[] = {(char *)sleep_prog, "60", NULL};
   pid_t *pids = calloc((size_t)count, sizeof *pids);
   int *masters = calloc((size_t)count, sizeof *masters);
@@ -297,8 +300,9 @@ static int w5(int count, const char *sleep_prog) {
   long rss = vm_rss_kib();
   t0 = now();
   double c0 = cpu_now();
-  for (int i = 0; i < count; i++) kill(-pids[i], SIGKILL); /* each is its session's group */
+  for (int i = 0; i < count && !serial; i++) kill(-pids[i], SIGKILL); /* each leads its group */
   for (int i = 0; i < count; i++) {
+    if (serial) kill(-pids[i], SIGKILL);
     reap(pids[i]);
     close(masters[i]);
   }
@@ -315,7 +319,7 @@ static int w5(int count, const char *sleep_prog) {
 static void usage(void) {
   fputs(
       "usage: bench-ref w1 pipe|pty COUNT PROG | w2|w3 BYTES READ_SIZE poll|block HEAD |"
-      " w3raw ... | w4 COUNT CAT | w5 COUNT SLEEP\n",
+      " w3raw ... | w4 COUNT CAT | w5 COUNT SLEEP [serial]\n",
       stderr);
   exit(2);
 }
@@ -331,7 +335,9 @@ int main(int argc, char **argv) {
       (strcmp(argv[4], "poll") == 0 || strcmp(argv[4], "block") == 0))
     return w2w3(w[1] == '3', atoll(argv[2]), (size_t)atoll(argv[3]), argv[4][0] == 'p', argv[5]);
   if (strcmp(w, "w4") == 0 && argc == 4) return w4(atoi(argv[2]), argv[3]);
-  if (strcmp(w, "w5") == 0 && argc == 4) return w5(atoi(argv[2]), argv[3]);
+  if (strcmp(w, "w5") == 0 && argc == 4) return w5(atoi(argv[2]), argv[3], 0);
+  if (strcmp(w, "w5") == 0 && argc == 5 && strcmp(argv[4], "serial") == 0)
+    return w5(atoi(argv[2]), argv[3], 1);
   usage();
   return 2;
 }

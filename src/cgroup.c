@@ -269,6 +269,21 @@ static void session_path(unsigned id, const char *file, char *buf, size_t size) 
   buf[k] = '\0';
 }
 
+/* A killed session's cgroup set aside unwatched (cg_session_release) that is empty now, taken
+ * back for reuse; 0 when none of the few looked at is. */
+static unsigned reclaim(void) {
+  for (int i = 0, looked = 0; i < ndraining && looked < 4; i++) {
+    if (draining[i].wd >= 0) continue;
+    looked++;
+    cg_session s = {.id = draining[i].id, .dir_fd = -1};
+    if (cg_session_populated(&s) != 0) continue;
+    unsigned id = draining[i].id;
+    draining[i] = draining[--ndraining];
+    return id;
+  }
+  return 0;
+}
+
 int cg_session_create(cg_session *s, int fresh) {
   s->id = 0;
   s->dir_fd = -1;
@@ -276,6 +291,11 @@ int cg_session_create(cg_session *s, int fresh) {
   if (!cg_available(NULL)) return -ENOTSUP;
   if (pooled > 0 && !fresh) {
     s->id = pool[--pooled];
+    return 0;
+  }
+  unsigned again = fresh ? 0 : reclaim();
+  if (again != 0) {
+    s->id = again;
     return 0;
   }
   unsigned id = next_id++;
@@ -396,6 +416,15 @@ int cg_session_release(cg_session *s, int known_empty) {
   if (s->id == 0) return 1;
   if (s->dir_fd >= 0) close(s->dir_fd); /* a fresh one is never pooled */
   s->dir_fd = -1;
+  /* Just killed, so full still: a reusable one is set aside without a watch or a look, and a
+   * spawn takes it back once it is empty (cgroup.kill left nothing in it that can run). */
+  if (!known_empty && state == 1 && !s->fresh && ndraining < DRAIN_MAX) {
+    draining[ndraining].id = s->id;
+    draining[ndraining].wd = -1;
+    draining[ndraining++].fresh = 0;
+    s->id = 0;
+    return 0;
+  }
   /* Watched first, then read: an emptying between the two is not missed. (Not known empty
    * means its tree was just killed: it is full still, and the read before is saved.) */
   int wd = state == 1 && !known_empty ? cg_session_watch(s) : -1;

@@ -24,8 +24,9 @@ int cg_session_kill(const cg_session *s);
 int cg_session_signal(const cg_session *s, int sig); /* every process in it; count or -errno */
 int cg_session_pids(const cg_session *s, pid_t *out, int max);
 /* Let go of it: back to the pool (or removed) when empty (known_empty: the caller saw it),
- * and 1; else 0: it is removed once empty (cg_drain_fired) or at host exit. Either way s has
- * no cgroup afterwards. */
+ * and 1; else 0: it is taken back by a later spawn once empty (a reusable one), removed once
+ * empty (cg_drain_fired: one with limits), or removed at host exit. Either way s has no
+ * cgroup afterwards. */
 int cg_session_release(cg_session *s, int known_empty);
 void cg_session_destroy(cg_session *s); /* rmdir (must be empty) */
 /* Watching "populated": one inotify descriptor for the host (-1 when none), a watch per

@@ -239,17 +239,25 @@ static void exits_cb(uv_poll_t *h, int status, int events) {
     proc *p = evs[i].data.ptr;
     if (!proc_reap(p, 0)) continue;
     unsigned long removed = exits_removed;
-    exits_unwatch(p);
-    proc_io_exited(p);
-    p->pending_closes++; /* (p stays while its listeners run, even if one closes it) */
-    proc_emit(p, "exit", 0, 0);
-    p->pending_closes--;
-    if (p->closed)
-      proc_free_if_done(p);
-    else
-      proc_maybe_release(p);
+    proc_exit_reaped(p);
     if (exits_removed != removed + 1) break;
   }
+}
+
+/* p's program was reaped (at its exit event, or found exited at the EOF of its output): its
+ * exit is watched no more, its streams are read to where they stand, and Lua is told. An EOF
+ * that came with the exit is told by the "exit" event alone: one call into Lua per ended
+ * session, not two. */
+void proc_exit_reaped(proc *p) {
+  p->pending_closes++; /* (p stays while its listeners run, even if one closes it) */
+  exits_unwatch(p);
+  proc_io_exited(p);
+  if (!p->closed) proc_emit(p, "exit", 0, 0);
+  p->pending_closes--;
+  if (p->closed)
+    proc_free_if_done(p);
+  else
+    proc_maybe_release(p);
 }
 
 static void exits_closed(uv_handle_t *h) {
@@ -307,8 +315,23 @@ void proc_started(proc *p, lua_State *L) {
   proc_io_start(p);
 }
 
+/* The handle's metatable (which the registry keeps for the life of the state): a handle is
+ * checked by comparing its metatable with it, not by looking the name up (every method call
+ * checks one). Another state's handles take luaL_checkudata's way. */
+static const void *proc_mt = NULL;
+
+static pbox *check_box(lua_State *L, int idx) {
+  pbox *b = lua_touserdata(L, idx);
+  if (b != NULL && lua_getmetatable(L, idx)) { /* mt */
+    int same = lua_topointer(L, -1) == proc_mt;
+    lua_pop(L, 1);
+    if (same) return b;
+  }
+  return luaL_checkudata(L, idx, PROC_MT); /* raises, naming the argument */
+}
+
 proc *proc_check(lua_State *L, int idx) {
-  pbox *b = luaL_checkudata(L, idx, PROC_MT);
+  pbox *b = check_box(L, idx);
   if (b->p == NULL) luaL_error(L, "attempt to use a closed process handle");
   return b->p;
 }
@@ -355,7 +378,7 @@ static void close_box(pbox *b, const char *why) {
 }
 
 static int proc_close(lua_State *L) {
-  close_box(luaL_checkudata(L, 1, PROC_MT), "close");
+  close_box(check_box(L, 1), "close");
   return 0;
 }
 
@@ -533,6 +556,7 @@ static const luaL_Reg proc_functions[] = {{"cgroups", core_cgroups},
 
 void luxec_open_proc(lua_State *L) {
   if (luaL_newmetatable(L, PROC_MT)) {
+    if (proc_mt == NULL) proc_mt = lua_topointer(L, -1);
     luaL_setfuncs(L, proc_meta, 0);
     luaL_newlib(L, proc_methods);
     luaL_setfuncs(L, proc_io_methods, 0);

@@ -86,6 +86,7 @@ void proc_emit(proc *p, const char *event, int a, lua_Integer b);
 void proc_maybe_release(proc *p);
 void proc_close_handle(proc *p, uv_handle_t *h);
 int proc_reap(proc *p, int block);        /* 1 once the child is reaped */
+void proc_exit_reaped(proc *p);           /* after a reap: the exit told (p may be freed) */
 void proc_started(proc *p, lua_State *L); /* the handle on top of L's stack, popped */
 int proc_exits_ready(uv_loop_t *loop);    /* the host's watch of exits: 0 or an errno */
 proc *proc_live(void);
@@ -115,7 +116,10 @@ void proc_ns_release(proc *p); /* kill, then reap and unmap its init on the loop
 void proc_ns_shutdown(void);
 const char *proc_signame(int sig);
 int proc_checksignal(lua_State *L, int idx);
-int proc_tree_signal(proc *p, int sig); /* every process of the tree: how many */
+int proc_tree_signal(proc *p, int sig);       /* every process of the tree: how many */
+int proc_tree_signal_group(proc *p, int sig); /* the program's group: 1 when sent */
+int proc_tree_signal_led(proc *p, int sig,
+                         int led); /* the rest of the tree (led: the group had it) */
 extern const luaL_Reg proc_tree_methods[];
 
 /* proc_end.c: ending a tree without waiting on the loop */
@@ -145,7 +149,7 @@ void proc_limits_report(lua_State *L, proc *p, int report);    /* fills report.l
 
 /* proc_io.c */
 void proc_io_start(proc *p);
-void proc_io_exited(proc *p); /* after the reap */
+void proc_io_exited(proc *p); /* after the reap: the streams read; may call into Lua */
 void proc_io_stop_input(proc *p);
 void proc_io_free_queue(proc *p);
 extern const luaL_Reg proc_io_methods[];

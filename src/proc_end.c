@@ -554,13 +554,22 @@ static int core_signal_trees(lua_State *L) {
   int sig = proc_checksignal(L, 2);
   lua_Integer n = check_list(L);
   int total = 0;
+  /* Every program's group first, one call each: the ends begin while the rest of each tree
+   * is looked up (a read of its cgroup, or of /proc). */
+  static unsigned char led[MAX_TREE];
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    proc *p = proc_check(L, -1);
+    lua_pop(L, 1);
+    if (i <= MAX_TREE) led[i - 1] = (unsigned char)proc_tree_signal_group(p, sig);
+  }
   lua_createtable(L, (int)n, 0);
   batch_begin();
   for (lua_Integer i = 1; i <= n; i++) {
     lua_rawgeti(L, 1, i);
     proc *p = proc_check(L, -1);
     lua_pop(L, 1);
-    total += proc_tree_signal(p, sig);
+    total += proc_tree_signal_led(p, sig, i <= MAX_TREE && led[i - 1]);
     lua_pushstring(L, p->cg.id != 0 ? "cgroup" : "process group and sweep");
     lua_rawseti(L, -2, i);
   }

@@ -39,6 +39,13 @@ static void stream_eof(proc *p, pstream *s) {
 static void drain_queue(proc *p);
 static void in_cb(uv_poll_t *h, int status, int events);
 
+/* Whether every output stream is at EOF, s counted as one (it is reaching it now). */
+static int streams_ended(const proc *p, const pstream *s) {
+  for (int i = 0; i < p->nout; i++)
+    if (!p->out[i].eof && &p->out[i] != s) return 0;
+  return 1;
+}
+
 static void out_cb(uv_poll_t *h, int status, int events) {
   pstream *s = container_of(h, pstream, poll);
   proc *p = s->proc;
@@ -59,21 +66,57 @@ static void out_cb(uv_poll_t *h, int status, int events) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     eof = 1; /* 0 from a pipe, EIO from a PTY master once no slave is open */
   }
+  /* The last EOF of a program that has exited (its end closed them): reaped now, and its
+   * exit event tells both. */
+  int reaped = eof && !p->reaped && streams_ended(p, s) && proc_reap(p, 0);
   if (eof) stream_eof(p, s);
   if (got > 0 && p->want_output) proc_emit(p, "output", idx, (lua_Integer)got);
-  if (eof && !p->closed) {
+  if (reaped) {
+    proc_exit_reaped(p);
+  } else if (eof && !p->closed) {
     proc_emit(p, "eof", idx, 0);
     if (!p->closed) proc_maybe_release(p);
   }
 }
 
-/* The program was reaped: a PTY master kept open past its EOF can go now. */
+/* The program was reaped. Its streams are read now: where its end was theirs (nothing else
+ * holds them open) their EOF is known at once, and the exit event tells it (a stream that
+ * ended while another goes on is told with its own "eof"). A PTY master kept open past its
+ * EOF can go now. */
 void proc_io_exited(proc *p) {
+  int ended[2] = {0, 0};
+  for (int i = 0; i < p->nout && !p->closed; i++) {
+    pstream *s = &p->out[i];
+    if (s->eof || !s->poll_open || s->fd < 0) continue;
+    size_t got = 0;
+    int eof = 0;
+    for (int k = 0; k < READS_PER_TURN && !eof; k++) {
+      ssize_t n = read(s->fd, read_buf, READ_CHUNK);
+      if (n > 0) {
+        outbuf_push(&s->buf, read_buf, (size_t)n);
+        got += (size_t)n;
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        break;
+      } else {
+        eof = 1;
+      }
+    }
+    if (eof) {
+      stream_eof(p, s);
+      ended[i] = 1;
+    }
+    if (got > 0 && p->want_output) proc_emit(p, "output", i + 1, (lua_Integer)got);
+  }
   pstream *s = &p->out[0];
   if (p->tty && s->eof && s->poll_open) {
     s->poll_open = 0;
     proc_close_handle(p, (uv_handle_t *)&s->poll);
   }
+  if (streams_ended(p, NULL)) return; /* the exit event tells it */
+  for (int i = 0; i < p->nout && !p->closed; i++)
+    if (ended[i]) proc_emit(p, "eof", i + 1, 0);
 }
 
 void proc_io_start(proc *p) {

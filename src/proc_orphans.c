@@ -101,13 +101,37 @@ static int ours(pid_t kid, proc *live) {
   return yes;
 }
 
-/* 1: a session's own child, reaped by the session; 2: a sandbox's init the session killed,
- * the host's to reap; 0: neither. */
-static int session_child(pid_t kid, proc *live) {
-  for (proc *p = live; p != NULL; p = p->next) {
-    if (p->pid == kid && !p->reaped) return 1;
-    if (p->init_pid == kid) return p->init_killed ? 2 : 1;
+/* The sessions' own children (their programs not reaped yet, their sandboxes' inits) with
+ * what each is (session_child's answer), sorted by pid: made once per sweep, so a sweep over
+ * the host's children costs no walk of every session per child. */
+typedef struct {
+  pid_t pid;
+  int kind;
+} own_child;
+
+static own_child owns[2 * 4096];
+static int nowns = 0;
+
+static int cmp_own(const void *a, const void *b) {
+  pid_t x = ((const own_child *)a)->pid, y = ((const own_child *)b)->pid;
+  return x < y ? -1 : x > y;
+}
+
+static void owns_build(proc *live) {
+  nowns = 0;
+  for (proc *p = live; p != NULL && nowns < (int)(sizeof owns / sizeof owns[0]) - 1; p = p->next) {
+    if (!p->reaped) owns[nowns++] = (own_child){p->pid, 1};
+    if (p->init_pid > 0) owns[nowns++] = (own_child){p->init_pid, p->init_killed ? 2 : 1};
   }
+  qsort(owns, (size_t)nowns, sizeof owns[0], cmp_own);
+}
+
+/* 1: a session's own child, reaped by the session; 2: a sandbox's init the session killed,
+ * the host's to reap; 0: neither. (After owns_build.) */
+static int session_child(pid_t kid) {
+  own_child key = {kid, 0};
+  const own_child *o = bsearch(&key, owns, (size_t)nowns, sizeof owns[0], cmp_own);
+  if (o != NULL) return o->kind;
   return kid == cg_watchdog_pid();
 }
 
@@ -165,17 +189,22 @@ void proc_orphans_reap(void) {
   static pid_t kids[1024], uvpids[UV_PIDS_MAX];
   uvpids[0] = 0;
   int n = pfs_children(getpid(), kids, 1024);
-  uv_walk(orphan_timer.loop, collect_uv_pid, uvpids);
+  int walked = 0; /* uvpids, made the first time a child is neither a session's nor ours */
+  owns_build(live);
   for (int j = nadopted - 1; j >= 0 && nadopted > ADOPTED_MAX / 2; j--) {
     int child = 0; /* reaped elsewhere (a tree kill waits for what it killed): forgotten */
     for (int i = 0; i < n && !child; i++) child = kids[i] == adopted[j].pid;
     if (!child) adopted_drop(j);
   }
   for (int i = 0; i < n; i++) {
-    int own = session_child(kids[i], live);
+    int own = session_child(kids[i]);
     if (own == 1) continue;
-    if (own == 0 && !ours(kids[i], live) && !(subreaper && foreign_orphan(kids[i], uvpids)))
-      continue;
+    if (own == 0 && !ours(kids[i], live)) {
+      if (!subreaper) continue;
+      if (!walked) uv_walk(orphan_timer.loop, collect_uv_pid, uvpids);
+      walked = 1;
+      if (!foreign_orphan(kids[i], uvpids)) continue;
+    }
     siginfo_t si;
     memset(&si, 0, sizeof si);
     if (waitid(P_PID, (id_t)kids[i], &si, WEXITED | WNOHANG | __WALL) == 0 &&

@@ -167,15 +167,32 @@ static int proc_signal(lua_State *L) {
   return 1;
 }
 
+/* The program leads its own session (setsid at launch), so its process group is its pid for
+ * life: 1 when the signal went to that group (the program and what stayed in its group). */
+int proc_tree_signal_group(proc *p, int sig) {
+  return !p->reaped && kill(-p->pid, sig) == 0;
+}
+
+/* Every process of the tree: how many. led: the program's group had it already (from
+ * proc_tree_signal_group), and none of the group is signalled a second time. */
+int proc_tree_signal_led(proc *p, int sig, int led) {
+  static pid_t pids[4096];
+  if (p->cg.id != 0) {
+    int n = cg_session_pids(&p->cg, pids, 4096);
+    for (int i = 0; i < n; i++) {
+      if (led && (pids[i] == p->pid || getpgid(pids[i]) == p->pid)) continue;
+      kill(pids[i], sig);
+    }
+    return n > 0 ? n : 0;
+  }
+  int n = proc_end_members(p, pids); /* (the program first while it runs) */
+  for (int i = led && !p->reaped; i < n; i++) kill(pids[i], sig);
+  return n;
+}
+
 int proc_tree_signal(proc *p, int sig) {
   if (p->cg.id != 0) return cg_session_signal(&p->cg, sig);
-  static pid_t pids[4096];
-  /* The program leads its own session (setsid at launch), so its process group is its pid for
-   * life: the group's signal reaches it too, and it is not signalled a second time. */
-  int led = !p->reaped && kill(-p->pid, sig) == 0;
-  int n = proc_end_members(p, pids); /* (the program first while it runs) */
-  for (int i = led; i < n; i++) kill(pids[i], sig);
-  return n;
+  return proc_tree_signal_led(p, sig, proc_tree_signal_group(p, sig));
 }
 
 /* p:signal_tree(sig): every process of the session (cgroup, else group + tree) */

@@ -47,6 +47,15 @@ static int task_children(const char *file, pid_t *out, int max) {
 int pfs_children(pid_t pid, pid_t *out, int max) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  /* The task directory's link count is 2 and its threads: a process of one thread has one
+   * children file, read without listing the directory (4 system calls, not 7). */
+  struct stat st;
+  if (stat(path, &st) != 0) return 0;
+  if (st.st_nlink == 3) {
+    char file[96];
+    snprintf(file, sizeof file, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    return task_children(file, out, max);
+  }
   int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return 0;
   int n = 0;

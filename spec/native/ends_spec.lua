@@ -132,3 +132,56 @@ H.each_cgroup_mode("descriptors per session", function(cgroup)
       end)
   end
 end)
+
+describe("a session closed while it runs", function()
+  -- In a host of its own: nothing else of the suite has started the host's cgroup watcher.
+  local SCRIPT = [[
+local luxec = require("luxec")
+local uv = require("luv")
+local _, _, dir = require("luxec.core").cgroups()
+local function dirs()
+  local req, n = assert(uv.fs_scandir(dir)), 0
+  for name in function() return uv.fs_scandir_next(req) end do
+    if name:match("^s%d+$") then n = n + 1 end
+  end
+  return n
+end
+local function alive(pid)
+  local f = io.open(("/proc/%d/stat"):format(pid))
+  local state = f and f:read("a"):match("^%d+ %(.*%) (%a)")
+  if f then f:close() end
+  return state ~= nil and state ~= "Z" and state ~= "X"
+end
+local ps, pids = {}, {}
+for i = 1, 8 do
+  ps[i] = assert(luxec.spawn({ "sleep", "60" }))
+  pids[i] = ps[i].pid
+end
+for _, p in ipairs(ps) do p:close() end -- killed, not waited for
+local tick = uv.new_timer()
+tick:start(10, 10, function() end)
+local deadline = uv.now() + 10000
+local function any_alive()
+  for _, pid in ipairs(pids) do if alive(pid) then return true end end
+  return false
+end
+while any_alive() and uv.now() < deadline do uv.run("once") end
+tick:close()
+local before = dirs()
+local qs = {}
+for i = 1, 8 do qs[i] = assert(luxec.spawn({ "sleep", "60" })) end
+print(("left=%s before=%d after=%d"):format(tostring(any_alive()), before, dirs()))
+for _, q in ipairs(qs) do q:close() end
+]]
+
+  it("gives its cgroup to a later spawn once its tree is gone (cgroups do not pile up)",
+    function()
+      if not H.cgroups() then
+        pending("needs a writable cgroup2 tree")
+        return
+      end
+      local r = H.run({ "-e", SCRIPT }, { timeout = 30000 })
+      assert.equals(0, r.code, r.stdout .. r.stderr)
+      assert.matches("left=false before=8 after=8\n", r.stdout, 1, true)
+    end)
+end)
