@@ -26,20 +26,6 @@ local function unkick()
   if idle then idle:stop() end
 end
 
---- Keep the loop's next poll from blocking (for a wait that runs the loop itself and was
---- woken by a callback libuv ran before it polled); M.unkick undoes it.
-local kicked = false
-function M.kick()
-  kicked = true
-  kick()
-end
-function M.unkick()
-  if kicked then
-    kicked = false
-    unkick()
-  end
-end
-
 ---@class luxec.Task
 ---@field done boolean  true once the function returned or raised
 ---@field ok boolean|nil  whether it returned normally (nil while running)

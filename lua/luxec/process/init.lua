@@ -244,8 +244,8 @@ end
 
 local function wake_all(self, output_only)
   -- A top-level wait runs the loop in the core (see wait_top): a wake from a timer libuv ran
-  -- before it polled must keep that poll from blocking.
-  if self._top_wait then sched.kick() end
+  -- before it polled must keep that poll from blocking (the turn then ends at once).
+  if self._top_wait then uv.stop() end
   wake_list(self, "_waiters")
   if not output_only then
     wake_list(self, "_end_waiters")
@@ -358,7 +358,6 @@ local function top_turns(self, core, pred, deadline, gen, a, b)
     if left and left <= 0 then return false end
     if (self._interrupts or 0) ~= gen then return false end -- see Process:_interrupt_waits
     local alive = core:run_once(left)
-    sched.unkick()
     if self._core ~= core then return false end -- closed meanwhile
     local held = pred(self, a, b)
     if held then return held end
@@ -430,6 +429,8 @@ end
 
 local function check_timeout(fname, opts)
   if opts == nil then return nil end
+  local t = type(opts) == "table" and opts.timeout
+  if math.type(t) and t >= 0 and t < math.huge then return t * 1000 end -- (the common case)
   if type(opts) ~= "table" then
     error(("bad argument #1 to '%s' (options table expected, got %s)"):format(fname, type(opts)), 3)
   end
@@ -503,13 +504,12 @@ end
 -- The wait of wait_output (ms: nil for no limit), for callers inside luxec that checked.
 function Process:_wait_output_ms(ms, stream)
   stream = stream or 1
-  local start_total = total_of(self._core, stream)
   -- Past EOF nothing can arrive: wait for the exit, so `repeat wait_output until finished`
   -- turns the loop instead of spinning.
   if self._eof ~= nil and self._eof[stream] then
     return self:_wait_until(is_finished, ms)
   end
-  return self:_wait_until(has_output, ms, false, stream, start_total)
+  return self:_wait_until(has_output, ms, false, stream, total_of(self._core, stream))
 end
 
 --- Whether the stream (1 by default) reached EOF: nothing more will arrive on it.
