@@ -48,7 +48,6 @@ void luxec_core_shutdown(lua_State *L) {
   (void)L;
   luxec_procs_shutdown();
   proc_wait_shutdown();
-  proc_io_shutdown();
   luxec_streams_shutdown();
   cg_shutdown();
 }

@@ -48,7 +48,7 @@ static void live_remove(proc *p) {
   if (p->next) p->next->prev = p->prev;
 }
 
-void proc_free_if_done(proc *p) {
+static void proc_free_if_done(proc *p) {
   if (!p->closed || p->pending_closes > 0) return;
   if (p->box != NULL) p->box->p = NULL; /* closed by the host: its Lua handle is closed too */
   proc_ns_kill(p);                      /* (already, unless it ended without a close) */
@@ -75,14 +75,28 @@ static void in_poll_closed(uv_handle_t *h) {
   close_done(p);
 }
 
+static void stream_poll_closed(uv_handle_t *h) {
+  pstream *s = container_of((uv_poll_t *)h, pstream, poll);
+  if (s->fd >= 0) close(s->fd);
+  s->fd = -1;
+  close_done(s->proc);
+}
+
 void proc_close_handle(proc *p, uv_handle_t *h) {
   if (uv_is_closing(h)) return;
+  uv_close_cb cb = h == (uv_handle_t *)&p->in_poll ? in_poll_closed : stream_poll_closed;
   p->pending_closes++;
-  uv_close(h, in_poll_closed);
+  uv_close(h, cb);
   /* libuv lets the watched descriptor go right after uv_close: released now, a spawn just
    * after a close finds it free (at a low RLIMIT_NOFILE that decides whether it succeeds). */
-  if (p->in_fd >= 0) close(p->in_fd);
-  p->in_fd = -1;
+  if (cb == in_poll_closed) {
+    if (p->in_fd >= 0) close(p->in_fd);
+    p->in_fd = -1;
+  } else {
+    pstream *s = container_of((uv_poll_t *)h, pstream, poll);
+    if (s->fd >= 0) close(s->fd);
+    s->fd = -1;
+  }
 }
 
 /* The handle of p on top of L's stack, found through a weak table (the handle is collected
@@ -332,7 +346,14 @@ static void proc_shutdown(proc *p, const char *why) {
   }
   proc_io_stop_input(p);
   for (int i = 0; i < p->nout; i++) {
-    proc_io_close_stream(p, &p->out[i]);
+    pstream *s = &p->out[i];
+    if (s->poll_open) {
+      s->poll_open = 0;
+      proc_close_handle(p, (uv_handle_t *)&s->poll);
+    } else if (s->fd >= 0) {
+      close(s->fd);
+      s->fd = -1;
+    }
   }
   exits_unwatch(p);
   proc_end_release(p, empty);           /* the pidfd now, the cgroup once empty */
@@ -444,11 +465,17 @@ static int proc_ended(lua_State *L) {
  * Expect's and pexpect's do, and one it drops is collected; the Lua layer references it
  * while something waits on it or listens to it. */
 void proc_loop_ref(proc *p, int keep) {
-  keep = keep != 0;
-  if (keep == p->referenced) return;
-  if (p->exit_poll_open) exits_ref(keep ? 1 : -1);
+  uv_handle_t *hs[2] = {(uv_handle_t *)&p->out[0].poll, (uv_handle_t *)&p->out[1].poll};
+  int open[2] = {p->out[0].poll_open, p->nout > 1 && p->out[1].poll_open};
+  if (p->exit_poll_open && !keep != !p->referenced) exits_ref(keep ? 1 : -1);
   p->referenced = keep;
-  proc_io_ref(p, keep ? 1 : -1);
+  for (int i = 0; i < 2; i++) {
+    if (!open[i]) continue;
+    if (keep)
+      uv_ref(hs[i]);
+    else
+      uv_unref(hs[i]);
+  }
 }
 
 static int proc_ref(lua_State *L) {

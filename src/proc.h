@@ -22,10 +22,11 @@ typedef struct proc_sandbox_info {
 } proc_sandbox_info;
 
 typedef struct pstream {
+  uv_poll_t poll; /* data NULL: found with container_of */
   struct proc *proc;
   int fd; /* -1 once at EOF and closed */
   int eof;
-  int poll_open; /* in the host's set of output descriptors (proc_io.c) */
+  int poll_open;
   outbuf buf;
   char target[256]; /* what holders of this stream's write side have open ("": not
                           * looked up yet, proc_tree.c) */
@@ -85,7 +86,6 @@ typedef struct pbox {
 proc *proc_check(lua_State *L, int idx); /* raises on a closed handle */
 void proc_emit(proc *p, const char *event, int a, lua_Integer b);
 void proc_maybe_release(proc *p);
-void proc_free_if_done(proc *p); /* a closed p once nothing runs for it any more */
 void proc_close_handle(proc *p, uv_handle_t *h);
 int proc_reap(proc *p, int block);        /* 1 once the child is reaped */
 void proc_started(proc *p, lua_State *L); /* the handle on top of L's stack, popped */
@@ -156,10 +156,7 @@ void proc_wait_shutdown(void); /* the wait's timer, once every session closed */
 
 /* proc_io.c */
 void proc_io_start(proc *p);
-void proc_io_ref(proc *p, int delta);           /* p's streams keep the loop alive (+1) or not */
-void proc_io_close_stream(proc *p, pstream *s); /* out of the set, and closed */
-void proc_io_shutdown(void);                    /* the set's handle, after every session */
-void proc_io_exited(proc *p);                   /* after the reap */
+void proc_io_exited(proc *p); /* after the reap */
 void proc_io_stop_input(proc *p);
 void proc_io_free_queue(proc *p);
 extern const luaL_Reg proc_io_methods[];

@@ -4,8 +4,6 @@
 #include "proc.h"
 
 #include <errno.h>
-#include <sys/epoll.h>
-#include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -18,46 +16,6 @@
 
 static char read_buf[READ_CHUNK];
 
-/* Every session's output descriptors are watched through one epoll set of the host's, itself
- * one handle on the loop (as the exits are, proc.c): a descriptor is added once when its
- * session starts and removed at its EOF or close (two system calls, where a loop handle per
- * descriptor costs six: libuv's check that it can be polled, an add and a delete, a
- * non-blocking switch, a delete that fails, then the add). The handle keeps the loop alive
- * while a referenced session has a stream in the set. */
-static int outs_fd = -1;
-static uv_poll_t outs_poll;
-static int outs_refs;
-static unsigned long outs_removed; /* streams taken out of the set so far */
-
-static void outs_ref(int delta) {
-  outs_refs += delta;
-  if (outs_refs > 0)
-    uv_ref((uv_handle_t *)&outs_poll);
-  else
-    uv_unref((uv_handle_t *)&outs_poll);
-}
-
-/* p's streams in the set keep the loop alive (delta 1) or no more (-1): p:ref */
-void proc_io_ref(proc *p, int delta) {
-  for (int i = 0; i < p->nout; i++)
-    if (p->out[i].poll_open) outs_ref(delta);
-}
-
-static void stream_unwatch(proc *p, pstream *s) {
-  if (!s->poll_open) return;
-  s->poll_open = 0;
-  outs_removed++;
-  epoll_ctl(outs_fd, EPOLL_CTL_DEL, s->fd, NULL);
-  if (p->referenced) outs_ref(-1);
-}
-
-/* The stream's descriptor out of the set and closed (at its EOF, or when p closes). */
-void proc_io_close_stream(proc *p, pstream *s) {
-  stream_unwatch(p, s);
-  if (s->fd >= 0) close(s->fd);
-  s->fd = -1;
-}
-
 static void stream_eof(proc *p, pstream *s) {
   s->eof = 1;
   if (p->tty && p->in_fd >= 0) { /* the PTY's input ends with it (the descriptor is shared) */
@@ -66,29 +24,29 @@ static void stream_eof(proc *p, pstream *s) {
     p->in_fd = -1;
     p->in_polling = 0;
   }
-  if (p->tty && !p->reaped) {
+  if (p->tty && !p->reaped && s->poll_open) {
     /* Closing the master now would hang up a program that closed its terminal and has not
      * exited yet (SIGHUP): it is closed at the exit (proc_io_exited). */
-    stream_unwatch(p, s);
+    uv_poll_stop(&s->poll);
     return;
   }
-  proc_io_close_stream(p, s);
+  if (s->poll_open) {
+    s->poll_open = 0;
+    proc_close_handle(p, (uv_handle_t *)&s->poll); /* closes the fd when done */
+  }
 }
 
 static void drain_queue(proc *p);
 static void in_cb(uv_poll_t *h, int status, int events);
 
-static int set_nonblock(int fd) {
-  int on = 1;
-  return ioctl(fd, FIONBIO, &on);
-}
-
-static void stream_ready(proc *p, pstream *s, uint32_t events) {
+static void out_cb(uv_poll_t *h, int status, int events) {
+  pstream *s = container_of(h, pstream, poll);
+  proc *p = s->proc;
   int idx = (int)(s - p->out) + 1;
   size_t got = 0;
-  int eof = 0;
-  if ((events & EPOLLOUT) && p->in_polling) drain_queue(p); /* a PTY's input */
-  if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) || !s->poll_open) return;
+  int eof = status < 0;
+  if (status == 0 && (events & UV_WRITABLE) && p->in_polling) drain_queue(p); /* a PTY's input */
+  if (status == 0 && !(events & (UV_READABLE | UV_DISCONNECT))) return;
   for (int i = 0; i < READS_PER_TURN && !eof; i++) {
     ssize_t n = read(s->fd, read_buf, READ_CHUNK);
     if (n > 0) {
@@ -109,75 +67,24 @@ static void stream_ready(proc *p, pstream *s, uint32_t events) {
   }
 }
 
-static void outs_cb(uv_poll_t *h, int status, int events) {
-  (void)h;
-  (void)status;
-  (void)events;
-  /* Many ready at a time; but once a callback took streams out of the set (a listener closed
-   * a session) the rest of the batch may name streams that are gone: the set, still
-   * readable, names the others again on the next turn of the loop. */
-  struct epoll_event evs[64];
-  int n = epoll_wait(outs_fd, evs, 64, 0);
-  unsigned long removed = outs_removed;
-  for (int i = 0; i < n && outs_removed == removed; i++) {
-    pstream *s = evs[i].data.ptr;
-    proc *p = s->proc;
-    p->pending_closes++; /* (p stays while its listeners run, even if one closes it) */
-    stream_ready(p, s, evs[i].events);
-    p->pending_closes--;
-    if (p->closed) proc_free_if_done(p);
-  }
-}
-
-static void outs_closed(uv_handle_t *h) {
-  (void)h;
-  close(outs_fd);
-  outs_fd = -1;
-}
-
-void proc_io_shutdown(void) {
-  if (outs_fd >= 0 && !uv_is_closing((uv_handle_t *)&outs_poll))
-    uv_close((uv_handle_t *)&outs_poll, outs_closed);
-}
-
-static int outs_ready(uv_loop_t *loop) {
-  if (outs_fd >= 0) return 0;
-  int fd = epoll_create1(EPOLL_CLOEXEC);
-  if (fd < 0) return errno;
-  int rc = uv_poll_init(loop, &outs_poll, fd);
-  if (rc != 0) {
-    close(fd);
-    return -rc;
-  }
-  outs_fd = fd;
-  outs_poll.data = NULL;
-  outs_refs = 0;
-  uv_poll_start(&outs_poll, UV_READABLE, outs_cb);
-  uv_unref((uv_handle_t *)&outs_poll);
-  return 0;
-}
-
-static void stream_events(pstream *s, uint32_t extra) {
-  struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | extra, .data.ptr = s};
-  epoll_ctl(outs_fd, EPOLL_CTL_MOD, s->fd, &ev);
-}
-
 /* The program was reaped: a PTY master kept open past its EOF can go now. */
 void proc_io_exited(proc *p) {
   pstream *s = &p->out[0];
-  if (p->tty && s->eof) proc_io_close_stream(p, s);
+  if (p->tty && s->eof && s->poll_open) {
+    s->poll_open = 0;
+    proc_close_handle(p, (uv_handle_t *)&s->poll);
+  }
 }
 
 void proc_io_start(proc *p) {
-  if (outs_ready(&luxec_gethost(p->L)->loop) != 0) return;
+  uv_loop_t *loop = &luxec_gethost(p->L)->loop;
   for (int i = 0; i < p->nout; i++) {
     pstream *s = &p->out[i];
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = s};
-    /* (a PTY's master is made non-blocking when it is opened; a pipe's read end here) */
-    if ((p->tty || set_nonblock(s->fd) == 0) &&
-        epoll_ctl(outs_fd, EPOLL_CTL_ADD, s->fd, &ev) == 0) {
+    if (uv_poll_init(loop, &s->poll, s->fd) == 0) {
+      s->poll.data = NULL;
       s->poll_open = 1;
-      if (p->referenced) outs_ref(1);
+      uv_poll_start(&s->poll, UV_READABLE | UV_DISCONNECT, out_cb);
+      if (!p->referenced) uv_unref((uv_handle_t *)&s->poll);
     }
   }
 }
@@ -201,7 +108,8 @@ void proc_io_free_queue(proc *p) {
 static void poll_writable(proc *p, int on) {
   p->in_polling = on;
   if (p->tty) {
-    if (p->out[0].poll_open) stream_events(&p->out[0], on ? EPOLLOUT : 0);
+    if (p->out[0].poll_open)
+      uv_poll_start(&p->out[0].poll, UV_READABLE | UV_DISCONNECT | (on ? UV_WRITABLE : 0), out_cb);
   } else if (on) {
     uv_poll_start(&p->in_poll, UV_WRITABLE, in_cb);
   } else {
