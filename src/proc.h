@@ -27,6 +27,7 @@ typedef struct pstream {
   int fd; /* -1 once at EOF and closed */
   int eof;
   int poll_open;
+  int grown; /* its pipe was made larger (proc_io.c) */
   outbuf buf;
   char target[256]; /* what holders of this stream's write side have open ("": not
                           * looked up yet, proc_tree.c) */
