@@ -37,11 +37,11 @@ static int proc_run_once(lua_State *L) {
   pbox *b = proc_checkbox(L, 1);
   if (b->p == NULL) return luaL_error(L, "attempt to use a closed process handle");
   lua_Number ms = luaL_optnumber(L, 2, -1);
-  if (luv_context(L)->mode != -1)
+  luxec_host *h = luxec_gethost(L);
+  if (((luv_ctx_t *)h->luv)->mode != -1)
     return luaL_error(L,
                       "cannot wait inside a loop callback: run the waiting code in "
                       "luxec.go(fn)");
-  luxec_host *h = luxec_gethost(L);
   proc *p = b->p;
   p->waiting = 1;
   proc_loop_ref(p, 1);
