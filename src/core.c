@@ -47,6 +47,7 @@ static const luaL_Reg core_functions[] = {{"active_handles", core_active_handles
 void luxec_core_shutdown(lua_State *L) {
   (void)L;
   luxec_procs_shutdown();
+  proc_wait_shutdown();
   luxec_streams_shutdown();
   cg_shutdown();
 }

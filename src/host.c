@@ -201,6 +201,7 @@ void luxec_host_attach(luxec_host *h, lua_State *L) {
   lua_rawsetp(L, LUA_REGISTRYINDEX, &HOST_KEY);
   luv_set_loop(L, &h->loop);
   luv_set_callback(L, luxec_callback_pcall);
+  h->luv = luv_context(L); /* (made by luv_set_loop; looked up once, not per turn) */
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE); /* preload */
   lua_pushcfunction(L, luxec_open_core);
   lua_setfield(L, -2, "luxec.core");
@@ -240,7 +241,7 @@ int luxec_host_init(luxec_host *h, int ignore_env) {
 /* Run the loop the way luv's uv.run does, so Lua code can tell (uv.loop_mode()) that it is
  * inside a loop callback and must not drive the loop itself. */
 int luxec_host_run(luxec_host *h, uv_run_mode mode) {
-  luv_ctx_t *ctx = luv_context(h->L);
+  luv_ctx_t *ctx = h->luv != NULL ? h->luv : luv_context(h->L);
   int saved = ctx->mode;
   ctx->mode = (int)mode;
   int alive = uv_run(&h->loop, mode);

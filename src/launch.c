@@ -282,16 +282,14 @@ int launch(const launch_req *req, launch_res *res) {
     if (pipe2(p, O_CLOEXEC) < 0) FAIL("pipe");
     fds[OUT_R] = p[0];
     fds[OUT_W] = p[1];
-    /* A larger pipe lets a fast writer run ahead of the loop: fewer, larger reads. Pages are
-     * only used while data waits in it; refused above pipe-max-size, which is fine. */
-    fcntl(fds[OUT_R], F_SETPIPE_SZ, 1 << 20);
+    /* (a pipe a fast writer fills is made larger by the loop's first full read of it:
+     * proc_io.c; a program that writes little never needs that) */
     /* (the output ends are made non-blocking by the loop's poll on them: uv_poll_init) */
     c.fd1 = c.fd2 = fds[OUT_W];
     if (req->stderr_apart) {
       if (pipe2(p, O_CLOEXEC) < 0) FAIL("pipe");
       fds[ERR_R] = p[0];
       err_w = p[1];
-      fcntl(fds[ERR_R], F_SETPIPE_SZ, 1 << 20);
       c.fd2 = err_w;
     }
   }

@@ -19,6 +19,7 @@ typedef struct luxec_host {
   lua_State *L;
   uv_async_t wake;     /* woken from signal handlers so a blocked loop returns */
   int callback_errors; /* errors raised in loop callbacks and tasks */
+  void *luv;           /* luv's context of L (luv_ctx_t *): how luv runs the loop */
   int ignore_env;      /* -E: LUXEC_LUA_DIR, LUA_PATH and LUA_INIT are ignored */
   char lua_dir[PATH_MAX];
 } luxec_host;

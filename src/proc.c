@@ -146,7 +146,7 @@ static int all_eof(const proc *p) {
  * session nothing holds is the script's to keep: dropped, it is collected, killed if it
  * still runs. */
 static void anchor(proc *p) {
-  int want = p->referenced && !p->closed && !(p->exited && all_eof(p));
+  int want = p->lua_ref && !p->closed && !(p->exited && all_eof(p));
   if (want && p->self_ref == LUA_NOREF) {
     if (push_handle(p, p->L)) p->self_ref = luaL_ref(p->L, LUA_REGISTRYINDEX);
   } else if (!want && p->self_ref != LUA_NOREF) {
@@ -315,23 +315,26 @@ void proc_started(proc *p, lua_State *L) {
   proc_io_start(p);
 }
 
-/* The handle's metatable (which the registry keeps for the life of the state): a handle is
- * checked by comparing its metatable with it, not by looking the name up (every method call
- * checks one). Another state's handles take luaL_checkudata's way. */
-static const void *proc_mt = NULL;
+/* The metatable of handles, by address: every method checks its handle, and a comparison of
+ * addresses costs a fraction of luaL_checkudata's lookup of the name (which still makes the
+ * error message, and answers for a state whose metatable is another). */
+static const void *proc_mt;
 
-static pbox *check_box(lua_State *L, int idx) {
+pbox *proc_checkbox(lua_State *L, int idx) {
   pbox *b = lua_touserdata(L, idx);
-  if (b != NULL && lua_getmetatable(L, idx)) { /* mt */
-    int same = lua_topointer(L, -1) == proc_mt;
+  if (b != NULL && proc_mt != NULL && lua_getmetatable(L, idx)) {
+    const void *mt = lua_topointer(L, -1);
     lua_pop(L, 1);
-    if (same) return b;
+    if (mt != proc_mt) b = NULL;
+  } else {
+    b = NULL;
   }
-  return luaL_checkudata(L, idx, PROC_MT); /* raises, naming the argument */
+  if (b == NULL) b = luaL_checkudata(L, idx, PROC_MT);
+  return b;
 }
 
 proc *proc_check(lua_State *L, int idx) {
-  pbox *b = check_box(L, idx);
+  pbox *b = proc_checkbox(L, idx);
   if (b->p == NULL) luaL_error(L, "attempt to use a closed process handle");
   return b->p;
 }
@@ -378,7 +381,7 @@ static void close_box(pbox *b, const char *why) {
 }
 
 static int proc_close(lua_State *L) {
-  close_box(check_box(L, 1), "close");
+  close_box(proc_checkbox(L, 1), "close");
   return 0;
 }
 
@@ -469,9 +472,7 @@ static int proc_ended(lua_State *L) {
  * from the collector. Sessions start unreferenced: a script that ends ends its sessions, as
  * Expect's and pexpect's do, and one it drops is collected; the Lua layer references it
  * while something waits on it or listens to it. */
-static int proc_ref(lua_State *L) {
-  proc *p = proc_check(L, 1);
-  int keep = lua_toboolean(L, 2);
+void proc_loop_ref(proc *p, int keep) {
   uv_handle_t *hs[2] = {(uv_handle_t *)&p->out[0].poll, (uv_handle_t *)&p->out[1].poll};
   int open[2] = {p->out[0].poll_open, p->nout > 1 && p->out[1].poll_open};
   if (p->exit_poll_open && !keep != !p->referenced) exits_ref(keep ? 1 : -1);
@@ -483,6 +484,12 @@ static int proc_ref(lua_State *L) {
     else
       uv_unref(hs[i]);
   }
+}
+
+static int proc_ref(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  p->lua_ref = lua_toboolean(L, 2);
+  proc_loop_ref(p, p->lua_ref || p->waiting);
   anchor(p);
   return 0;
 }
@@ -556,10 +563,11 @@ static const luaL_Reg proc_functions[] = {{"cgroups", core_cgroups},
 
 void luxec_open_proc(lua_State *L) {
   if (luaL_newmetatable(L, PROC_MT)) {
-    if (proc_mt == NULL) proc_mt = lua_topointer(L, -1);
+    proc_mt = lua_topointer(L, -1);
     luaL_setfuncs(L, proc_meta, 0);
     luaL_newlib(L, proc_methods);
     luaL_setfuncs(L, proc_io_methods, 0);
+    luaL_setfuncs(L, proc_wait_methods, 0);
     luaL_setfuncs(L, proc_input_methods, 0);
     luaL_setfuncs(L, proc_tree_methods, 0);
     luaL_setfuncs(L, proc_end_methods, 0);

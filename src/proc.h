@@ -27,6 +27,7 @@ typedef struct pstream {
   int fd; /* -1 once at EOF and closed */
   int eof;
   int poll_open;
+  int grown; /* its pipe was made larger (proc_io.c) */
   outbuf buf;
   char target[256]; /* what holders of this stream's write side have open ("": not
                           * looked up yet, proc_tree.c) */
@@ -66,7 +67,9 @@ typedef struct proc {
   cg_limits_state lim;
   int pending_closes;      /* handles whose close callback has not run yet */
   int closed;              /* closed from Lua or by the host: no more methods */
-  int referenced;          /* keeps the loop alive (uv_ref) */
+  int referenced;          /* keeps the loop alive (uv_ref): lua_ref or waiting */
+  int lua_ref;             /* the Lua side holds it (p:ref(true)): also anchored */
+  int waiting;             /* a top-level wait (p:run_once) runs the loop for it */
   int want_output;         /* Lua wants an "output" event per read (someone waits or listens) */
   struct tree_end *te;     /* watching the tree end (proc_end.c), or NULL */
   struct sbx_monitor *sbx; /* the seccomp listener's host end, or NULL */
@@ -146,6 +149,15 @@ extern const luaL_Reg proc_sandbox_functions[];
 /* proc_limits.c */
 int proc_limits_parse(lua_State *L, int opts, cg_limits *out); /* 1 when a limit is asked */
 void proc_limits_report(lua_State *L, proc *p, int report);    /* fills report.limits, .degraded */
+
+/* proc.c: whether p's handles keep the loop alive (p:ref without the anchoring) */
+void proc_loop_ref(proc *p, int keep);
+
+pbox *proc_checkbox(lua_State *L, int idx); /* a handle, open or closed */
+
+/* proc_wait.c */
+extern const luaL_Reg proc_wait_methods[];
+void proc_wait_shutdown(void); /* the wait's timer, once every session closed */
 
 /* proc_io.c */
 void proc_io_start(proc *p);

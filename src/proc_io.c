@@ -4,6 +4,7 @@
 #include "proc.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -15,6 +16,17 @@
 #define SMALL_READ 4000
 
 static char read_buf[READ_CHUNK];
+
+/* A pipe's default capacity: a read that takes that much found it full (a fast writer). */
+#define PIPE_DEFAULT (64 * 1024)
+
+/* A larger pipe lets a fast writer run ahead of the loop: fewer, larger reads. Made at the
+ * first full read, not at the spawn: most programs never fill the default one. Pages are only
+ * used while data waits in it; refused above pipe-max-size, which is fine. */
+static void grow_pipe(pstream *s) {
+  s->grown = 1;
+  fcntl(s->fd, F_SETPIPE_SZ, 1 << 20);
+}
 
 static void stream_eof(proc *p, pstream *s) {
   s->eof = 1;
@@ -57,6 +69,7 @@ static void out_cb(uv_poll_t *h, int status, int events) {
   for (int i = 0; i < READS_PER_TURN && !eof; i++) {
     ssize_t n = read(s->fd, read_buf, READ_CHUNK);
     if (n > 0) {
+      if (!s->grown && !p->tty && (size_t)n >= PIPE_DEFAULT) grow_pipe(s);
       outbuf_push(&s->buf, read_buf, (size_t)n);
       got += (size_t)n;
       if ((size_t)n < SMALL_READ) break;

@@ -366,6 +366,37 @@ describe("exit statuses", function()
     for i = 1, n do ps[i]:close() end
   end)
 
+  it("ends a top-level wait at once when a callback closes the session", function()
+    -- the timer is due before the loop polls: the turn that runs it must not block after it
+    for _, wait in ipairs({ "wait_output", "wait" }) do
+      local p = assert(luxec.spawn({ "sleep", "30" }))
+      local t = uv.new_timer()
+      t:start(0, 0, function() p:close() end)
+      local t0 = H.now_ms()
+      local ok, err = pcall(p[wait], p, { timeout = 20 })
+      local waited = H.now_ms() - t0
+      t:close()
+      assert.is_true(ok, err)
+      assert.falsy(err) -- wait_output: false; wait: nil, "timeout"
+      assert.is_true(p:closed())
+      assert.is_true(waited < 5000, wait .. " took " .. waited .. " ms")
+    end
+  end)
+
+  it("ends a top-level wait at once when a callback interrupts the session's waits", function()
+    -- (what a cancelled MCP request does) from a timer due before the loop polls
+    local p = assert(luxec.spawn({ "sleep", "30" }))
+    local t = uv.new_timer()
+    t:start(0, 0, function() p:_interrupt_waits() end)
+    local t0 = H.now_ms()
+    local ok = p:wait_output({ timeout = 20 })
+    local waited = H.now_ms() - t0
+    t:close()
+    p:close()
+    assert.is_false(ok)
+    assert.is_true(waited < 5000, "the wait took " .. waited .. " ms")
+  end)
+
   it("describes the handle with __tostring", function()
     local p = assert(luxec.spawn({ "sleep", "10" }))
     assert.matches("^luxec%.proc %(pid %d+, running%)$", tostring(p))

@@ -149,6 +149,9 @@ local function compile_one(fname, pat, exact)
 end
 
 local function compile(fname, patterns, exact)
+  if type(patterns) == "string" and patterns ~= "" then -- the common case, in two tables
+    return { { kind = "plain", src = patterns }, overlap = #patterns - 1 }
+  end
   local list = patterns
   if type(patterns) ~= "table" or getmetatable(patterns) ~= nil or patterns.lua ~= nil
     or patterns.re ~= nil then
@@ -215,6 +218,7 @@ local function state(p)
 end
 
 local function pending(x)
+  if x.first == x.last then return x.chunks[x.first] end
   return table.concat(x.chunks, "", x.first, x.last)
 end
 

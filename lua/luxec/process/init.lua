@@ -243,6 +243,9 @@ local function wake_list(self, field)
 end
 
 local function wake_all(self, output_only)
+  -- A top-level wait runs the loop in the core (see wait_top): a wake from a timer libuv ran
+  -- before it polled must keep that poll from blocking (the turn then ends at once).
+  if self._top_wait then uv.stop() end
   wake_list(self, "_waiters")
   if not output_only then
     wake_list(self, "_end_waiters")
@@ -346,6 +349,31 @@ local function register(wake, list, timer, deadline)
   end
 end
 
+-- A wait from top-level code on the native core: the core runs each turn of the loop itself
+-- (core:run_once, which keeps the session's output out of Lua meanwhile) and pred is looked
+-- at after each turn; no wake function, no timer of Lua's and no hold per wait.
+local function top_turns(self, core, pred, deadline, gen, a, b)
+  repeat
+    local left = deadline and deadline - uv.hrtime() / 1e6
+    if left and left <= 0 then return false end
+    if (self._interrupts or 0) ~= gen then return false end -- see Process:_interrupt_waits
+    local alive = core:run_once(left)
+    if self._core ~= core then return false end -- closed meanwhile
+    local held = pred(self, a, b)
+    if held then return held end
+    if not alive then error("wait can never end: nothing left on the loop could wake it", 0) end
+  until false
+end
+
+local function wait_top(self, core, pred, timeout_ms, a, b)
+  local deadline = timeout_ms and (uv.hrtime() / 1e6 + timeout_ms)
+  self._top_wait = true
+  local ok, held = pcall(top_turns, self, core, pred, deadline, self._interrupts or 0, a, b)
+  self._top_wait = nil
+  if not ok then error(held, 0) end
+  return held
+end
+
 --- Wait until pred(self, a, b) holds or timeout_ms passes; true if it holds. pred is checked
 --- after every event, or with ends_only after exit, EOF and the end of the grace only. (pred
 --- is a function of its arguments, not a closure, and each turn is a pcall of suspend: a wait
@@ -353,6 +381,10 @@ end
 function Process:_wait_until(pred, timeout_ms, ends_only, a, b)
   local held = pred(self, a, b)
   if held then return true end
+  local core = self._core
+  if core.run_once and not sched.in_task() then
+    return wait_top(self, core, pred, timeout_ms, a, b)
+  end
   local list = ends_only and "_end_waiters" or "_waiters"
   local gen = self._interrupts or 0
   self:_hold(1)
@@ -397,6 +429,8 @@ end
 
 local function check_timeout(fname, opts)
   if opts == nil then return nil end
+  local t = type(opts) == "table" and opts.timeout
+  if math.type(t) and t >= 0 and t < math.huge then return t * 1000 end -- (the common case)
   if type(opts) ~= "table" then
     error(("bad argument #1 to '%s' (options table expected, got %s)"):format(fname, type(opts)), 3)
   end
@@ -470,13 +504,12 @@ end
 -- The wait of wait_output (ms: nil for no limit), for callers inside luxec that checked.
 function Process:_wait_output_ms(ms, stream)
   stream = stream or 1
-  local start_total = total_of(self._core, stream)
   -- Past EOF nothing can arrive: wait for the exit, so `repeat wait_output until finished`
   -- turns the loop instead of spinning.
   if self._eof ~= nil and self._eof[stream] then
     return self:_wait_until(is_finished, ms)
   end
-  return self:_wait_until(has_output, ms, false, stream, start_total)
+  return self:_wait_until(has_output, ms, false, stream, total_of(self._core, stream))
 end
 
 --- Whether the stream (1 by default) reached EOF: nothing more will arrive on it.

@@ -1,0 +1,69 @@
+/* proc_wait.c: one turn of a top-level wait on a session, run by the core. Top-level code
+ * that waits on a session (p:wait, p:wait_output, p:expect outside a task) drives the loop
+ * itself; doing that here keeps the session's output out of Lua while it waits (no "output"
+ * event, no wake closure, no timer with a Lua callback per wait, no re-anchoring of the
+ * handle): the Lua side looks at what it waits for after each turn. Inside a task a wait
+ * yields instead (luxec.sched). How long to wait is the caller's to say. */
+#include "proc.h"
+
+#include <math.h>
+
+#include <luv/luv.h>
+
+/* The deadline of a turn: one for the host, as top-level waits do not nest (a wait inside a
+ * loop callback is refused). Its data stays NULL: the core closes it, not the host's walk. */
+static uv_timer_t turn_timer;
+static int turn_timer_open;
+
+static void turn_timer_cb(uv_timer_t *t) {
+  uv_stop(t->loop); /* due before the loop polled: the poll must not block after it */
+}
+
+static void turn_timer_closed(uv_handle_t *h) {
+  (void)h;
+  turn_timer_open = 0;
+}
+
+void proc_wait_shutdown(void) {
+  if (turn_timer_open && !uv_is_closing((uv_handle_t *)&turn_timer))
+    uv_close((uv_handle_t *)&turn_timer, turn_timer_closed);
+}
+
+/* p:run_once(timeout_ms) -> whether the loop has more to run: one turn of the loop (what is
+ * ready, else the first event, else timeout_ms: nil waits for an event however far off),
+ * with the session's handles keeping the loop alive meanwhile. Output read in that turn is
+ * not told to Lua unless someone else waits for it or listens to it (p:want_output). */
+static int proc_run_once(lua_State *L) {
+  pbox *b = proc_checkbox(L, 1);
+  if (b->p == NULL) return luaL_error(L, "attempt to use a closed process handle");
+  lua_Number ms = luaL_optnumber(L, 2, -1);
+  luxec_host *h = luxec_gethost(L);
+  if (((luv_ctx_t *)h->luv)->mode != -1)
+    return luaL_error(L,
+                      "cannot wait inside a loop callback: run the waiting code in "
+                      "luxec.go(fn)");
+  proc *p = b->p;
+  p->waiting = 1;
+  proc_loop_ref(p, 1);
+  if (ms >= 0) {
+    if (!turn_timer_open) {
+      uv_timer_init(&h->loop, &turn_timer);
+      turn_timer.data = NULL;
+      turn_timer_open = 1;
+    }
+    uv_update_time(&h->loop); /* (stale after top-level code ran for a while) */
+    uv_timer_start(&turn_timer, turn_timer_cb, (uint64_t)ceil(ms), 0);
+  }
+  int alive = luxec_host_run(h, UV_RUN_ONCE);
+  if (ms >= 0 && turn_timer_open) uv_timer_stop(&turn_timer);
+  /* (the handle on the stack kept b alive; p is gone when a callback closed the session) */
+  if (b->p != NULL) {
+    p->waiting = 0;
+    proc_loop_ref(p, p->lua_ref);
+    proc_maybe_release(p);
+  }
+  lua_pushboolean(L, alive);
+  return 1;
+}
+
+const luaL_Reg proc_wait_methods[] = {{"run_once", proc_run_once}, {NULL, NULL}};
