@@ -67,6 +67,7 @@ typedef struct sandbox_prep {
   int want_userns;  /* not root: every other namespace comes through a user namespace */
   int want_mountns; /* read-only /, writable roots, fresh /proc, a /dev of its own */
   int want_pidns, want_ipcns, want_netns;
+  int netns_fd; /* a network namespace made ahead (sandbox_netns_take) to join, or -1 */
   int drop_caps, best_effort;
   int last_cap;       /* the highest capability this kernel knows (63 when unknown) */
   int evidence_files; /* every file call is judged by the host (else the reserved names) */
@@ -137,5 +138,9 @@ int sandbox_take_listener(sandbox_prep *prep);
  * listener on 127.0.0.1:prep->proxy_port in prep->proxy_fd. 0, or -1 with errno set. */
 int sandbox_proxy_listen(sandbox_prep *prep);
 void sandbox_proxy_close(volatile int *fds); /* the SBX_TRANSP_N transparent ones, set to -1 */
+/* Host side (sandbox_netpool.c), for a host that may make network namespaces itself: a new,
+ * empty network namespace made ahead of use, which the caller owns and joins once; -1 when
+ * none is ready (the setup child then makes one). The next one is made meanwhile. */
+int sandbox_netns_take(void);
 
 #endif

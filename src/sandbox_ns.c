@@ -136,8 +136,14 @@ int sandbox_ns_setup(sandbox_prep *p, const char **stage) {
     p->userns_ok = 1;
     sandbox_stamp(p, SBX_T_USERNS);
   }
-  /* the network namespace apart from the others (the same result): its cost is its own */
-  if (p->want_netns && unshare(CLONE_NEWNET) < 0) {
+  /* the network namespace apart from the others (the same result): its cost is its own. One
+   * made ahead is joined (never shared: each is handed out once); a failure to join it fails
+   * the spawn, as a failure to make one does. */
+  if (p->want_netns && p->netns_fd >= 0 && setns(p->netns_fd, CLONE_NEWNET) < 0) {
+    *stage = "sandbox network namespace (made ahead)";
+    return -1;
+  }
+  if (p->want_netns && p->netns_fd < 0 && unshare(CLONE_NEWNET) < 0) {
     *stage = "sandbox namespaces";
     return -1;
   }
@@ -210,6 +216,7 @@ int sandbox_userns_probe(char *why, size_t size) {
     memset(&c, 0, sizeof c);
     c.prep.want_userns = c.prep.want_mountns = c.prep.want_pidns = c.prep.want_ipcns = 1;
     c.prep.want_netns = 1;
+    c.prep.netns_fd = -1; /* (made here, as a spawn by a normal user does) */
     c.prep.uid = (unsigned)getuid();
     c.prep.gid = (unsigned)getgid();
     sigset_t all, old;
