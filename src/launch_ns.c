@@ -209,6 +209,7 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
   if (sp->netns_fd >= 0) { /* joined or not, it is this launch's only */
     close(sp->netns_fd);
     sp->netns_fd = -1;
+    sandbox_netns_refill();
   }
   if (s.slave >= 0) close(s.slave); /* the program has it as 0, 1 and 2 */
   int err = s.err ? s.err : g->err;

@@ -140,7 +140,9 @@ int sandbox_proxy_listen(sandbox_prep *prep);
 void sandbox_proxy_close(volatile int *fds); /* the SBX_TRANSP_N transparent ones, set to -1 */
 /* Host side (sandbox_netpool.c), for a host that may make network namespaces itself: a new,
  * empty network namespace made ahead of use, which the caller owns and joins once; -1 when
- * none is ready (the setup child then makes one). The next one is made meanwhile. */
+ * none is ready (the setup child then makes one). */
 int sandbox_netns_take(void);
+/* After the launch that took one: the next is made now (on the thread). */
+void sandbox_netns_refill(void);
 
 #endif

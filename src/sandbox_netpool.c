@@ -3,8 +3,8 @@
  * made earlier costs a setns. A thread of the host makes the next namespace while sessions
  * run, off the launch's critical path, and holds it as a descriptor only: no process lives in
  * it, nothing is configured in it, and no session has seen it. Each one is handed out once
- * (every session still gets a network namespace of its own, empty), and a new one is made
- * after each hand-out. The thread and the descriptor go with the host's process however it
+ * (every session still gets a network namespace of its own, empty), and the next one is
+ * made once the launch that took it is done (not while its setup competes for the CPU). The thread and the descriptor go with the host's process however it
  * ends: nothing outlives it.
  *
  * Only for a host that may make network namespaces itself (CAP_SYS_ADMIN, no user namespace
@@ -70,8 +70,13 @@ int sandbox_netns_take(void) {
   } else if (state == 1 && ready >= 0) {
     fd = ready;
     ready = -1;
-    pthread_cond_signal(&taken);
   }
   pthread_mutex_unlock(&lock);
   return fd;
+}
+
+void sandbox_netns_refill(void) {
+  pthread_mutex_lock(&lock);
+  if (state == 1 && ready < 0) pthread_cond_signal(&taken);
+  pthread_mutex_unlock(&lock);
 }
