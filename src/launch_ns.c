@@ -190,6 +190,7 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
   sandbox_prep *sp = req->sandbox;
   /* root: the network namespace made ahead (a normal user's comes with its user namespace) */
   if (sp->want_netns && !sp->want_userns && sp->netns_fd < 0) sp->netns_fd = sandbox_netns_take();
+  if (sp->want_mountns && !sp->want_userns) sp->dev_template = sandbox_dev_template();
   launch_stack_clean(stack);
   /* No signal handler may run in the children while they share the host's memory. */
   sigset_t all, old;

@@ -274,7 +274,7 @@ void sandbox_prep_free(sandbox_prep *p) {
 void sandbox_prep_init(sandbox_prep *p) {
   memset(p, 0, sizeof *p);
   p->ruleset_fd = p->listener_fd = p->diag_fd = p->proxy_fd = -1; /* (0: the host's stdin) */
-  p->netns_fd = -1;
+  p->netns_fd = p->dev_template = -1;
   for (int i = 0; i < SBX_TRANSP_N; i++) p->transp_fd[i] = -1;
 }
 
