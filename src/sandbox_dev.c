@@ -97,9 +97,8 @@ int sandbox_dev_layer(const sandbox_prep *p) {
 static int template_build(void) {
   static const char *const devs[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
   static const char *const links[][2] = {
-      {"pts/ptmx", "ptmx"},          {"/proc/self/fd", "fd"},
-      {"/proc/self/fd/0", "stdin"},  {"/proc/self/fd/1", "stdout"},
-      {"/proc/self/fd/2", "stderr"}, {NULL, NULL}};
+      {"pts/ptmx", "ptmx"},          {"/proc/self/fd", "fd"},       {"/proc/self/fd/0", "stdin"},
+      {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}, {NULL, NULL}};
   int fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC);
   if (fs < 0) return -1;
   int d = -1;
