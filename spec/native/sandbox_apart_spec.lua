@@ -1,0 +1,51 @@
+-- Sessions of the default sandbox alive at the same time are apart from each other: each has
+-- a network namespace of its own (none shared, none the host's: a namespace made ahead of use
+-- is handed out once), its own /dev/shm and devpts, and a /dev no session can add to (the part
+-- every session has alike is made once and cloned). Run as root and as a normal user (the
+-- luxec host dropped with setpriv), deciding from the sessions' own reports.
+local luxec = require("luxec")
+local uv = require("luv")
+local H = require("helper")
+
+local ESCAPE = H.fixture("escape")
+local RUNNER = H.root .. "/spec/native/apart_runner.lua"
+
+local expected = table.concat({
+  "network namespaces: 4 distinct of 4, none the host's",
+  "abstract socket of another session: ECONNREFUSED: Connection refused",
+  "another session's /dev/shm: []",
+  "another session's /dev: fd full null ptmx pts random shm stderr stdin stdout tty urandom zero ",
+  "another session's /dev/pts: ptmx ",
+  "",
+}, "\n")
+
+local function users()
+  if math.tointeger(uv.getuid()) ~= 0 then return { { name = "this user", prefix = {} } } end
+  return {
+    { name = "root", prefix = {} },
+    { name = "an unprivileged user (uid 65534)",
+      prefix = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups" } },
+  }
+end
+
+describe("sandboxed sessions alive at once", function()
+  local usable, why = H.sandbox_usable()
+  for _, user in ipairs(users()) do
+    it("are apart from each other, as " .. user.name, function()
+      if not usable then return pending("skipped: " .. why) end
+      if #user.prefix > 0 and not H.have("setpriv") then
+        return pending("skipped: setpriv (util-linux) is not installed")
+      end
+      local ws = H.tmpdir()
+      assert(uv.fs_chmod(ws, tonumber("777", 8)))
+      local argv = {}
+      for _, a in ipairs(user.prefix) do argv[#argv + 1] = a end
+      for _, a in ipairs({ H.luxec, RUNNER, ESCAPE, ws }) do argv[#argv + 1] = a end
+      local r = luxec.run(argv, { stderr = "pipe", env = { HOME = ws, PATH = os.getenv("PATH") },
+        timeout = 120 })
+      H.rmtree(ws)
+      assert.equals(0, r.code, r.stderr)
+      assert.equals(expected, r.output)
+    end)
+  end
+end)
