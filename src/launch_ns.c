@@ -188,8 +188,9 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
     s.init_stack = istack;
   }
   sandbox_prep *sp = req->sandbox;
-  /* root: the network namespace made ahead (a normal user's comes with its user namespace) */
-  if (sp->want_netns && !sp->want_userns && sp->netns_fd < 0) sp->netns_fd = sandbox_netns_take();
+  /* the network namespace made ahead (a normal user's with the user namespace it is in) */
+  if (sp->want_netns && sp->netns_fd < 0)
+    sp->netns_fd = sandbox_netns_take(sp->want_userns, sp->uid, sp->gid, &sp->userns_fd);
   if (sp->want_mountns && !sp->want_userns) sp->dev_template = sandbox_dev_template();
   launch_stack_clean(stack);
   /* No signal handler may run in the children while they share the host's memory. */
@@ -210,6 +211,8 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
   if (sp->netns_fd >= 0) { /* joined or not, it is this launch's only */
     close(sp->netns_fd);
     sp->netns_fd = -1;
+    if (sp->userns_fd >= 0) close(sp->userns_fd);
+    sp->userns_fd = -1;
     sandbox_netns_refill();
   }
   if (s.slave >= 0) close(s.slave); /* the program has it as 0, 1 and 2 */

@@ -1,21 +1,34 @@
 /* sandbox_netpool.c: network namespaces made ahead of use. Making one costs the kernel about
  * half a millisecond (the loopback device, every protocol's per-namespace state); joining one
- * made earlier costs a setns. A thread of the host makes the next namespace while sessions
- * run, off the launch's critical path, and holds it as a descriptor only: no process lives in
- * it, nothing is configured in it, and no session has seen it. Each one is handed out once
- * (every session still gets a network namespace of its own, empty), and the next one is
- * made once the launch that took it is done (not while its setup competes for the CPU). The thread and the descriptor go with the host's process however it
- * ends: nothing outlives it.
+ * made earlier costs a setns. The next namespace is made while sessions run, off the launch's
+ * critical path, and held as a descriptor only: no process of a session has been in it and
+ * nothing is configured in it. Each one is handed out once (every session still gets a
+ * network namespace of its own, empty), and the next one is made once the launch that took
+ * it is done (not while its setup competes for the CPU).
  *
- * Only for a host that may make network namespaces itself (CAP_SYS_ADMIN, no user namespace
- * in between): a normal user's session makes its network namespace inside the user namespace
- * of its own, which a namespace made here would not belong to. */
+ * As root, a thread of the host makes them. A normal user's sessions need their namespaces
+ * to belong to a user namespace the user owns: a keeper process (forked once, when the first
+ * such session starts) makes one user namespace, with the host's uid and gid mapped to
+ * themselves as a session's own would have, and then each network namespace inside it, and
+ * passes both over a socket. A session joins that user namespace and its network namespace,
+ * then makes its mount, pid and IPC namespaces there (as it did in a user namespace of its
+ * own; its process keeps no capability in it). The keeper holds nothing but those: it ends
+ * with the host however the host ends (PR_SET_PDEATHSIG, and EOF on the socket), and with it
+ * every namespace not handed out. Anything failing on the way only means no namespace is
+ * ready: the setup child then makes its own, as without the pool. */
 #include "sandbox.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -50,7 +63,7 @@ static void *maker(void *arg) {
   return NULL;
 }
 
-int sandbox_netns_take(void) {
+static int thread_take(void) {
   int fd = -1;
   pthread_mutex_lock(&lock);
   if (state == 1 && owner != getpid()) state = -1; /* a forked copy: the thread is not here */
@@ -75,8 +88,147 @@ int sandbox_netns_take(void) {
   return fd;
 }
 
+/* ---- a normal user's: the keeper ---- */
+
+static int keeper_fd = -1;   /* the host's end of the socket, or -1 */
+static pid_t keeper = -1;    /* its pid */
+static int keeper_state = 0; /* 0: not started, 1: runs, -1: gone */
+static int keeper_asked = 0; /* a namespace was asked for and not received yet */
+
+static int write_text(const char *path, const char *text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = write(fd, text, strlen(text));
+  close(fd);
+  return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+static void send_two(int sock, int a, int b) {
+  char byte = 'n';
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(2 * sizeof(int))];
+  } u;
+  memset(&u, 0, sizeof u);
+  struct msghdr msg = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(2 * sizeof(int));
+  int fds[2] = {a, b};
+  memcpy(CMSG_DATA(c), fds, sizeof fds);
+  if (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0) _exit(0); /* the host is gone */
+}
+
+/* The forked keeper: system calls only (the host had threads). All signals stay blocked as
+ * the host blocked them around the fork: only SIGKILL ends it, or EOF. */
+static void keeper_main(int sock, pid_t host, const char *uid_map, const char *gid_map) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != host) _exit(0);
+  if (sock > 0) syscall(SYS_close_range, 0U, (unsigned)sock - 1, 0U);
+  syscall(SYS_close_range, (unsigned)sock + 1, ~0U, 0U);
+  if (unshare(CLONE_NEWUSER) < 0) _exit(1);
+  if (write_text("/proc/self/setgroups", "deny") < 0 && errno != ENOENT) _exit(1);
+  if (write_text("/proc/self/uid_map", uid_map) < 0 ||
+      write_text("/proc/self/gid_map", gid_map) < 0)
+    _exit(1);
+  int user = open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC);
+  /* its own network namespace to come back to (never handed out) */
+  if (user < 0 || unshare(CLONE_NEWNET) < 0) _exit(1);
+  int home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+  if (home < 0) _exit(1);
+  char byte;
+  while (read(sock, &byte, 1) == 1) {
+    if (unshare(CLONE_NEWNET) < 0) _exit(1);
+    int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(home, CLONE_NEWNET) < 0) _exit(1);
+    send_two(sock, user, fd);
+    close(fd);
+  }
+  _exit(0);
+}
+
+static void keeper_gone(void) {
+  if (keeper_fd >= 0) close(keeper_fd);
+  keeper_fd = -1;
+  keeper_state = -1;
+  if (keeper > 0) /* (it ended by itself: a failure; reaped here, not left a zombie) */
+    while (waitpid(keeper, NULL, 0) < 0 && errno == EINTR) {
+    }
+  keeper = -1;
+}
+
+static void keeper_ask(void) {
+  if (keeper_state != 1 || keeper_asked) return;
+  if (write(keeper_fd, "n", 1) == 1)
+    keeper_asked = 1;
+  else
+    keeper_gone();
+}
+
+static void keeper_start(unsigned uid, unsigned gid) {
+  keeper_state = -1;
+  char uid_map[32], gid_map[32];
+  snprintf(uid_map, sizeof uid_map, "%u %u 1\n", uid, uid);
+  snprintf(gid_map, sizeof gid_map, "%u %u 1\n", gid, gid);
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) return;
+  pid_t host = getpid();
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pid_t pid = fork();
+  if (pid == 0) keeper_main(sv[1], host, uid_map, gid_map);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  close(sv[1]);
+  if (pid < 0) {
+    close(sv[0]);
+    return;
+  }
+  keeper = pid;
+  keeper_fd = sv[0];
+  keeper_state = 1;
+  keeper_ask();
+}
+
+static int keeper_take(unsigned uid, unsigned gid, int *userns_fd) {
+  if (keeper_state == 0) {
+    keeper_start(uid, gid);
+    return -1; /* the first is made meanwhile */
+  }
+  if (keeper_state != 1 || !keeper_asked) return -1;
+  char byte;
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(2 * sizeof(int))];
+  } u;
+  struct msghdr msg = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+  ssize_t n = recvmsg(keeper_fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return -1; /* not ready yet */
+  struct cmsghdr *c = n == 1 ? CMSG_FIRSTHDR(&msg) : NULL;
+  if (c == NULL || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(2 * sizeof(int))) {
+    keeper_gone(); /* EOF, or not what it sends: no more from it */
+    return -1;
+  }
+  int fds[2];
+  memcpy(fds, CMSG_DATA(c), sizeof fds);
+  keeper_asked = 0;
+  *userns_fd = fds[0];
+  return fds[1];
+}
+
+int sandbox_netns_take(int in_userns, unsigned uid, unsigned gid, int *userns_fd) {
+  *userns_fd = -1;
+  return in_userns ? keeper_take(uid, gid, userns_fd) : thread_take();
+}
+
 void sandbox_netns_refill(void) {
   pthread_mutex_lock(&lock);
   if (state == 1 && ready < 0) pthread_cond_signal(&taken);
   pthread_mutex_unlock(&lock);
+  keeper_ask();
 }

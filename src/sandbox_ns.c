@@ -89,8 +89,9 @@ static int userns_layer(sandbox_prep *p) {
 int sandbox_ns_setup(sandbox_prep *p, const char **stage) {
   sandbox_stamp(p, SBX_T_SETUP);
   if (p->want_userns) {
-    if (userns_layer(p) < 0) {
-      *stage = "sandbox user namespace";
+    /* one made ahead with its network namespace (sandbox_netpool.c), or one of its own */
+    if (p->userns_fd >= 0 ? setns(p->userns_fd, CLONE_NEWUSER) < 0 : userns_layer(p) < 0) {
+      *stage = p->userns_fd >= 0 ? "sandbox user namespace (made ahead)" : "sandbox user namespace";
       return -1;
     }
     p->userns_ok = 1;
@@ -176,7 +177,7 @@ int sandbox_userns_probe(char *why, size_t size) {
     memset(&c, 0, sizeof c);
     c.prep.want_userns = c.prep.want_mountns = c.prep.want_pidns = c.prep.want_ipcns = 1;
     c.prep.want_netns = 1;
-    c.prep.netns_fd = c.prep.dev_template = -1; /* (made here, as by a normal user) */
+    c.prep.netns_fd = c.prep.userns_fd = c.prep.dev_template = -1; /* (made here) */
     c.prep.uid = (unsigned)getuid();
     c.prep.gid = (unsigned)getgid();
     sigset_t all, old;
