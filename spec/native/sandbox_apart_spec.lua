@@ -49,3 +49,40 @@ describe("sandboxed sessions alive at once", function()
     end)
   end
 end)
+
+-- What a host keeps ahead for its sessions (a thread as root; as a normal user a keeper
+-- process, holding a user namespace and the next network namespace) ends with the host, even
+-- one killed with SIGKILL: no process of it is left, and with it no namespace.
+describe("what the host keeps ahead for sandboxed sessions", function()
+  local usable, why = H.sandbox_usable()
+  for _, user in ipairs(users()) do
+    it("ends when the host is killed, as " .. user.name, function()
+      if not usable then return pending("skipped: " .. why) end
+      if #user.prefix > 0 and not H.have("setpriv") then
+        return pending("skipped: setpriv (util-linux) is not installed")
+      end
+      local ws = H.tmpdir()
+      assert(uv.fs_chmod(ws, tonumber("777", 8)))
+      local argv = {}
+      for _, a in ipairs(user.prefix) do argv[#argv + 1] = a end
+      for _, a in ipairs({ H.luxec, H.root .. "/spec/native/keeper_runner.lua", ws }) do
+        argv[#argv + 1] = a
+      end
+      local p = assert(luxec.spawn(argv, { env = { HOME = ws, PATH = os.getenv("PATH") } }))
+      local out = H.wait_output(p, "host %d+ children[%d ]*\n", 60000)
+      local host, kids = out:match("host (%d+) children([%d ]*)\n")
+      assert.equals(p.pid, math.tointeger(tonumber(host)))
+      local pids = {}
+      for k in kids:gmatch("%d+") do pids[#pids + 1] = math.tointeger(tonumber(k)) end
+      -- a normal user's host has its keeper (and any session's init not yet reaped)
+      if #user.prefix > 0 then assert.is_true(#pids >= 1, out) end
+      p:signal("KILL")
+      assert(p:wait({ timeout = 10 }))
+      p:close()
+      for _, k in ipairs(pids) do
+        H.wait_for(function() return not H.alive(k) end, 10000, "process " .. k .. " to end")
+      end
+      H.rmtree(ws)
+    end)
+  end
+end)
