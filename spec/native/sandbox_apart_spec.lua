@@ -78,11 +78,16 @@ describe("what the host keeps ahead for sandboxed sessions", function()
       if #user.prefix > 0 then assert.is_true(#pids >= 1, out) end
       p:signal("KILL")
       assert(p:wait({ timeout = 10 }))
+      -- (before p:close, which would end the host's whole tree itself)
+      local left = {}
+      local ok = pcall(H.wait_for, function()
+        left = {}
+        for _, k in ipairs(pids) do if H.alive(k) then left[#left + 1] = k end end
+        return #left == 0
+      end, 10000, "the host's children to end")
       p:close()
-      for _, k in ipairs(pids) do
-        H.wait_for(function() return not H.alive(k) end, 10000, "process " .. k .. " to end")
-      end
       H.rmtree(ws)
+      assert(ok, "left running after the host was killed: " .. table.concat(left, " "))
     end)
   end
 end)
