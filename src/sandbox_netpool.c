@@ -154,9 +154,12 @@ static void keeper_gone(void) {
   if (keeper_fd >= 0) close(keeper_fd);
   keeper_fd = -1;
   keeper_state = -1;
-  if (keeper > 0) /* (it ended by itself: a failure; reaped here, not left a zombie) */
+  /* our unreaped child, so the pid is still its: ended (EOF), or ended here; then reaped */
+  if (keeper > 0 && waitpid(keeper, NULL, WNOHANG) == 0) {
+    kill(keeper, SIGKILL);
     while (waitpid(keeper, NULL, 0) < 0 && errno == EINTR) {
     }
+  }
   keeper = -1;
 }
 
