@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -37,8 +38,15 @@ static int ready = -1;   /* a namespace made ahead, or -1 */
 static int state = 0;    /* 0: no thread yet, 1: the thread runs, -1: it failed and ended */
 static pid_t owner = -1; /* the process whose thread it is (a forked copy has none) */
 
+/* The maker runs at the lowest priority: woken as a launch ends, it must not take the CPU
+ * from the host (whose next steps are the session's), only what is left idle. */
+static void lowest_priority(void) {
+  setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+}
+
 static void *maker(void *arg) {
   (void)arg;
+  lowest_priority();
   int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
   pthread_mutex_lock(&lock);
   while (home >= 0) {
@@ -127,6 +135,7 @@ static void send_two(int sock, int a, int b) {
 static void keeper_main(int sock, pid_t host, const char *uid_map, const char *gid_map) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != host) _exit(0);
+  lowest_priority();
   if (sock > 0) syscall(SYS_close_range, 0U, (unsigned)sock - 1, 0U);
   syscall(SYS_close_range, (unsigned)sock + 1, ~0U, 0U);
   if (unshare(CLONE_NEWUSER) < 0) _exit(1);
