@@ -136,6 +136,10 @@ static void keeper_main(int sock, pid_t host, const char *uid_map, const char *g
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != host) _exit(0);
   lowest_priority();
+  /* a session of its own: no signal for the host's terminal group reaches it, and a luxec
+   * that adopts it when this host is gone (a subreaper) tells it from its own processes and
+   * reaps it */
+  setsid();
   if (sock > 0) syscall(SYS_close_range, 0U, (unsigned)sock - 1, 0U);
   syscall(SYS_close_range, (unsigned)sock + 1, ~0U, 0U);
   if (unshare(CLONE_NEWUSER) < 0) _exit(1);
