@@ -96,9 +96,9 @@ int launch_child_main(void *arg) {
   /* the host is already gone? (inside a pid namespace the parent is outside: 0, and the
    * namespace's init goes with the host instead) */
   if (getppid() != (c->contained ? 0 : c->parent)) _exit(127);
-  if (req->cgroup_procs_fd >= 0 && write(req->cgroup_procs_fd, "0", 1) != 1)
+  if (!c->in_cgroup && req->cgroup_procs_fd >= 0 && write(req->cgroup_procs_fd, "0", 1) != 1)
     child_fail(c, "cgroup");
-  for (int i = 0; i < req->ncgroup_more; i++) /* cgroup v1 hierarchies (limits) */
+  for (int i = 0; !c->in_cgroup && i < req->ncgroup_more; i++) /* cgroup v1 (limits) */
     if (write(req->cgroup_more_fds[i], "0", 1) != 1) child_fail(c, "cgroup");
   if (req->sandbox != NULL) {
     /* A sandboxed child starts on the host's descriptor table (CLONE_FILES), so the seccomp

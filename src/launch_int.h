@@ -17,6 +17,7 @@ typedef struct child_ctx {
   int report_fd;    /* -1, or the write end of the failure pipe when memory is not shared */
   int contained;    /* cloned into a sandbox's pid namespace: its parent is outside it */
   int files_shared; /* started on the host's descriptor table (CLONE_FILES) */
+  int in_cgroup;    /* born in the session's cgroups (the setup child joined them) */
 } child_ctx;
 
 /* The program's side of a launch: from clone to exec (async-signal-safe). */

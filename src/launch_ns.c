@@ -118,6 +118,7 @@ static int setup_main(void *arg) {
     setup_fail(s, "cgroup");
   for (int i = 0; i < req->ncgroup_more; i++)
     if (write(req->cgroup_more_fds[i], "0", 1) != 1) setup_fail(s, "cgroup");
+  s->g->in_cgroup = 1; /* (a clone is born in its parent's cgroups: no second move) */
   if (sandbox_ns_setup(sp, &stage) < 0) setup_fail(s, stage);
   if (req->tty) {
     if (open_pty(s) < 0) setup_fail(s, "pty");
@@ -186,6 +187,11 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
     }
     s.init_stack = istack;
   }
+  sandbox_prep *sp = req->sandbox;
+  /* the network namespace made ahead (a normal user's with the user namespace it is in) */
+  if (sp->want_netns && sp->netns_fd < 0)
+    sp->netns_fd = sandbox_netns_take(sp->want_userns, sp->uid, sp->gid, &sp->userns_fd);
+  if (sp->want_mountns && !sp->want_userns) sp->dev_template = sandbox_dev_template();
   launch_stack_clean(stack);
   /* No signal handler may run in the children while they share the host's memory. */
   sigset_t all, old;
@@ -202,6 +208,13 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
     return -1;
   }
   reap(setup);
+  if (sp->netns_fd >= 0) { /* joined or not, it is this launch's only */
+    close(sp->netns_fd);
+    sp->netns_fd = -1;
+    if (sp->userns_fd >= 0) close(sp->userns_fd);
+    sp->userns_fd = -1;
+    sandbox_netns_refill();
+  }
   if (s.slave >= 0) close(s.slave); /* the program has it as 0, 1 and 2 */
   int err = s.err ? s.err : g->err;
   if (err != 0 || s.pid < 0) {

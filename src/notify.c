@@ -231,17 +231,15 @@ static void handle(sbx_call *c) {
 static void *serve(void *arg) {
   sbx_monitor *m = arg;
   struct pollfd pf[2] = {{.fd = m->fd, .events = POLLIN}, {.fd = m->stop_fd, .events = POLLIN}};
-  int nfds = 2;
   for (;;) {
-    if (poll(pf + (nfds == 1), (nfds_t)nfds, -1) < 0) {
+    if (poll(pf, 2, -1) < 0) {
       if (errno == EINTR) continue;
       break;
     }
     if (pf[1].revents & POLLIN) break;
-    if (nfds == 2 && (pf[0].revents & (POLLHUP | POLLERR)) && !(pf[0].revents & POLLIN)) {
-      nfds = 1; /* every filtered process is gone: wait for the stop */
-      continue;
-    }
+    /* every filtered process is gone, and no process can take the filter again: nothing more
+     * comes (closing the session then finds this thread ended, with no wake-up to wait for) */
+    if ((pf[0].revents & (POLLHUP | POLLERR)) && !(pf[0].revents & POLLIN)) break;
     if (!(pf[0].revents & POLLIN)) continue;
     struct seccomp_notif req;
     memset(&req, 0, sizeof req);

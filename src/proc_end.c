@@ -192,7 +192,9 @@ static int kill_now(proc *p, const char **method, int count) {
   if (p->cg.id != 0) {
     *method = p->init_pid > 0 ? "pid namespace" : "cgroup";
     n = count ? cg_session_pids(&p->cg, pids, MAX_TREE) : 0;
-    cg_session_kill(&p->cg);
+    /* the pid namespace's init takes every process of the session with it (no process
+     * leaves a pid namespace): the cgroup's kill is only needed without one */
+    if (p->init_pid <= 0 || p->init_killed) cg_session_kill(&p->cg);
     proc_ns_kill(p);
     return n > 0 ? n : 0;
   }
@@ -434,12 +436,13 @@ static void adopt(proc *p, pid_t pid) {
 int proc_end_close(proc *p, const char *why) {
   norphans = 0;
   int known_empty = p->reaped && p->te != NULL && p->te->cg_empty;
-  int cg_alive = 0;
-  if (p->cg.id != 0 && !known_empty && p->reaped) { /* (while its program runs, it is full) */
+  int cg_alive = 0, ns_alive = p->init_pid > 0 && !p->init_killed;
+  /* (while its program or its pid namespace's init lives, it is full) */
+  if (p->cg.id != 0 && !known_empty && p->reaped && !ns_alive) {
     cg_alive = cg_session_populated(&p->cg) == 1;
     known_empty = !cg_alive; /* with its program gone it cannot fill again */
   }
-  int alive = !p->reaped || (p->init_pid > 0 && !p->init_killed) || cg_alive;
+  int alive = !p->reaped || ns_alive || cg_alive;
   if (alive) {
     const char *method;
     if (p->killed_by[0] == '\0') snprintf(p->killed_by, sizeof p->killed_by, "%s", why);

@@ -259,6 +259,8 @@ void sandbox_prep_free(sandbox_prep *p) {
   if (p->ruleset_fd >= 0) close(p->ruleset_fd);
   if (p->got_listener && p->listener_fd >= 0) close(p->listener_fd); /* a failed launch's */
   if (p->diag_fd >= 0) close(p->diag_fd);
+  if (p->netns_fd >= 0) close(p->netns_fd);
+  if (p->userns_fd >= 0) close(p->userns_fd);
   if (p->proxy_fd >= 0) close(p->proxy_fd);
   sandbox_proxy_close(p->transp_fd);
   for (int i = 0; i < p->nunix; i++) free(p->unix_sockets[i]);
@@ -273,6 +275,7 @@ void sandbox_prep_free(sandbox_prep *p) {
 void sandbox_prep_init(sandbox_prep *p) {
   memset(p, 0, sizeof *p);
   p->ruleset_fd = p->listener_fd = p->diag_fd = p->proxy_fd = -1; /* (0: the host's stdin) */
+  p->netns_fd = p->userns_fd = p->dev_template = -1;
   for (int i = 0; i < SBX_TRANSP_N; i++) p->transp_fd[i] = -1;
 }
 

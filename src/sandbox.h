@@ -67,6 +67,9 @@ typedef struct sandbox_prep {
   int want_userns;  /* not root: every other namespace comes through a user namespace */
   int want_mountns; /* read-only /, writable roots, fresh /proc, a /dev of its own */
   int want_pidns, want_ipcns, want_netns;
+  int netns_fd;     /* a network namespace made ahead (sandbox_netns_take) to join, or -1 */
+  int userns_fd;    /* a normal user's: the user namespace it belongs to, joined first, or -1 */
+  int dev_template; /* the shared part of /dev made once (sandbox_dev_template; not owned) */
   int drop_caps, best_effort;
   int last_cap;       /* the highest capability this kernel knows (63 when unknown) */
   int evidence_files; /* every file call is judged by the host (else the reserved names) */
@@ -137,5 +140,19 @@ int sandbox_take_listener(sandbox_prep *prep);
  * listener on 127.0.0.1:prep->proxy_port in prep->proxy_fd. 0, or -1 with errno set. */
 int sandbox_proxy_listen(sandbox_prep *prep);
 void sandbox_proxy_close(volatile int *fds); /* the SBX_TRANSP_N transparent ones, set to -1 */
+/* Host side (sandbox_netpool.c): a new, empty network namespace made ahead of use, which the
+ * caller owns and joins once; -1 when none is ready (the setup child then makes one). As root
+ * (in_userns 0) a thread of the host makes it; for a normal user a keeper process makes it in
+ * a user namespace of the user's (uid and gid mapped to themselves), returned in *userns_fd
+ * (the caller's too) to be joined first. */
+int sandbox_netns_take(int in_userns, unsigned uid, unsigned gid, int *userns_fd);
+/* After the launch that took one: the next is made now (on the thread). */
+void sandbox_netns_refill(void);
+/* Host side (sandbox_dev.c), root only: the part of every session's /dev that is alike, made
+ * once and held as a detached mount tree; -1 when it could not be made. */
+int sandbox_dev_template(void);
+/* Setup child side, in the session's mount namespace: its /dev (a clone of the template, or
+ * built), with a devpts instance and a /dev/shm of its own. 0, or -1 with errno set. */
+int sandbox_dev_layer(const sandbox_prep *prep);
 
 #endif

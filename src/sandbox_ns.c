@@ -63,46 +63,6 @@ static int mount_layer(sandbox_prep *p) {
   return 0;
 }
 
-/* A /dev of the sandbox's own, as bubblewrap's --dev makes: the harmless devices bound from
- * the host's, its own terminals (a read-only devpts instance: new terminals are still made by
- * the kernel through ptmx, none can be chmod'ed open to others, no other session's or the
- * host's exists there) and its own shared memory, and nothing else: no disk, input device or
- * console of the host, which root could otherwise read past every mask. */
-static int dev_layer(void) {
-  static const char *const devs[] = {"/dev/null",    "/dev/zero", "/dev/full", "/dev/random",
-                                     "/dev/urandom", "/dev/tty",  NULL};
-  static const char *const links[][2] = {
-      {"pts/ptmx", "/dev/ptmx"},          {"/proc/self/fd", "/dev/fd"},
-      {"/proc/self/fd/0", "/dev/stdin"},  {"/proc/self/fd/1", "/dev/stdout"},
-      {"/proc/self/fd/2", "/dev/stderr"}, {NULL, NULL}};
-  int fds[8];
-  for (int i = 0; devs[i]; i++) {
-    fds[i] = (int)syscall(SYS_open_tree, AT_FDCWD, devs[i], OPEN_TREE_CLONE | O_CLOEXEC);
-    if (fds[i] < 0 && errno != ENOENT) return -1; /* (a device this machine lacks is none) */
-  }
-  if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0) return -1;
-  for (int i = 0; devs[i]; i++) {
-    if (fds[i] < 0) continue;
-    int fd = open(devs[i], O_CREAT | O_WRONLY | O_CLOEXEC, 0666); /* the mount point */
-    if (fd < 0) return -1;
-    close(fd);
-    if (syscall(SYS_move_mount, fds[i], "", AT_FDCWD, devs[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)
-      return -1;
-    close(fds[i]);
-  }
-  for (int i = 0; links[i][0]; i++)
-    if (symlink(links[i][0], links[i][1]) < 0) return -1;
-  if (mkdir("/dev/pts", 0755) < 0 || mkdir("/dev/shm", 01777) < 0) return -1;
-  if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC | MS_RDONLY,
-            "newinstance,ptmxmode=0666,mode=0620") < 0)
-    return -1;
-  /* POSIX shared memory and semaphores live here: the host's are not the sandbox's */
-  if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0) return -1;
-  /* nothing more is made in /dev itself */
-  return mount("none", "/dev", "none", MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
-               NULL);
-}
-
 static int write_file(const char *path, const char *text) {
   int fd = open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return -1;
@@ -129,15 +89,22 @@ static int userns_layer(sandbox_prep *p) {
 int sandbox_ns_setup(sandbox_prep *p, const char **stage) {
   sandbox_stamp(p, SBX_T_SETUP);
   if (p->want_userns) {
-    if (userns_layer(p) < 0) {
-      *stage = "sandbox user namespace";
+    /* one made ahead with its network namespace (sandbox_netpool.c), or one of its own */
+    if (p->userns_fd >= 0 ? setns(p->userns_fd, CLONE_NEWUSER) < 0 : userns_layer(p) < 0) {
+      *stage = p->userns_fd >= 0 ? "sandbox user namespace (made ahead)" : "sandbox user namespace";
       return -1;
     }
     p->userns_ok = 1;
     sandbox_stamp(p, SBX_T_USERNS);
   }
-  /* the network namespace apart from the others (the same result): its cost is its own */
-  if (p->want_netns && unshare(CLONE_NEWNET) < 0) {
+  /* the network namespace apart from the others (the same result): its cost is its own. One
+   * made ahead is joined (never shared: each is handed out once); a failure to join it fails
+   * the spawn, as a failure to make one does. */
+  if (p->want_netns && p->netns_fd >= 0 && setns(p->netns_fd, CLONE_NEWNET) < 0) {
+    *stage = "sandbox network namespace (made ahead)";
+    return -1;
+  }
+  if (p->want_netns && p->netns_fd < 0 && unshare(CLONE_NEWNET) < 0) {
     *stage = "sandbox namespaces";
     return -1;
   }
@@ -164,7 +131,7 @@ int sandbox_ns_setup(sandbox_prep *p, const char **stage) {
       return -1;
     }
     sandbox_stamp(p, SBX_T_MOUNTS);
-    if (dev_layer() < 0) {
+    if (sandbox_dev_layer(p) < 0) {
       *stage = "sandbox /dev";
       return -1;
     }
@@ -210,6 +177,7 @@ int sandbox_userns_probe(char *why, size_t size) {
     memset(&c, 0, sizeof c);
     c.prep.want_userns = c.prep.want_mountns = c.prep.want_pidns = c.prep.want_ipcns = 1;
     c.prep.want_netns = 1;
+    c.prep.netns_fd = c.prep.userns_fd = c.prep.dev_template = -1; /* (made here) */
     c.prep.uid = (unsigned)getuid();
     c.prep.gid = (unsigned)getgid();
     sigset_t all, old;

@@ -35,21 +35,49 @@
 #define AT_RECURSIVE 0x8000
 #endif
 
-static int open_exact(const char *path) {
-  struct open_how how = {.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
+/* The object at path, no symlink in any component: RESOLVE_NO_SYMLINKS refuses a trailing one
+ * too (ELOOP) as long as O_NOFOLLOW is not given. With st, its type is wanted as well. */
+static int open_exact(const char *path, struct stat *st) {
+  struct open_how how = {.flags = O_PATH | O_CLOEXEC,
                          .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
   int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+  int checked = fd >= 0;
+  struct stat own;
+  if (st == NULL) st = &own;
   if (fd < 0 && errno == ENOSYS) /* before 5.6: the last component is still checked */
     fd = open(path, O_PATH | O_CLOEXEC | O_NOFOLLOW);
-  if (fd >= 0) {
-    struct stat st;
-    if (fstat(fd, &st) < 0 || S_ISLNK(st.st_mode)) {
+  if (fd >= 0 && (st != &own || !checked)) {
+    if (fstat(fd, st) < 0 || S_ISLNK(st->st_mode)) {
       close(fd);
       errno = ELOOP;
       return -1;
     }
   }
   return fd;
+}
+
+#ifndef SYS_open_tree_attr
+#define SYS_open_tree_attr 467
+#endif
+
+/* A clone of the mount at target (not recursive), read-only: one call since 6.15 */
+static int clone_read_only(int target) {
+  static volatile int no_attr; /* (shared with the host: a kernel fact, written the same) */
+  struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+  if (!no_attr) {
+    int tree = (int)syscall(SYS_open_tree_attr, target, "",
+                            OPEN_TREE_CLONE | AT_EMPTY_PATH | O_CLOEXEC, &ro, sizeof ro);
+    if (tree >= 0 || errno != ENOSYS) return tree;
+    no_attr = 1;
+  }
+  int tree = (int)syscall(SYS_open_tree, target, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | O_CLOEXEC);
+  if (tree >= 0 && syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &ro, sizeof ro) < 0) {
+    int e = errno;
+    close(tree);
+    errno = e;
+    return -1;
+  }
+  return tree;
 }
 
 static int set_read_only(int tree, int recursive) {
@@ -74,12 +102,11 @@ static int attach(int tree, int target) {
  * recursive clone would walk every mount already made in the same root, making n paths cost
  * n^2. */
 static int keep_read_only(const char *path) {
-  int target = open_exact(path);
+  int target = open_exact(path, NULL);
   if (target < 0) return -1;
-  int tree = (int)syscall(SYS_open_tree, target, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | O_CLOEXEC);
-  if (tree < 0 || set_read_only(tree, 0) < 0) {
+  int tree = clone_read_only(target);
+  if (tree < 0) {
     int e = errno;
-    if (tree >= 0) close(tree);
     close(target);
     errno = e;
     return -1;
@@ -136,15 +163,9 @@ static int mask_tree(int source, int dir) {
 }
 
 static int mask(int source, const char *path) {
-  int target = open_exact(path);
-  if (target < 0) return -1;
   struct stat st;
-  if (fstat(target, &st) < 0) {
-    int e = errno;
-    close(target);
-    errno = e;
-    return -1;
-  }
+  int target = open_exact(path, &st);
+  if (target < 0) return -1;
   int tree = mask_tree(source, S_ISDIR(st.st_mode));
   if (tree < 0) {
     int e = errno;
