@@ -37,7 +37,6 @@ struct linux_dirent64 {
   char d_name[];
 };
 
-
 scan_state S;
 
 unsigned scan_hash(const char *s) {
@@ -280,7 +279,7 @@ static node *add_node(char *path) {
  * set for the last). *children_verify: its subdirectories must be looked up again. path is
  * the caller's. */
 node *scan_visit(const char *path, int verify, long long racy, char *buf, size_t size,
-                   int *children_verify, int *oom) {
+                 int *children_verify, int *oom) {
   node *n = scan_by_path(path);
   if (n && (n->wd >= 0 || n->closed) && !n->dirty && !n->stale && !verify) {
     *children_verify = 0; /* its watch reported nothing: the same directory, the same names */
@@ -370,4 +369,3 @@ void scan_prune(const char *root) {
     }
   }
 }
-
