@@ -48,7 +48,7 @@ local function give(ctx, path)
 end
 
 local SECRET = "luxec-host-secret-" .. math.random(10 ^ 8)
-local function jail(ctx, argv, mode, home, tty, extra)
+local function jail(ctx, argv, mode, home, tty, extra, hold)
   local policy = { mode = mode, network = "deny" }
   for k, v in pairs(extra or {}) do policy[k] = v end
   -- the luxec host has a secret in its environment that the session is not given
@@ -58,11 +58,29 @@ local function jail(ctx, argv, mode, home, tty, extra)
   local cmd = {}
   for _, a in ipairs(ctx.user.prefix) do cmd[#cmd + 1] = a end
   for _, a in ipairs({ H.luxec, RUNNER, req }) do cmd[#cmd + 1] = a end
-  local r = assert(luxec.run(cmd, { timeout = 120,
-    env = { PATH = PATH, HOME = home or ctx.home, LANG = "C.UTF-8",
-      LUXEC_HOST_SECRET = SECRET } }))
-  local line = r.output:match("RESULT ([^\n]*)")
-  assert(line, "the attempt's luxec host gave no result: " .. r.output)
+  local env = { PATH = PATH, HOME = home or ctx.home, LANG = "C.UTF-8",
+    LUXEC_HOST_SECRET = SECRET }
+  local out
+  if hold then -- the command prints HELD and waits: hold() looks from outside meanwhile
+    local p = assert(luxec.spawn(cmd, { env = env }))
+    local held
+    while not p:finished() and not p:snapshot().head:find("RESULT ", 1, true) do
+      p:wait_output({ timeout = 20 })
+      if not held and p:snapshot().head:find("HOLD %d+\n") then
+        held = true
+        hold()
+        p:write("\n")
+      end
+    end
+    p:close_stdin()
+    p:wait({ timeout = 60 })
+    out = p:read()
+    p:close()
+  else
+    out = assert(luxec.run(cmd, { timeout = 120, env = env })).output
+  end
+  local line = out:match("RESULT ([^\n]*)")
+  assert(line, "the attempt's luxec host gave no result: " .. out)
   local res = assert(json.decode(line))
   assert(not res.error, "the command was not started: " .. tostring(res.error))
   return res
@@ -174,7 +192,8 @@ local function run_attempt(ctx, a, mode)
   snapshot_home(ctx, home or ctx.home)
   H.write_file(ctx.ws .. "/rc", "touch /tmp/pwned\n")
   give(ctx, ctx.ws .. "/rc")
-  local res = jail(ctx, a.argv(ctx, st), mode, home, a.tty, a.policy)
+  local res = jail(ctx, a.argv(ctx, st), mode, home, a.tty, a.policy,
+    a.hold and function() a.hold(ctx, st) end)
   local out = res.output or ""
   local what = a.effect(ctx, st, res)
   H.write_file(ctx.target, ctx.target_text)

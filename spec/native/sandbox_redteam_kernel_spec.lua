@@ -1,0 +1,216 @@
+-- A second red-team pass (issue 18), in the classes the other escape specs leave out: every
+-- other system call the filter refuses (each with its record), namespaces by every other flag,
+-- sockets of the kernel's other families, the init's memory and descriptors (a fork of the
+-- host) by the calls that skip /proc, descriptors a session must not hold, a lease on a file
+-- outside (it makes the host's open of that file for writing wait), and the evidence of calls
+-- that fail for the kernel's own reasons or succeed (no record) against ones the sandbox
+-- refused (their record). Run by the red-team driver: workspace-write and read-only, as root
+-- and as an unprivileged user whose luxec host is unprivileged too, decided from outside.
+local uv = require("luv")
+local D = require("native.redteam_driver")
+
+local ATTEMPTS = {}
+local function attempt(class, name, a)
+  a.class, a.name = class, name
+  a.effect = a.effect or D.worked
+  ATTEMPTS[#ATTEMPTS + 1] = a
+end
+local RT, SECRET, file = D.RT, D.SECRET, D.file
+
+local function records(...)
+  local want = { ... }
+  return function() return want end
+end
+
+-- Every other call the filter refuses: EPERM and one record naming it (arguments zero: had
+-- the filter let one through, the kernel would fail it for its arguments, never do harm).
+local CALLS = {
+  { "kexec_load", "kexec" }, { "kexec_file_load", "kexec" }, { "init_module", "module" },
+  { "finit_module", "module" }, { "delete_module", "module" }, { "swapon", "swap" },
+  { "swapoff", "swap" }, { "quotactl", "quotactl" }, { "acct", "acct" }, { "iopl", "ioperm" },
+  { "ioperm", "ioperm" }, { "fsconfig", "fsconfig" }, { "fsmount", "fsmount" },
+  { "fspick", "fspick" }, { "move_mount", "move_mount" },
+  { "io_uring_enter", "io_uring_enter" }, { "io_uring_register", "io_uring_register" },
+  { "open_by_handle_at", "open_by_handle_at" },
+}
+for _, c in ipairs(CALLS) do
+  attempt("other refused calls", c[1], {
+    argv = function() return { RT, "call", c[1] } end,
+    refused = "^EPERM",
+    records = records({ c[2] }),
+  })
+end
+attempt("other refused calls", "process_vm_writev into the init (the host's memory)", {
+  argv = function() return { RT, "call", "process_vm_writev", "1" } end,
+  refused = "^EPERM",
+  records = records({ "process_vm_writev" }),
+})
+attempt("other refused calls", "ptrace-attach the init", {
+  argv = function() return { RT, "call", "ptrace-attach", "1" } end,
+  refused = "^EPERM",
+  records = records({ "ptrace" }),
+})
+
+-- Namespaces by every flag the earlier passes did not try
+local FLAGS = { ipc = "0x08000000", pid = "0x20000000", uts = "0x04000000",
+  cgroup = "0x02000000", net = "0x40000000" }
+for _, ns in ipairs({ "ipc", "pid", "uts", "cgroup", "net" }) do
+  attempt("namespaces", "unshare a new " .. ns .. " namespace", {
+    argv = function() return { RT, "unshare", FLAGS[ns] } end,
+    refused = "^EPERM",
+    records = records({ "unshare" }),
+  })
+end
+attempt("namespaces", "unshare a new time namespace", {
+  argv = function() return { RT, "unshare", "0x80" } end,
+  refused = "^EPERM",
+  records = records({ "unshare" }),
+})
+attempt("namespaces", "unshare CLONE_SYSVSEM", {
+  argv = function() return { RT, "unshare", "0x40000" } end,
+  refused = "^EPERM",
+  records = records({ "unshare" }),
+})
+for _, ns in ipairs({ "ipc", "pid", "uts", "cgroup" }) do
+  attempt("namespaces", "clone into a new " .. ns .. " namespace", {
+    argv = function() return { RT, "clone", FLAGS[ns] } end,
+    refused = "^EPERM",
+    records = records({ "clone (new namespace)" }),
+  })
+end
+
+-- Sockets of the kernel's other families: none exists in the sandbox (one record each)
+local SOCKETS = {
+  { "AF_PACKET raw (every frame of the host's interfaces)", "17", "3" },
+  { "AF_NETLINK route", "16", "3", "0" }, { "AF_NETLINK audit", "16", "3", "9" },
+  { "AF_NETLINK uevent", "16", "2", "15" }, { "AF_NETLINK generic", "16", "3", "16" },
+  { "AF_VSOCK (the hypervisor's host)", "40", "1" }, { "AF_ALG (kernel crypto)", "38", "5" },
+  { "AF_KEY (IPsec keys)", "15", "3", "2" }, { "AF_BLUETOOTH", "31", "3" },
+  { "AF_XDP", "44", "3" }, { "AF_TIPC", "30", "5" }, { "AF_CAN", "29", "3", "1" },
+  { "AF_RDS", "21", "5" }, { "AF_LLC", "26", "2" },
+}
+for _, s in ipairs(SOCKETS) do
+  attempt("sockets of other families", s[1], {
+    argv = function() return { RT, "socket", s[2], s[3], s[4] or "0" } end,
+    refused = "^EPERM",
+    records = records({ "socket" }),
+  })
+end
+
+-- The init (pid 1) shares the host's memory and is the host's fork: nothing of it is reachable
+local function kernel_refused(name, argv, extra)
+  local a = extra or {}
+  a.argv = function() return argv end
+  a.records = a.records or records()
+  attempt("the init (the host's memory)", name, a)
+end
+kernel_refused("process_vm_readv of the init", { RT, "vm-read", "1" }, { refused = "^EPERM" })
+kernel_refused("kcmp against the init", { RT, "kcmp", "1" }, { refused = "^EPERM" })
+kernel_refused("pidfd_getfd of each of the init's descriptors", { RT, "getfd", "1" },
+  { refused = "^EPERM" })
+kernel_refused("read the init's environment (the host's)", { "cat", "/proc/1/environ" }, {
+  effect = function(_, _, res)
+    if res.output:find(SECRET, 1, true) then return "read: " .. res.output:sub(1, 120) end
+  end,
+})
+kernel_refused("read the init's memory through /proc/1/mem", { "sh", "-c",
+  "dd if=/proc/1/mem bs=1 count=1 skip=4194304 2>/dev/null && echo ok read" })
+kernel_refused("list the init's root (/proc/1/root/)",
+  { "sh", "-c", "ls /proc/1/root/ && echo ok" })
+
+-- Descriptors: a command holds its standard ones and what it opens, nothing of the host's
+local FDS = "import os; print(' '.join(sorted(os.listdir('/proc/self/fd'), key=int)))"
+local function only_std(_, _, res)
+  local extra = {}
+  for fd in res.output:gmatch("%d+") do
+    if tonumber(fd) > 3 then extra[#extra + 1] = fd end -- (3: the listing's own)
+  end
+  if #extra > 0 then return "descriptors the command did not open: " .. res.output end
+end
+attempt("descriptors", "a pipe session holds 0, 1 and 2 only", {
+  argv = function() return { "python3", "-c", FDS } end, effect = only_std, records = records(),
+})
+attempt("descriptors", "a terminal session holds 0, 1 and 2 only", {
+  tty = true,
+  argv = function() return { "python3", "-c", FDS } end, effect = only_std, records = records(),
+})
+
+-- A lease on a file outside: while the sandbox holds it, the host's open of that file for
+-- writing waits (O_NONBLOCK: EAGAIN). Looked at from outside while the command waits.
+attempt("host files", "a read lease on a file outside, held", {
+  argv = function(ctx) return { RT, "lease", ctx.target } end,
+  hold = function(ctx, st)
+    local fd, err = uv.fs_open(ctx.target, 2049, 420) -- O_WRONLY | O_NONBLOCK
+    if fd then uv.fs_close(fd) end
+    st.blocked = not fd and tostring(err):match("EAGAIN") ~= nil
+  end,
+  effect = function(_, st)
+    if st.blocked then return "the host's open for writing was held up by the lease" end
+  end,
+  refused = "^EPERM",
+  records = records({ "fcntl (F_SETLEASE)" }),
+})
+
+-- The evidence: a call the kernel fails for its own reason, or one that works, has no record;
+-- one the sandbox refused has exactly its record
+local function py(name, code, want, extra)
+  local a = extra or {}
+  a.argv = function(ctx)
+    return { "python3", "-c", "import os, socket\nO = " .. ("%q"):format(ctx.out) .. "\n" .. code }
+  end
+  a.effect = function(ctx)
+    if file(ctx.target) ~= ctx.target_text then return "the file outside was written" end
+  end
+  a.records = function(ctx, mode)
+    local out = {}
+    for _, w in ipairs(want) do
+      if not w.mode or w.mode == mode then
+        out[#out + 1] = { w[1], w[2] and w[2](ctx), w[3] and w[3](ctx) }
+      end
+    end
+    return out
+  end
+  attempt("evidence", name, a)
+end
+local function try(stmt) return "try:\n  " .. stmt .. "\nexcept OSError as e:\n  print(e)" end
+py("open O_CREAT of a file outside that exists, for reading: works, no record",
+  "os.open(O + '/target', os.O_RDONLY | os.O_CREAT); print('opened')", {})
+py("unlink, chmod, rename of missing files outside: ENOENT, no record",
+  try("os.unlink(O + '/missing')") .. "\n" .. try("os.chmod(O + '/missing', 0o600)") .. "\n"
+    .. try("os.rename(O + '/missing', 'x')"), {})
+py("connect to a missing socket: ENOENT, no record",
+  try("socket.socket(socket.AF_UNIX).connect(O + '/missing.sock')"), {})
+py("mkdir of directories that exist, outside and inside: EEXIST, no record",
+  try("os.mkdir('/var/tmp')") .. "\n" .. try("os.mkdir('.')") .. "\n" .. try("os.mkdir(O)"), {})
+-- (the link in the workspace made by the host first: the same call in both modes)
+local function link_out(ctx)
+  os.remove(ctx.ws .. "/lnk")
+  assert(uv.fs_symlink(ctx.target, ctx.ws .. "/lnk"))
+end
+py("O_NOFOLLOW | O_CREAT on a link to a file outside: ELOOP, no record",
+  try("os.open('lnk', os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW)"), {}, { prepare = link_out })
+py("open a directory for writing, or with O_CREAT: EISDIR, no record",
+  try("os.open('.', os.O_WRONLY)") .. "\n" .. try("os.open('.', os.O_RDONLY | os.O_CREAT)"), {})
+py("mkdir below a missing directory: ENOENT, no record", try("os.mkdir('no/such/dir')"), {})
+py("a hard link of a file outside into the workspace: refused, its record",
+  try("os.link(O + '/target', 'hl')"),
+  { { "link", function(ctx) return ctx.target end, function(ctx) return ctx.ws .. "/hl" end } })
+py("write a file outside through a link in the workspace: the file's record",
+  try("os.open('lnk', os.O_WRONLY)"), { { "open", function(ctx) return ctx.target end } },
+  { prepare = link_out })
+py("move a directory of the workspace over one outside: its record",
+  try("os.mkdir('d')") .. "\n" .. try("os.rename('d', O)") .. "\n" .. try("os.rmdir('d')"),
+  { { "rename", function(ctx) return ctx.ws .. "/d" end, function(ctx) return ctx.out end,
+    mode = "workspace-write" },
+    { "mkdir", function(ctx) return ctx.ws .. "/d" end, mode = "read-only" } })
+py("utime, chmod, chown, setxattr of a file outside: one record each",
+  try("os.utime(O + '/target')") .. "\n" .. try("os.chmod(O + '/target', 0o666)") .. "\n"
+    .. try("os.chown(O + '/target', os.getuid(), os.getgid())") .. "\n"
+    .. try("os.setxattr(O + '/target', 'user.x', b'1')"),
+  { { "utime", function(ctx) return ctx.target end },
+    { "chmod", function(ctx) return ctx.target end },
+    { "chown", function(ctx) return ctx.target end },
+    { "setxattr", function(ctx) return ctx.target end } })
+
+D.run("red team (kernel interfaces)", ATTEMPTS, { describe = describe, it = it,
+  pending = pending, lazy_setup = lazy_setup, lazy_teardown = lazy_teardown, assert = assert })
