@@ -1,4 +1,5 @@
---- The driver of the red-team specs (sandbox_redteam_spec.lua, sandbox_redteam_home_spec.lua):
+--- The driver of the red-team specs (sandbox_redteam_spec.lua, sandbox_redteam_home_spec.lua,
+--- sandbox_redteam_kernel_spec.lua):
 --- each attempt runs in a sandbox whose luxec host is the user under test (contain_runner.lua,
 --- through setpriv for the unprivileged user), under workspace-write and read-only, and is
 --- decided from outside. An attempt: argv(ctx, st) -> argv; prepare(ctx) -> st (host side);
@@ -6,7 +7,9 @@
 --- records(ctx, mode, st) -> the exact records ({op, path[, to]}; {} for none; `loose`: each
 --- record one of them; loose = "present": these among others; loose = "pattern": paths are
 --- patterns, each record one of them, none at all allowed); refused (a pattern of the
---- output); home(ctx) -> the session's HOME; tty; policy (added to the sandbox's); check.
+--- output); home(ctx) -> the session's HOME; tty; policy (added to the sandbox's); check;
+--- hold(ctx, st, pid): called while the command, having printed HELD, waits for a line (pid:
+--- the attempt's luxec host).
 local H = require("helper")
 -- busted's functions, from the spec file that runs the attempts (D.run)
 local describe, it, pending, lazy_setup, lazy_teardown
@@ -68,7 +71,7 @@ local function jail(ctx, argv, mode, home, tty, extra, hold)
       p:wait_output({ timeout = 20 })
       if not held and p:snapshot().head:find("HOLD %d+\n") then
         held = true
-        hold()
+        hold(p.pid)
         p:write("\n")
       end
     end
@@ -193,7 +196,7 @@ local function run_attempt(ctx, a, mode)
   H.write_file(ctx.ws .. "/rc", "touch /tmp/pwned\n")
   give(ctx, ctx.ws .. "/rc")
   local res = jail(ctx, a.argv(ctx, st), mode, home, a.tty, a.policy,
-    a.hold and function() a.hold(ctx, st) end)
+    a.hold and function(pid) a.hold(ctx, st, pid) end)
   local out = res.output or ""
   local what = a.effect(ctx, st, res)
   H.write_file(ctx.target, ctx.target_text)
