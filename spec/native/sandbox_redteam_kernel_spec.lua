@@ -6,6 +6,7 @@
 -- that fail for the kernel's own reasons or succeed (no record) against ones the sandbox
 -- refused (their record). Run by the red-team driver: workspace-write and read-only, as root
 -- and as an unprivileged user whose luxec host is unprivileged too, decided from outside.
+local H = require("helper")
 local uv = require("luv")
 local D = require("native.redteam_driver")
 
@@ -186,6 +187,69 @@ attempt("host work", "800 writers waiting on a fifo keep the host busy", {
   records = function(ctx, mode)
     if mode == "read-only" then return { { "open", ctx.ws .. "/fifo" } } end
     return {}
+  end,
+})
+
+-- A blocking connect to a listener inside whose backlog is full: the host makes it on a thread
+-- of its own. Callers killed while they wait must not leave those threads behind (each killed
+-- caller frees its pid, so the session's pids limit would not bound them).
+local FILL = "import os, socket, signal, sys, time\n"
+  .. "s = socket.socket(socket.AF_UNIX); s.bind('lsock'); s.listen(0)\n"
+  .. "f = socket.socket(socket.AF_UNIX); f.setblocking(False)\n"
+  .. "try:\n  f.connect('lsock')\nexcept OSError:\n  pass\n"
+local KILLED = FILL
+  .. "kids = []\n"
+  .. "for i in range(150):\n"
+  .. "  pid = os.fork()\n"
+  .. "  if pid == 0:\n"
+  .. "    try:\n      socket.socket(socket.AF_UNIX).connect('lsock')\n"
+  .. "    finally:\n      os._exit(0)\n"
+  .. "  kids.append(pid)\n"
+  .. "time.sleep(1)\n"
+  .. "for p in kids: os.kill(p, signal.SIGKILL); os.waitpid(p, 0)\n"
+  .. "print('killed', len(kids)); print('HELD', flush=True); sys.stdin.readline()\n"
+local function threads(pid)
+  local n = 0
+  local req = uv.fs_scandir(("/proc/%d/task"):format(pid))
+  for _ in function() return req and uv.fs_scandir_next(req) end do n = n + 1 end
+  return n
+end
+local function no_lsock(ctx) os.remove(ctx.ws .. "/lsock") end
+attempt("host work", "150 callers killed in a blocking connect leave no host thread waiting", {
+  prepare = no_lsock,
+  argv = function() return { "python3", "-c", KILLED } end,
+  hold = function(_, st, pid)
+    -- each left thread ends within a second of its caller's end
+    st.ok = pcall(H.wait_for, function() return threads(pid) < 50 end, 20000, "threads")
+    st.left = threads(pid)
+  end,
+  effect = function(_, st, res)
+    if res.output:match("^killed") and not st.ok then
+      return ("the host kept %d threads for killed callers"):format(st.left)
+    end
+  end,
+  records = function(ctx, mode)
+    if mode == "read-only" then return { { "bind", ctx.ws .. "/lsock" } } end
+    return {}
+  end,
+})
+attempt("host work", "a blocking connect whose listener accepts after two seconds connects", {
+  prepare = no_lsock,
+  argv = function()
+    return { "python3", "-c", FILL .. "import threading\nres = []\n"
+      .. "def b():\n  socket.socket(socket.AF_UNIX).connect('lsock'); res.append('connected')\n"
+      .. "t = threading.Thread(target=b); t.start(); time.sleep(2.5)\n"
+      .. "s.accept(); s.accept(); t.join(30); print(res)\n" }
+  end,
+  effect = function() end,
+  records = function(ctx, mode)
+    if mode == "read-only" then return { { "bind", ctx.ws .. "/lsock" } } end
+    return {}
+  end,
+  check = function(_, res)
+    if not res.output:find("Read-only file system", 1, true) then -- (read-only: no listener)
+      assert.matches("%['connected'%]", res.output)
+    end
   end,
 })
 
