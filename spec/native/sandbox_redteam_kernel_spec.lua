@@ -253,6 +253,37 @@ attempt("host work", "a blocking connect whose listener accepts after two second
   end,
 })
 
+-- What other tools run from a project later (hook managers' configurations, other editors'
+-- and agents' MCP servers and tasks): not made by a command, in the workspace or below it
+local PLANTS = {
+  { "lefthook.yml", "open" }, { ".lefthook.yml", "open" }, { "lefthook-local.yml", "open" },
+  { ".lefthook-local.yml", "open" }, { ".lefthook/pre-commit/run.sh", "mkdir", ".lefthook" },
+  { ".zed/tasks.json", "mkdir", ".zed" }, { ".amazonq/mcp.json", "mkdir", ".amazonq" },
+  { ".roo/mcp.json", "mkdir", ".roo" }, { ".kiro/settings/mcp.json", "mkdir", ".kiro" },
+  { ".continue/mcpServers/x.yaml", "mkdir", ".continue" }, { "opencode.json", "open" },
+  { ".opencode/plugin/x.js", "mkdir", ".opencode" },
+  { "sub/lefthook.yml", "open" }, { "sub/.zed/tasks.json", "mkdir", "sub/.zed" },
+}
+for _, p in ipairs(PLANTS) do
+  attempt("what other tools run later", "plant " .. p[1], {
+    prepare = function(ctx)
+      os.execute("rm -rf " .. D.q(ctx.ws .. "/" .. (p[3] or p[1])))
+      uv.fs_mkdir(ctx.ws .. "/sub", 493)
+      D.give(ctx, ctx.ws .. "/sub")
+    end,
+    argv = function()
+      return { "sh", "-c", ("mkdir -p \"$(dirname %s)\" && echo 'x: touch /tmp/pwned' > %s")
+        :format(p[1], p[1]) }
+    end,
+    effect = function(ctx)
+      local made = uv.fs_stat(ctx.ws .. "/" .. p[1])
+      os.execute("rm -rf " .. D.q(ctx.ws .. "/" .. (p[3] or p[1])))
+      if made then return p[1] .. " was made in the workspace" end
+    end,
+    records = function(ctx) return { { p[2], ctx.ws .. "/" .. (p[3] or p[1]) } } end,
+  })
+end
+
 -- The evidence: a call the kernel fails for its own reason, or one that works, has no record;
 -- one the sandbox refused has exactly its record
 local function py(name, code, want, extra)

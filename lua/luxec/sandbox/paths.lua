@@ -22,6 +22,14 @@ M.DEFAULT_PROTECT = {
   ".envrc",                  -- direnv
   ".pre-commit-config.yaml", -- pre-commit: runs at the host's next git commit
   ".husky",                  -- husky: the scripts its hooksPath runs
+  "lefthook.yml", ".lefthook.yml", "lefthook-local.yml", ".lefthook-local.yml", -- lefthook:
+  ".lefthook",               -- read (its commands, its scripts) by the hook at each git commit
+  ".zed",                    -- Zed: tasks.json, settings.json (context servers it starts)
+  ".amazonq",                -- Amazon Q: mcp.json
+  ".roo",                    -- Roo Code: mcp.json
+  ".kiro",                   -- Kiro: settings/mcp.json, hooks
+  ".continue",               -- Continue: mcpServers
+  "opencode.json", ".opencode", -- opencode: MCP servers, commands, plugins
   -- In the session's HOME, when HOME is in a writable root (a workspace that is the home
   -- directory, a HOME under /tmp): what the host's shells, ssh, git, editors, agents and
   -- desktop run or load later, and the directories on a usual PATH.
