@@ -2,7 +2,7 @@
 --- sandbox_redteam_kernel_spec.lua):
 --- each attempt runs in a sandbox whose luxec host is the user under test (contain_runner.lua,
 --- through setpriv for the unprivileged user), under workspace-write and read-only, and is
---- decided from outside. An attempt: argv(ctx, st) -> argv; prepare(ctx) -> st (host side);
+--- decided from outside. An attempt: argv(ctx, st) -> argv; prepare(ctx, mode) -> st (host side);
 --- effect(ctx, st, res) -> a description when it happened on the host (nil when not);
 --- records(ctx, mode, st) -> the exact records ({op, path[, to]}; {} for none; `loose`: each
 --- record one of them; loose = "present": these among others; loose = "pattern": paths are
@@ -190,7 +190,7 @@ local function run_attempt(ctx, a, mode)
     end
   end
   local home = a.home and a.home(ctx) or nil
-  local st = a.prepare and a.prepare(ctx) or {}
+  local st = a.prepare and a.prepare(ctx, mode) or {}
   reset_home(ctx)
   snapshot_home(ctx, home or ctx.home)
   H.write_file(ctx.ws .. "/rc", "touch /tmp/pwned\n")
@@ -236,7 +236,40 @@ local function run_attempt(ctx, a, mode)
   if a.check then a.check(ctx, res) end
 end
 
-local D = { RT = RT, PATH = PATH, SECRET = SECRET, q = q, give = give, file = file, state = state }
+--- Another session of the same user and mode, started in the background: it runs argv
+--- until it printed HELD, and then waits (D.stop_session). Returns its luxec host's process.
+local function start_session(ctx, argv, mode)
+  local req = json.encode({ argv = argv, cwd = ctx.ws,
+    env = { PATH = PATH, HOME = ctx.home, LANG = "C.UTF-8" },
+    sandbox = { mode = mode, network = "deny" } })
+  local cmd = {}
+  for _, a in ipairs(ctx.user.prefix) do cmd[#cmd + 1] = a end
+  for _, a in ipairs({ H.luxec, RUNNER, req }) do cmd[#cmd + 1] = a end
+  local p = assert(luxec.spawn(cmd, { env = { PATH = PATH, HOME = ctx.home } }))
+  local head = ""
+  while not p:finished() and not head:find("HOLD %d+\n") and not head:find("RESULT ") do
+    p:wait_output({ timeout = 20 })
+    head = p:snapshot().head
+  end
+  if not head:find("HOLD %d+\n") then
+    p:close()
+    error("the other session ended early: " .. head)
+  end
+  return p
+end
+
+--- End a session of start_session; its output.
+local function stop_session(p)
+  p:write("\n")
+  p:close_stdin()
+  p:wait({ timeout = 60 })
+  local out = p:read()
+  p:close()
+  return out
+end
+
+local D = { RT = RT, PATH = PATH, SECRET = SECRET, q = q, give = give, file = file, state = state,
+  start_session = start_session, stop_session = stop_session }
 
 function D.worked(_, _, res)
   if res.output:match("^ok") then return "the call worked: " .. res.output end

@@ -284,6 +284,54 @@ for _, p in ipairs(PLANTS) do
   })
 end
 
+-- Another session of the same user and policy, alive meanwhile: its abstract and pathname
+-- sockets, its SysV IPC, its /dev/shm and its processes are not this one's
+local XS = tostring(math.random(10 ^ 8))
+local XS_SOCK = "/tmp/luxec-xs-" .. XS .. ".sock"
+local SERVE = "import ctypes, os, socket, sys, threading\n"
+  .. "libc = ctypes.CDLL(None)\n"
+  .. "def serve(addr):\n"
+  .. "  s = socket.socket(socket.AF_UNIX)\n"
+  .. "  try:\n    s.bind(addr); s.listen(8)\n  except OSError as e:\n    print(e); return\n"
+  .. "  def loop():\n"
+  .. "    while True:\n      s.accept(); print('accepted', repr(addr), flush=True)\n"
+  .. "  threading.Thread(target=loop, daemon=True).start()\n"
+  .. "serve('\\0luxec-xs-" .. XS .. "'); serve('" .. XS_SOCK .. "')\n"
+  .. "print('shm', libc.shmget(" .. (0x4c000000 + XS % 65536) .. ", 4096, 0o1666))\n"
+  .. "print('msg', libc.msgget(" .. (0x4c000000 + XS % 65536) .. ", 0o1666))\n"
+  .. "try:\n  open('/dev/shm/luxec-xs-" .. XS .. "', 'w').write('other session')\n"
+  .. "except OSError as e:\n  print(e)\n"
+  .. "print('HELD', flush=True); sys.stdin.readline()\n"
+local VISIT = "import ctypes, os, socket\n"
+  .. "libc = ctypes.CDLL(None)\n"
+  .. "for a in ('\\0luxec-xs-" .. XS .. "', '" .. XS_SOCK .. "'):\n"
+  .. "  try:\n    socket.socket(socket.AF_UNIX).connect(a); print('ok connected', repr(a))\n"
+  .. "  except OSError as e:\n    print(e)\n"
+  .. "if libc.shmget(" .. (0x4c000000 + XS % 65536) .. ", 0, 0) >= 0: print('ok shm')\n"
+  .. "if libc.msgget(" .. (0x4c000000 + XS % 65536) .. ", 0) >= 0: print('ok msg')\n"
+  .. "if os.path.exists('/dev/shm/luxec-xs-" .. XS .. "'): print('ok /dev/shm')\n"
+  .. "pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+  .. "if len(pids) > 2: print('ok processes', pids)\n"
+  .. "for p in range(3, 64):\n"
+  .. "  try:\n    os.kill(p, 0); print('ok signalled', p)\n  except OSError:\n    pass\n"
+attempt("another session", "its sockets, SysV IPC, /dev/shm and processes", {
+  prepare = function(ctx, mode)
+    os.remove(XS_SOCK)
+    return { other = D.start_session(ctx, { "python3", "-c", SERVE }, mode) }
+  end,
+  argv = function() return { "python3", "-c", VISIT } end,
+  effect = function(_, st, res)
+    local other = D.stop_session(st.other)
+    os.remove(XS_SOCK)
+    local got = other:match("accepted[^\n]*") or res.output:match("ok [^\n]*")
+    if got then return "reached the other session: " .. got end
+  end,
+  records = function(_, mode)
+    if mode == "read-only" then return {} end -- (the other session could not bind it)
+    return { { "connect", XS_SOCK } }
+  end,
+})
+
 -- The evidence: a call the kernel fails for its own reason, or one that works, has no record;
 -- one the sandbox refused has exactly its record
 local function py(name, code, want, extra)
