@@ -119,6 +119,27 @@ kernel_refused("read the init's memory through /proc/1/mem", { "sh", "-c",
 kernel_refused("list the init's root (/proc/1/root/)",
   { "sh", "-c", "ls /proc/1/root/ && echo ok" })
 
+-- Files of the init's /proc that act on its memory map, which is the host's: the host's
+-- oom_score_adj (the OOM killer's first choice) and coredump_filter, looked at on the luxec host
+local function per_mm(name, value)
+  local function read(pid)
+    return (file(("/proc/%d/%s"):format(pid, name)) or ""):gsub("%s+$", "")
+  end
+  attempt("the init (the host's memory)", ("write %s of the init (the host's own)"):format(name), {
+    argv = function()
+      return { "sh", "-c", ("echo %s > /proc/1/%s; echo HELD; read x"):format(value, name) }
+    end,
+    -- the luxec host has what it inherited from this process, unless the write reached it
+    hold = function(_, st, pid) st.now, st.want = read(pid), read(uv.os_getpid()) end,
+    effect = function(_, st)
+      if st.now ~= st.want then return ("the luxec host's %s is %s"):format(name, st.now) end
+    end,
+    records = function() return { { "open", "/proc/1/" .. name } } end,
+  })
+end
+per_mm("oom_score_adj", "1000")
+per_mm("coredump_filter", "0x7f")
+
 -- Descriptors: a command holds its standard ones and what it opens, nothing of the host's
 local FDS = "import os; print(' '.join(sorted(os.listdir('/proc/self/fd'), key=int)))"
 local function only_std(_, _, res)
