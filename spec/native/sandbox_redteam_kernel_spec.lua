@@ -305,6 +305,31 @@ for _, p in ipairs(PLANTS) do
   })
 end
 
+-- luxec's own daemon directory (/tmp/luxec-UID without XDG_RUNTIME_DIR): a socket of the
+-- command's in place of the daemon's would answer the host's next luxec client
+attempt("what other tools run later", "a socket in luxec's daemon directory, made first", {
+  prepare = function(ctx)
+    local dir = ("/tmp/luxec-%d"):format(ctx.user.uid)
+    return { dir = dir, existed = uv.fs_stat(dir) ~= nil }
+  end,
+  argv = function(_, st)
+    return { "sh", "-c", ("mkdir -p %s; python3 -c \"import socket; "
+      .. "socket.socket(socket.AF_UNIX).bind('%s/serve.sock'); print('ok bound')\"")
+      :format(st.dir, st.dir) }
+  end,
+  effect = function(_, st, res)
+    local bound = res.output:match("ok bound")
+    if bound then os.remove(st.dir .. "/serve.sock") end -- (what the command made only)
+    if not st.existed then uv.fs_rmdir(st.dir) end
+    if bound then return "the command bound " .. st.dir .. "/serve.sock" end
+  end,
+  -- (mkdir -p of a directory that exists makes no record)
+  records = function(_, _, st)
+    return { { "mkdir", st.dir }, { "bind", st.dir .. "/serve.sock" } }
+  end,
+  loose = true,
+})
+
 -- Another session of the same user and policy, alive meanwhile: its abstract and pathname
 -- sockets, its SysV IPC, its /dev/shm and its processes are not this one's
 local XS = tostring(math.random(10 ^ 8))

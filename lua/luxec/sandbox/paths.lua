@@ -42,6 +42,16 @@ M.DEFAULT_PROTECT = {
   "~/.cursor", "~/.config/luxec", "~/.local/bin", "~/bin",
 }
 
+-- luxec's own daemon directory (luxec.serve.daemon: $XDG_RUNTIME_DIR/luxec, else
+-- /tmp/luxec-UID, often in a writable root): a command must neither put its own socket in
+-- place of the daemon's (the host's next luxec client would talk to the command) nor make
+-- the directory before the daemon does.
+do
+  local xdg = os.getenv("XDG_RUNTIME_DIR")
+  M.DEFAULT_PROTECT[#M.DEFAULT_PROTECT + 1] = (xdg and xdg ~= "")
+    and xdg:gsub("/+$", "") .. "/luxec" or ("/tmp/luxec-%d"):format(uv.getuid())
+end
+
 --- How far the search for git repositories goes below each writable root, how many
 --- directories it reads in all, and how many repositories it keeps read-only (each costs a
 --- mount at every spawn): a spawn that would need more fails, naming the root (`git_scan` in
