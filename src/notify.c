@@ -199,6 +199,7 @@ static const char *refused_name(int nr) {
     case SYS_acct: return "acct";
     case SYS_iopl:
     case SYS_ioperm: return "ioperm";
+    case SYS_fcntl: return "fcntl (F_SETLEASE)"; /* the only fcntl the filter sends */
     default: return NULL;
   }
 }

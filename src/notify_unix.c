@@ -32,6 +32,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
@@ -321,11 +322,27 @@ static void answer_later(sbx_monitor *m, uint64_t id, int rc, int err) {
 }
 
 /* A blocking connect waits for the listener's backlog: on a thread of its own, so the
- * session's other calls (the listener's among them) keep being served. */
+ * session's other calls (the listener's among them) keep being served. It waits a second at a
+ * time (the socket's send timeout, which bounds a unix connect; the caller's own is kept) and
+ * ends once the caller is gone: a thread left waiting for each killed caller would let a
+ * session pile up the host's threads, outside its own limits. */
 static void *connect_thread(void *arg) {
   pending_connect *pc = arg;
-  int rc = connect(pc->sock, (struct sockaddr *)&pc->j.to, pc->j.tolen);
-  answer_later(pc->m, pc->id, rc, errno);
+  struct timeval was = {0, 0}, slice = {1, 0};
+  socklen_t wl = sizeof was;
+  int sliced = getsockopt(pc->sock, SOL_SOCKET, SO_SNDTIMEO, &was, &wl) == 0 && was.tv_sec == 0 &&
+               was.tv_usec == 0 &&
+               setsockopt(pc->sock, SOL_SOCKET, SO_SNDTIMEO, &slice, sizeof slice) == 0;
+  int rc, err;
+  for (;;) {
+    rc = connect(pc->sock, (struct sockaddr *)&pc->j.to, pc->j.tolen);
+    err = errno;
+    if (!sliced || rc == 0 || err != EAGAIN) break;
+    uint64_t id = pc->id;
+    if (ioctl(pc->m->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0) break; /* the caller is gone */
+  }
+  if (sliced) setsockopt(pc->sock, SOL_SOCKET, SO_SNDTIMEO, &was, sizeof was);
+  answer_later(pc->m, pc->id, rc, err);
   close(pc->sock);
   if (pc->j.opath >= 0) close(pc->j.opath);
   sbx_monitor_release(pc->m);

@@ -170,6 +170,10 @@ static int build_filter(const sandbox_spec *s, int notify, int netns, struct soc
    * kernel, without a round trip to the host. */
   RULE(SCMP_ACT_ERRNO(EPERM), ioctl, 1, SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, TIOCSTI));
   RULE(SCMP_ACT_ERRNO(EPERM), ioctl, 1, SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, TIOCLINUX));
+  /* A lease on a file outside (any file the caller owns, only read) makes the host's next
+   * open of it for writing wait for the sandbox, or fail with O_NONBLOCK: refused everywhere
+   * (a lease is a cache hint; programs do without). The command is an int: its 32 bits. */
+  RULE(deny, fcntl, 1, SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, F_SETLEASE));
 
   if (s->network_deny) {
     const uint32_t act = deny;

@@ -452,8 +452,9 @@ describe("exec engine improvements", function()
     local sandbox = { mode = "read-only" }
     local e = engine({ spawn = spawn, sandbox = sandbox })
     local r = assert(e:exec_command({ cmd = "echo 'touch: /x: Permission denied' >&2; exit 1" }))
-    -- the policy, over the engine's directory as the workspace
-    assert.same({ mode = "read-only", workspace = e._cfg.cwd }, calls[1].opts.sandbox)
+    -- the policy, over the engine's directory as the workspace, its log directory read-only
+    assert.same({ mode = "read-only", workspace = e._cfg.cwd, protect = { e._log_dir } },
+      calls[1].opts.sandbox)
     assert.same({ true, true }, { r.sandbox.denied, r.sandbox.guess })
     assert.matches(
       "\nSandbox may have denied this %(a guess: the output says \"permission denied\"",

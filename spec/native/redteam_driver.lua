@@ -1,12 +1,15 @@
---- The driver of the red-team specs (sandbox_redteam_spec.lua, sandbox_redteam_home_spec.lua):
+--- The driver of the red-team specs (sandbox_redteam_spec.lua, sandbox_redteam_home_spec.lua,
+--- sandbox_redteam_kernel_spec.lua):
 --- each attempt runs in a sandbox whose luxec host is the user under test (contain_runner.lua,
 --- through setpriv for the unprivileged user), under workspace-write and read-only, and is
---- decided from outside. An attempt: argv(ctx, st) -> argv; prepare(ctx) -> st (host side);
+--- decided from outside. An attempt: argv(ctx, st) -> argv; prepare(ctx, mode) -> st (host side);
 --- effect(ctx, st, res) -> a description when it happened on the host (nil when not);
 --- records(ctx, mode, st) -> the exact records ({op, path[, to]}; {} for none; `loose`: each
 --- record one of them; loose = "present": these among others; loose = "pattern": paths are
 --- patterns, each record one of them, none at all allowed); refused (a pattern of the
---- output); home(ctx) -> the session's HOME; tty; policy (added to the sandbox's); check.
+--- output); home(ctx) -> the session's HOME; tty; policy (added to the sandbox's); check;
+--- hold(ctx, st, pid): called while the command, having printed HELD, waits for a line (pid:
+--- the attempt's luxec host).
 local H = require("helper")
 -- busted's functions, from the spec file that runs the attempts (D.run)
 local describe, it, pending, lazy_setup, lazy_teardown
@@ -48,7 +51,7 @@ local function give(ctx, path)
 end
 
 local SECRET = "luxec-host-secret-" .. math.random(10 ^ 8)
-local function jail(ctx, argv, mode, home, tty, extra)
+local function jail(ctx, argv, mode, home, tty, extra, hold)
   local policy = { mode = mode, network = "deny" }
   for k, v in pairs(extra or {}) do policy[k] = v end
   -- the luxec host has a secret in its environment that the session is not given
@@ -58,11 +61,29 @@ local function jail(ctx, argv, mode, home, tty, extra)
   local cmd = {}
   for _, a in ipairs(ctx.user.prefix) do cmd[#cmd + 1] = a end
   for _, a in ipairs({ H.luxec, RUNNER, req }) do cmd[#cmd + 1] = a end
-  local r = assert(luxec.run(cmd, { timeout = 120,
-    env = { PATH = PATH, HOME = home or ctx.home, LANG = "C.UTF-8",
-      LUXEC_HOST_SECRET = SECRET } }))
-  local line = r.output:match("RESULT ([^\n]*)")
-  assert(line, "the attempt's luxec host gave no result: " .. r.output)
+  local env = { PATH = PATH, HOME = home or ctx.home, LANG = "C.UTF-8",
+    LUXEC_HOST_SECRET = SECRET }
+  local out
+  if hold then -- the command prints HELD and waits: hold() looks from outside meanwhile
+    local p = assert(luxec.spawn(cmd, { env = env }))
+    local held
+    while not p:finished() and not p:snapshot().head:find("RESULT ", 1, true) do
+      p:wait_output({ timeout = 20 })
+      if not held and p:snapshot().head:find("HOLD %d+\n") then
+        held = true
+        hold(p.pid)
+        p:write("\n")
+      end
+    end
+    p:close_stdin()
+    p:wait({ timeout = 60 })
+    out = p:read()
+    p:close()
+  else
+    out = assert(luxec.run(cmd, { timeout = 120, env = env })).output
+  end
+  local line = out:match("RESULT ([^\n]*)")
+  assert(line, "the attempt's luxec host gave no result: " .. out)
   local res = assert(json.decode(line))
   assert(not res.error, "the command was not started: " .. tostring(res.error))
   return res
@@ -169,12 +190,13 @@ local function run_attempt(ctx, a, mode)
     end
   end
   local home = a.home and a.home(ctx) or nil
-  local st = a.prepare and a.prepare(ctx) or {}
+  local st = a.prepare and a.prepare(ctx, mode) or {}
   reset_home(ctx)
   snapshot_home(ctx, home or ctx.home)
   H.write_file(ctx.ws .. "/rc", "touch /tmp/pwned\n")
   give(ctx, ctx.ws .. "/rc")
-  local res = jail(ctx, a.argv(ctx, st), mode, home, a.tty, a.policy)
+  local res = jail(ctx, a.argv(ctx, st), mode, home, a.tty, a.policy,
+    a.hold and function(pid) a.hold(ctx, st, pid) end)
   local out = res.output or ""
   local what = a.effect(ctx, st, res)
   H.write_file(ctx.target, ctx.target_text)
@@ -214,7 +236,40 @@ local function run_attempt(ctx, a, mode)
   if a.check then a.check(ctx, res) end
 end
 
-local D = { RT = RT, PATH = PATH, SECRET = SECRET, q = q, give = give, file = file, state = state }
+--- Another session of the same user and mode, started in the background: it runs argv
+--- until it printed HELD, and then waits (D.stop_session). Returns its luxec host's process.
+local function start_session(ctx, argv, mode)
+  local req = json.encode({ argv = argv, cwd = ctx.ws,
+    env = { PATH = PATH, HOME = ctx.home, LANG = "C.UTF-8" },
+    sandbox = { mode = mode, network = "deny" } })
+  local cmd = {}
+  for _, a in ipairs(ctx.user.prefix) do cmd[#cmd + 1] = a end
+  for _, a in ipairs({ H.luxec, RUNNER, req }) do cmd[#cmd + 1] = a end
+  local p = assert(luxec.spawn(cmd, { env = { PATH = PATH, HOME = ctx.home } }))
+  local head = ""
+  while not p:finished() and not head:find("HOLD %d+\n") and not head:find("RESULT ") do
+    p:wait_output({ timeout = 20 })
+    head = p:snapshot().head
+  end
+  if not head:find("HOLD %d+\n") then
+    p:close()
+    error("the other session ended early: " .. head)
+  end
+  return p
+end
+
+--- End a session of start_session; its output.
+local function stop_session(p)
+  p:write("\n")
+  p:close_stdin()
+  p:wait({ timeout = 60 })
+  local out = p:read()
+  p:close()
+  return out
+end
+
+local D = { RT = RT, PATH = PATH, SECRET = SECRET, q = q, give = give, file = file, state = state,
+  start_session = start_session, stop_session = stop_session }
 
 function D.worked(_, _, res)
   if res.output:match("^ok") then return "the call worked: " .. res.output end

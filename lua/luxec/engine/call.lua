@@ -64,14 +64,24 @@ end
 ---@param base table|nil  the engine's sandbox
 ---@param cwd string  the engine's directory
 ---@param ctx luxec.ExecCall
+---@param log_dir string|nil  the engine's log directory: kept read-only in the sandbox
 ---@return table|nil
-function M.sandbox(base, cwd, ctx)
+function M.sandbox(base, cwd, ctx, log_dir)
   if not base then return nil end
   local workspace = base.workspace
   if workspace == nil then workspace = cwd end
   local sb = { workspace = workspace }
   for k, v in pairs(ctx.sandbox or base) do
     if k ~= "workspace" or ctx.sandbox then sb[k] = v end
+  end
+  if log_dir and sb.mode ~= "full-access" then
+    -- the log directory is the engine's own, often in /tmp (a writable root): read-only in
+    -- the sandbox, or a command could put a symbolic link in its place and have the engine
+    -- write its logs, and remove every file at shutdown, in the directory the link names
+    local list = sb.protect == false and { defaults = false } or {}
+    for k, v in pairs(sb.protect or {}) do list[k] = v end
+    list[#list + 1] = log_dir
+    sb.protect = list
   end
   return sb
 end

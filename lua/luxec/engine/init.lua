@@ -164,7 +164,8 @@ function Engine:_exec(args, ctx, lim, no_sandbox)
     return nil, err
   end
   local tty = a.tty == true
-  local sandbox = not no_sandbox and call.sandbox(cfg.sandbox, cfg.cwd, ctx) or nil
+  local sandbox = not no_sandbox
+    and call.sandbox(cfg.sandbox, cfg.cwd, ctx, log and self._log_dir) or nil
   local opts = {
     env = self._env, cwd = cwd, log = log, log_max = log and cfg.log_max or nil,
     head = cfg.head, tail = cfg.tail,
@@ -538,6 +539,8 @@ end
 
 local function remove_logs(self)
   if not self._log_dir or self._cfg.log_dir then return end
+  local st = uv.fs_lstat(self._log_dir) -- the directory made, never what replaced it
+  if not st or st.type ~= "directory" then return end
   local req = uv.fs_scandir(self._log_dir)
   while req do
     local name = uv.fs_scandir_next(req)

@@ -24,6 +24,14 @@ M.DEFAULT_PROTECT = {
   ".envrc",                  -- direnv
   ".pre-commit-config.yaml", -- pre-commit: runs at the host's next git commit
   ".husky",                  -- husky: the scripts its hooksPath runs
+  "lefthook.yml", ".lefthook.yml", "lefthook-local.yml", ".lefthook-local.yml", -- lefthook:
+  ".lefthook",               -- read (its commands, its scripts) by the hook at each git commit
+  ".zed",                    -- Zed: tasks.json, settings.json (context servers it starts)
+  ".amazonq",                -- Amazon Q: mcp.json
+  ".roo",                    -- Roo Code: mcp.json
+  ".kiro",                   -- Kiro: settings/mcp.json, hooks
+  ".continue",               -- Continue: mcpServers
+  "opencode.json", ".opencode", -- opencode: MCP servers, commands, plugins
   -- In the session's HOME, when HOME is in a writable root (a workspace that is the home
   -- directory, a HOME under /tmp): what the host's shells, ssh, git, editors, agents and
   -- desktop run or load later, and the directories on a usual PATH.
@@ -35,6 +43,16 @@ M.DEFAULT_PROTECT = {
   "~/.cargo/config.toml", "~/.claude", "~/.claude.json", "~/.codex", "~/.gemini",
   "~/.cursor", "~/.config/luxec", "~/.local/bin", "~/bin",
 }
+
+-- luxec's own daemon directory (luxec.serve.daemon: $XDG_RUNTIME_DIR/luxec, else
+-- /tmp/luxec-UID, often in a writable root): a command must neither put its own socket in
+-- place of the daemon's (the host's next luxec client would talk to the command) nor make
+-- the directory before the daemon does.
+do
+  local xdg = os.getenv("XDG_RUNTIME_DIR")
+  M.DEFAULT_PROTECT[#M.DEFAULT_PROTECT + 1] = (xdg and xdg ~= "")
+    and xdg:gsub("/+$", "") .. "/luxec" or ("/tmp/luxec-%d"):format(uv.getuid())
+end
 
 --- How far the search for git repositories goes below each writable root, how many
 --- directories it reads in all, and how many repositories it keeps read-only (each costs a
