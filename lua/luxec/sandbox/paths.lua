@@ -51,7 +51,7 @@ M.DEFAULT_PROTECT = {
 do
   local xdg = os.getenv("XDG_RUNTIME_DIR")
   M.DEFAULT_PROTECT[#M.DEFAULT_PROTECT + 1] = (xdg and xdg ~= "")
-    and xdg:gsub("/+$", "") .. "/luxec" or ("/tmp/luxec-%d"):format(uv.getuid())
+    and xdg:gsub("/+$", "") .. "/luxec" or ("/tmp/luxec-%d"):format(require("luv").getuid())
 end
 
 --- How far the search for git repositories goes below each writable root, how many
