@@ -9,6 +9,8 @@
 #include "wqueue.h"
 
 #define PROC_MT "luxec.proc"
+/* A stream's target as /proc names it: "/dev/pts/N" or "pipe:[inode]" (a 64-bit inode). */
+#define PROC_TARGET_MAX 32
 
 struct proc;
 struct sbx_monitor;
@@ -28,7 +30,7 @@ typedef struct pstream {
   int eof;
   int poll_open;
   outbuf buf;
-  char target[256]; /* what holders of this stream's write side have open ("": not
+  char target[PROC_TARGET_MAX]; /* what holders of this stream's write side have open ("": not
                           * looked up yet, proc_tree.c) */
 } pstream;
 
@@ -56,14 +58,14 @@ typedef struct proc {
   int in_err;           /* sticky errno of a failed write (EPIPE, EIO) */
   int close_in_pending; /* close stdin once the queue has drained */
   int stdin_closed;
-  char in_target[256]; /* the child's stdin as /proc shows it, for input waits */
+  char in_target[PROC_TARGET_MAX]; /* the child's stdin as /proc shows it, for input waits */
   int exited, code, termsig, core_dumped, reaped;
   char killed_by[32];
   char marker[64]; /* without a cgroup: "LUXEC_SESSION=..." in the child's environment */
   uint64_t mark;   /* and its RLIMIT_RTTIME mark (procfs.h), 0 when it could not be set */
   cg_session cg;
-  int limited; /* the sandbox policy set limits: lim says how each is enforced */
-  cg_limits_state lim;
+  int limited;             /* the sandbox policy set limits: lim says how each is enforced */
+  cg_limits_state *lim;    /* allocated only then (it is large and most sessions have none) */
   int pending_closes;      /* handles whose close callback has not run yet */
   int closed;              /* closed from Lua or by the host: no more methods */
   int referenced;          /* keeps the loop alive (uv_ref) */

@@ -227,12 +227,14 @@ int proc_core_spawn(lua_State *L) {
     req.cgroup_procs_fd = cg_session_open(&p->cg, "cgroup.procs", O_WRONLY);
   if (req.cgroup_procs_fd < 0 && p->cg.id != 0) cg_session_destroy(&p->cg);
   if (limited) { /* fail closed: a limit the host cannot enforce is refused unless best_effort */
-    char err[1024];
-    if (cgl_setup(&p->lim, &limits, &p->cg, want_cgroup, err, sizeof err) < 0) {
+    char err[1024] = "out of memory";
+    p->lim = calloc(1, sizeof *p->lim);
+    if (p->lim == NULL || cgl_setup(p->lim, &limits, &p->cg, want_cgroup, err, sizeof err) < 0) {
       if (req.cgroup_procs_fd >= 0) close(req.cgroup_procs_fd);
       sandbox_prep_free(&prep);
       cg_session_destroy(&p->cg);
       for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
+      free(p->lim);
       free(p);
       lua_pushnil(L);
       lua_pushfstring(L, "sandbox: %s", err);
@@ -240,8 +242,8 @@ int proc_core_spawn(lua_State *L) {
       return 3;
     }
     p->limited = 1;
-    req.ncgroup_more = cgl_open_procs(&p->lim, req.cgroup_more_fds);
-    req.nrlimits = cgl_rlimits(&p->lim, req.rlimit_res, req.rlimit_val);
+    req.ncgroup_more = cgl_open_procs(p->lim, req.cgroup_more_fds);
+    req.nrlimits = cgl_rlimits(p->lim, req.rlimit_res, req.rlimit_val);
   }
   if (marker != NULL) set_mark(p, marker, &req);
   launch_res res;
@@ -258,8 +260,9 @@ int proc_core_spawn(lua_State *L) {
     lua_replace(L, -3);
     sandbox_prep_free(&prep);
     cg_session_destroy(&p->cg);
-    if (p->limited) cgl_release(&p->lim);
+    if (p->limited) cgl_release(p->lim);
     for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
+    free(p->lim);
     free(p);
     return 3;
   }
