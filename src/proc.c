@@ -59,6 +59,7 @@ static void proc_free_if_done(proc *p) {
   for (int i = 0; i < p->nout; i++) outbuf_free(&p->out[i].buf);
   proc_io_free_queue(p);
   free(p->lim);
+  free(p->sbx_info);
   free(p);
 }
 

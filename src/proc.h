@@ -75,7 +75,7 @@ typedef struct proc {
   int proxy_fd;            /* network by name: the proxy's listener until Lua takes it, or -1 */
   int proxy_port;
   int transp_fd[3]; /* network by name, transparent path: 443, 80, 53 (sandbox.h), or -1 */
-  proc_sandbox_info sbx_info;
+  proc_sandbox_info *sbx_info; /* NULL without a sandbox (most sessions) */
 } proc;
 
 typedef struct pbox {

@@ -195,7 +195,12 @@ int proc_core_spawn(lua_State *L) {
     sandbox_prep_free(&prep);
     return luxec_push_error(L, ENOMEM);
   }
-  p->sbx_info = sbx_info;
+  if (sbx_info.used && (p->sbx_info = malloc(sizeof sbx_info)) == NULL) {
+    free(p);
+    sandbox_prep_free(&prep);
+    return luxec_push_error(L, ENOMEM);
+  }
+  if (sbx_info.used) *p->sbx_info = sbx_info;
   p->L = luxec_gethost(L)->L;
   p->self_ref = LUA_NOREF;
   p->pidfd = p->in_fd = p->proxy_fd = -1;
@@ -215,6 +220,7 @@ int proc_core_spawn(lua_State *L) {
     int rc = logs[i] ? outbuf_open_log(&p->out[i].buf, logs[i]) : 0;
     if (rc < 0) {
       for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
+      free(p->sbx_info);
       free(p);
       sandbox_prep_free(&prep);
       luxec_push_error(L, -rc);
@@ -235,6 +241,7 @@ int proc_core_spawn(lua_State *L) {
       cg_session_destroy(&p->cg);
       for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
       free(p->lim);
+      free(p->sbx_info);
       free(p);
       lua_pushnil(L);
       lua_pushfstring(L, "sandbox: %s", err);
@@ -263,6 +270,7 @@ int proc_core_spawn(lua_State *L) {
     if (p->limited) cgl_release(p->lim);
     for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
     free(p->lim);
+    free(p->sbx_info);
     free(p);
     return 3;
   }
