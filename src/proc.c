@@ -58,6 +58,8 @@ static void proc_free_if_done(proc *p) {
   launch_init_stack_free(p->init_stack); /* it runs no more code */
   for (int i = 0; i < p->nout; i++) outbuf_free(&p->out[i].buf);
   proc_io_free_queue(p);
+  free(p->lim);
+  free(p->sbx_info);
   free(p);
 }
 
@@ -364,8 +366,8 @@ static void proc_shutdown(proc *p, const char *why) {
     }
   }
   exits_unwatch(p);
-  proc_end_release(p, empty);           /* the pidfd now, the cgroup once empty */
-  if (p->limited) cgl_release(&p->lim); /* the v1 directories, empty now that the tree is gone */
+  proc_end_release(p, empty);          /* the pidfd now, the cgroup once empty */
+  if (p->limited) cgl_release(p->lim); /* the v1 directories, empty now that the tree is gone */
   if (p->self_ref != LUA_NOREF) luaL_unref(p->L, LUA_REGISTRYINDEX, p->self_ref);
   p->self_ref = LUA_NOREF;
   proc_free_if_done(p);

@@ -9,6 +9,8 @@
 #include "wqueue.h"
 
 #define PROC_MT "luxec.proc"
+/* A stream's target as /proc names it: "/dev/pts/N" or "pipe:[inode]" (a 64-bit inode). */
+#define PROC_TARGET_MAX 32
 
 struct proc;
 struct sbx_monitor;
@@ -29,7 +31,7 @@ typedef struct pstream {
   int poll_open;
   int grown; /* its pipe was made larger (proc_io.c) */
   outbuf buf;
-  char target[256]; /* what holders of this stream's write side have open ("": not
+  char target[PROC_TARGET_MAX]; /* what holders of this stream's write side have open ("": not
                           * looked up yet, proc_tree.c) */
 } pstream;
 
@@ -57,14 +59,14 @@ typedef struct proc {
   int in_err;           /* sticky errno of a failed write (EPIPE, EIO) */
   int close_in_pending; /* close stdin once the queue has drained */
   int stdin_closed;
-  char in_target[256]; /* the child's stdin as /proc shows it, for input waits */
+  char in_target[PROC_TARGET_MAX]; /* the child's stdin as /proc shows it, for input waits */
   int exited, code, termsig, core_dumped, reaped;
   char killed_by[32];
   char marker[64]; /* without a cgroup: "LUXEC_SESSION=..." in the child's environment */
   uint64_t mark;   /* and its RLIMIT_RTTIME mark (procfs.h), 0 when it could not be set */
   cg_session cg;
-  int limited; /* the sandbox policy set limits: lim says how each is enforced */
-  cg_limits_state lim;
+  int limited;             /* the sandbox policy set limits: lim says how each is enforced */
+  cg_limits_state *lim;    /* allocated only then (it is large and most sessions have none) */
   int pending_closes;      /* handles whose close callback has not run yet */
   int closed;              /* closed from Lua or by the host: no more methods */
   int referenced;          /* keeps the loop alive (uv_ref): lua_ref or waiting */
@@ -76,7 +78,7 @@ typedef struct proc {
   int proxy_fd;            /* network by name: the proxy's listener until Lua takes it, or -1 */
   int proxy_port;
   int transp_fd[3]; /* network by name, transparent path: 443, 80, 53 (sandbox.h), or -1 */
-  proc_sandbox_info sbx_info;
+  proc_sandbox_info *sbx_info; /* NULL without a sandbox (most sessions) */
 } proc;
 
 typedef struct pbox {

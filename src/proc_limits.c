@@ -60,7 +60,7 @@ static const char *via_name(int via) {
  * report.degraded. */
 void proc_limits_report(lua_State *L, proc *p, int report) {
   if (!p->limited) return;
-  const cg_limits_state *st = &p->lim;
+  const cg_limits_state *st = p->lim;
   const cg_limits *w = &st->want;
   cg_limits_stats s;
   cgl_read(st, &p->cg, &s);

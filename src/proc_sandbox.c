@@ -84,7 +84,7 @@ static void layer_costs(proc_sandbox_info *info, const sandbox_prep *prep) {
 }
 
 void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *loop) {
-  proc_sandbox_info *info = &p->sbx_info;
+  proc_sandbox_info *info = p->sbx_info; /* (made by the spawn of a sandboxed session) */
   sandbox_stamp(prep, SBX_T_LAUNCHED);
   info->userns = prep->userns_ok;
   info->mountns = prep->mountns_ok;
@@ -178,8 +178,8 @@ static void push_denial(lua_State *L, const sbx_denial *d) {
  * denials_overflow = {[op] = refusals past the kept records}} */
 static int proc_sandbox_report(lua_State *L) {
   proc *p = proc_check(L, 1);
-  proc_sandbox_info *info = &p->sbx_info;
-  if (!info->used) {
+  proc_sandbox_info *info = p->sbx_info;
+  if (info == NULL || !info->used) {
     lua_pushnil(L);
     return 1;
   }

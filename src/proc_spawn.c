@@ -195,7 +195,12 @@ int proc_core_spawn(lua_State *L) {
     sandbox_prep_free(&prep);
     return luxec_push_error(L, ENOMEM);
   }
-  p->sbx_info = sbx_info;
+  if (sbx_info.used && (p->sbx_info = malloc(sizeof sbx_info)) == NULL) {
+    free(p);
+    sandbox_prep_free(&prep);
+    return luxec_push_error(L, ENOMEM);
+  }
+  if (sbx_info.used) *p->sbx_info = sbx_info;
   p->L = luxec_gethost(L)->L;
   p->self_ref = LUA_NOREF;
   p->pidfd = p->in_fd = p->proxy_fd = -1;
@@ -215,6 +220,7 @@ int proc_core_spawn(lua_State *L) {
     int rc = logs[i] ? outbuf_open_log(&p->out[i].buf, logs[i]) : 0;
     if (rc < 0) {
       for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
+      free(p->sbx_info);
       free(p);
       sandbox_prep_free(&prep);
       luxec_push_error(L, -rc);
@@ -227,12 +233,15 @@ int proc_core_spawn(lua_State *L) {
     req.cgroup_procs_fd = cg_session_open(&p->cg, "cgroup.procs", O_WRONLY);
   if (req.cgroup_procs_fd < 0 && p->cg.id != 0) cg_session_destroy(&p->cg);
   if (limited) { /* fail closed: a limit the host cannot enforce is refused unless best_effort */
-    char err[1024];
-    if (cgl_setup(&p->lim, &limits, &p->cg, want_cgroup, err, sizeof err) < 0) {
+    char err[1024] = "out of memory";
+    p->lim = calloc(1, sizeof *p->lim);
+    if (p->lim == NULL || cgl_setup(p->lim, &limits, &p->cg, want_cgroup, err, sizeof err) < 0) {
       if (req.cgroup_procs_fd >= 0) close(req.cgroup_procs_fd);
       sandbox_prep_free(&prep);
       cg_session_destroy(&p->cg);
       for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
+      free(p->lim);
+      free(p->sbx_info);
       free(p);
       lua_pushnil(L);
       lua_pushfstring(L, "sandbox: %s", err);
@@ -240,8 +249,8 @@ int proc_core_spawn(lua_State *L) {
       return 3;
     }
     p->limited = 1;
-    req.ncgroup_more = cgl_open_procs(&p->lim, req.cgroup_more_fds);
-    req.nrlimits = cgl_rlimits(&p->lim, req.rlimit_res, req.rlimit_val);
+    req.ncgroup_more = cgl_open_procs(p->lim, req.cgroup_more_fds);
+    req.nrlimits = cgl_rlimits(p->lim, req.rlimit_res, req.rlimit_val);
   }
   if (marker != NULL) set_mark(p, marker, &req);
   launch_res res;
@@ -258,8 +267,10 @@ int proc_core_spawn(lua_State *L) {
     lua_replace(L, -3);
     sandbox_prep_free(&prep);
     cg_session_destroy(&p->cg);
-    if (p->limited) cgl_release(&p->lim);
+    if (p->limited) cgl_release(p->lim);
     for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
+    free(p->lim);
+    free(p->sbx_info);
     free(p);
     return 3;
   }

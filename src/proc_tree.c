@@ -231,13 +231,13 @@ static int proc_resize(lua_State *L) {
 /* What /proc shows for the child's end of one of our descriptors ("pipe:[inode]", or the
  * terminal's path), looked up the first time it is asked rather than at every spawn; ""
  * once our end is closed (the stream at EOF, stdin closed) before anyone asked. */
-static const char *target_of(proc *p, char target[256], int fd) {
+static const char *target_of(proc *p, char target[PROC_TARGET_MAX], int fd) {
   if (target[0] != '\0' || fd < 0) return target;
   struct stat st;
   if (p->tty) {
-    if (ptsname_r(fd, target, 256) != 0) target[0] = '\0';
+    if (ptsname_r(fd, target, PROC_TARGET_MAX) != 0) target[0] = '\0';
   } else if (fstat(fd, &st) == 0) {
-    snprintf(target, 256, "pipe:[%lu]", (unsigned long)st.st_ino);
+    snprintf(target, PROC_TARGET_MAX, "pipe:[%lu]", (unsigned long)st.st_ino);
   }
   return target;
 }

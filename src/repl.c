@@ -13,7 +13,90 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
 #include <editline/readline.h>
+
+/* libedit is loaded when a prompt opens on a terminal, not with the host: a script or a
+ * server never maps it, nor libtinfo, libbsd and libmd that come with it (~370 KiB of the
+ * resident memory of every host). Its names below go through this table. */
+static struct editline {
+  void *lib;
+  int (*add_history)(const char *);
+  void (*clear_history)(void);
+  void (*callback_read_char)(void);
+  void (*callback_handler_install)(const char *, rl_vcpfunc_t *);
+  void (*callback_handler_remove)(void);
+  char **(*completion_matches)(const char *, rl_compentry_func_t *);
+  void (*forced_update_display)(void);
+  void (*replace_line)(const char *, int);
+  void (*free_line_state)(void);
+  const char **readline_name;
+  char **line_buffer;
+  const char **basic_word_break_characters;
+  char **completer_word_break_characters;
+  rl_completion_func_t **attempted_completion_function;
+  int *attempted_completion_over;
+  int *completion_append_character;
+} ed;
+
+/* Load libedit (once); 0, or -1 after saying why on stderr. */
+static int editline_load(void) {
+  if (ed.lib != NULL) return 0;
+  static const char soname[] = "libedit.so.2";
+  void *lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) {
+    fprintf(stderr, "luxec: no line editing (%s)\n", dlerror());
+    return -1;
+  }
+  struct {
+    const char *name;
+    void **slot;
+  } syms[] = {
+      {"add_history", (void **)&ed.add_history},
+      {"clear_history", (void **)&ed.clear_history},
+      {"rl_callback_read_char", (void **)&ed.callback_read_char},
+      {"rl_callback_handler_install", (void **)&ed.callback_handler_install},
+      {"rl_callback_handler_remove", (void **)&ed.callback_handler_remove},
+      {"rl_completion_matches", (void **)&ed.completion_matches},
+      {"rl_forced_update_display", (void **)&ed.forced_update_display},
+      {"rl_replace_line", (void **)&ed.replace_line},
+      {"rl_free_line_state", (void **)&ed.free_line_state},
+      {"rl_readline_name", (void **)&ed.readline_name},
+      {"rl_line_buffer", (void **)&ed.line_buffer},
+      {"rl_basic_word_break_characters", (void **)&ed.basic_word_break_characters},
+      {"rl_completer_word_break_characters", (void **)&ed.completer_word_break_characters},
+      {"rl_attempted_completion_function", (void **)&ed.attempted_completion_function},
+      {"rl_attempted_completion_over", (void **)&ed.attempted_completion_over},
+      {"rl_completion_append_character", (void **)&ed.completion_append_character},
+  };
+  for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+    if ((*syms[i].slot = dlsym(lib, syms[i].name)) == NULL) {
+      fprintf(stderr, "luxec: no line editing (%s has no %s)\n", soname, syms[i].name);
+      dlclose(lib);
+      memset(&ed, 0, sizeof ed);
+      return -1;
+    }
+  }
+  ed.lib = lib;
+  return 0;
+}
+
+#define add_history ed.add_history
+#define clear_history ed.clear_history
+#define rl_callback_read_char ed.callback_read_char
+#define rl_callback_handler_install ed.callback_handler_install
+#define rl_callback_handler_remove ed.callback_handler_remove
+#define rl_completion_matches ed.completion_matches
+#define rl_forced_update_display ed.forced_update_display
+#define rl_replace_line ed.replace_line
+#define rl_free_line_state ed.free_line_state
+#define rl_readline_name (*ed.readline_name)
+#define rl_line_buffer (*ed.line_buffer)
+#define rl_basic_word_break_characters (*ed.basic_word_break_characters)
+#define rl_completer_word_break_characters (*ed.completer_word_break_characters)
+#define rl_attempted_completion_function (*ed.attempted_completion_function)
+#define rl_attempted_completion_over (*ed.attempted_completion_over)
+#define rl_completion_append_character (*ed.completion_append_character)
 
 /* The host's own C modules that luxec's Lua code loads by name (see luxec.screen). */
 
@@ -200,13 +283,14 @@ static void sigint_cb(uv_signal_t *handle, int signum) {
 
 /* native.add_history(entry): readline's in-memory history (luxec.cli.repl keeps the file) */
 static int native_add_history(lua_State *L) {
-  add_history(luaL_checkstring(L, 1));
+  const char *entry = luaL_checkstring(L, 1);
+  if (ed.lib != NULL) add_history(entry); /* (no line editor: no history to recall) */
   return 0;
 }
 
 static int native_clear_history(lua_State *L) {
   (void)L;
-  clear_history();
+  if (ed.lib != NULL) clear_history();
   return 0;
 }
 
@@ -258,7 +342,7 @@ void luxec_repl(luxec_host *h) {
   if (r == NULL) return;
   r->h = h;
   r->mod_ref = LUA_NOREF;
-  r->tty = isatty(STDIN_FILENO);
+  r->tty = isatty(STDIN_FILENO) && editline_load() == 0; /* else plain lines */
   active = r;
   if (start(r) != 0) {
     if (r->mod_ref != LUA_NOREF) luaL_unref(h->L, LUA_REGISTRYINDEX, r->mod_ref);

@@ -23,12 +23,27 @@ M.in_task = sched.in_task
 local process = require("luxec.process")
 M.spawn = process.spawn -- every option, `record = "file.cast"` included
 M.run = require("luxec.process.run").run
-M.ssh = require("luxec.auto.ssh")
-M.replwrap = require("luxec.auto.replwrap")
-M.open_stream = require("luxec.auto.stream").open -- expect over a socket, tty, FIFO or fd
 M.terminate_all = process.terminate_all
 M.defaults = process.defaults
-M.remote = require("luxec.remote") -- sessions on a `luxec serve`: remote.connect{...}
+
+-- Loaded the first time they are used: a program that never does keeps the host smaller.
+local later = {
+  ssh = function() return require("luxec.auto.ssh") end,
+  replwrap = function() return require("luxec.auto.replwrap") end,
+  -- expect over a socket, tty, FIFO or fd
+  open_stream = function() return require("luxec.auto.stream").open end,
+  -- sessions on a `luxec serve`: remote.connect{...}
+  remote = function() return require("luxec.remote") end,
+}
+setmetatable(M, {
+  __index = function(t, k)
+    local load = later[k]
+    if not load then return nil end
+    local v = load()
+    rawset(t, k, v)
+    return v
+  end,
+})
 
 local expect = require("luxec.auto.expect")
 M.EOF = expect.EOF

@@ -10,7 +10,7 @@
 ---
 --- The core is taken from `M.core` at each use: the unit specs put a fake there.
 local options = require("luxec.process.options")
-local sandbox = require("luxec.sandbox")
+local sandbox = require("luxec.lazy")("luxec.sandbox") -- loaded by the first sandbox
 local sched = require("luxec.sched")
 local uv = require("luv")
 

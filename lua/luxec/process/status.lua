@@ -1,8 +1,9 @@
 --- luxec.process.status: what a session's status says (Process:status), and the part of it a
 --- wait for input looks at several times a second (Process:_input_wait) without the rest.
 --- Part of the class luxec.process defines.
-local limits = require("luxec.sandbox.limits")
-local sandbox = require("luxec.sandbox")
+local lazy = require("luxec.lazy") -- loaded by the first sandboxed status
+local limits = lazy("luxec.sandbox.limits")
+local sandbox = lazy("luxec.sandbox")
 
 ---@param Process luxec.Process  the class, being defined by luxec.process
 ---@param check_open fun(p: luxec.Process, fname: string)  raises on a closed process
