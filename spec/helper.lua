@@ -210,9 +210,27 @@ function H.read_file(path)
   return s
 end
 
---- A fresh temporary directory; H.rmtree removes it.
+--- A fresh temporary directory; H.rmtree removes it, and so does the end of the spec file
+--- that made it (a test that fails before its own cleanup leaves nothing in /tmp either:
+--- repositories left there would be searched by every later sandboxed spawn).
+local made = {}
 function H.tmpdir()
-  return assert(uv.fs_mkdtemp("/tmp/luxec-spec-XXXXXX"))
+  local dir = assert(uv.fs_mkdtemp("/tmp/luxec-spec-XXXXXX"))
+  made[#made + 1] = dir
+  return dir
+end
+
+do
+  local ok, busted = pcall(require, "busted")
+  if ok and type(busted.subscribe) == "function" then
+    busted.subscribe({ "file", "end" }, function()
+      for i = #made, 1, -1 do
+        if uv.fs_stat(made[i]) then os.execute("rm -rf '" .. made[i] .. "'") end
+        made[i] = nil
+      end
+      return nil, true
+    end)
+  end
 end
 
 function H.rmtree(dir)
