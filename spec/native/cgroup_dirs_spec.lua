@@ -73,11 +73,10 @@ describe("cgroup directories", function()
     if not need() then return end
     local parent = dir:match("^(.*)/luxec%.%d+$")
     -- a pid that is not running: the largest pid of a process that exited
-    local dead = assert(uv.spawn("true", {}, function() end))
+    local reaped = false
+    local dead = assert(uv.spawn("true", {}, function() reaped = true end))
     local dead_pid = dead:get_pid()
-    H.wait_for(function()
-      return not H.alive(dead_pid)
-    end, 5000, "true to exit")
+    H.wait_for(function() return reaped end, 5000, "true to exit and be reaped")
     dead:close()
     local stale = parent .. "/luxec." .. dead_pid
     assert(uv.fs_mkdir(stale, 493))
