@@ -6,8 +6,6 @@
  * yields instead (luxec.sched). How long to wait is the caller's to say. */
 #include "proc.h"
 
-#include <math.h>
-
 #include <luv/luv.h>
 
 /* The deadline of a turn: one for the host, as top-level waits do not nest (a wait inside a
@@ -51,8 +49,10 @@ static int proc_run_once(lua_State *L) {
       turn_timer.data = NULL;
       turn_timer_open = 1;
     }
-    uv_update_time(&h->loop); /* (stale after top-level code ran for a while) */
-    uv_timer_start(&turn_timer, turn_timer_cb, (uint64_t)ceil(ms), 0);
+    uv_update_time(&h->loop);      /* (stale after top-level code ran for a while) */
+    if (ms > 9e15) ms = 9e15;      /* (a wait of ~285,000 years: the cast stays defined) */
+    uint64_t whole = (uint64_t)ms; /* rounded up: a wait never ends before its time */
+    uv_timer_start(&turn_timer, turn_timer_cb, whole + ((double)whole < ms), 0);
   }
   int alive = luxec_host_run(h, UV_RUN_ONCE);
   if (ms >= 0 && turn_timer_open) uv_timer_stop(&turn_timer);
