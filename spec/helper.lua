@@ -98,7 +98,10 @@ function H.children()
     local f = io.open(dir .. "/" .. tid .. "/children")
     if f then
       for pid in f:read("a"):gmatch("%d+") do
-        if tonumber(pid) ~= watchdog then -- the host's cgroup watchdog lives as long as it
+        -- the host's cgroup watchdog, and the keeper of a normal user's network namespaces
+        -- made ahead, live as long as it
+        local comm = H.read_file("/proc/" .. pid .. "/comm") or ""
+        if tonumber(pid) ~= watchdog and comm ~= "luxec-netns\n" then
           pids[#pids + 1] = tonumber(pid)
         end
       end

@@ -140,6 +140,7 @@ static void keeper_main(int sock, pid_t host, const char *uid_map, const char *g
    * that adopts it when this host is gone (a subreaper) tells it from its own processes and
    * reaps it */
   setsid();
+  prctl(PR_SET_NAME, "luxec-netns"); /* (ps shows what it is) */
   if (sock > 0) syscall(SYS_close_range, 0U, (unsigned)sock - 1, 0U);
   syscall(SYS_close_range, (unsigned)sock + 1, ~0U, 0U);
   if (unshare(CLONE_NEWUSER) < 0) _exit(1);
