@@ -143,20 +143,22 @@ function H.assert_clean()
   -- Children that are on their way out (a killed host's watchdog finishing its sweep) get
   -- two seconds to go.
   local function new_children()
-    local n = 0
+    local list = {}
     for _, pid in ipairs(H.children()) do
-      if not reported_children[pid] then n = n + 1 end
+      if not reported_children[pid] then list[#list + 1] = pid end
     end
-    return n
+    return list
   end
-  pcall(H.wait_for, function() return new_children() == 0 end, 2000) -- the loop reaps them
+  -- The list judged is the one of the wait's last look: one read again after it could hold a
+  -- child adopted in between (an orphan of a tree ending just then), not yet reaped.
+  local kids
+  pcall(H.wait_for, function() -- the loop reaps them
+    kids = new_children()
+    return #kids == 0
+  end, 2000)
   -- a child reported once (a zombie that is not luxec's to reap stays one) fails only the
   -- test that left it, not every test after it
-  local kids = {}
-  for _, pid in ipairs(H.children()) do
-    if not reported_children[pid] then kids[#kids + 1] = pid end
-    reported_children[pid] = true
-  end
+  for _, pid in ipairs(kids) do reported_children[pid] = true end
   local described = {}
   for _, pid in ipairs(kids) do
     local f = io.open(("/proc/%d/stat"):format(pid))
