@@ -136,6 +136,9 @@ int proc_end_close(proc *p, const char *why);
 /* The pidfd closed now, the cgroup removed once empty (known_empty: from proc_end_close) */
 void proc_end_release(proc *p, int known_empty);
 void proc_end_shutdown(void); /* the host's handles, after every session closed */
+/* proc_adopt.c: a closed session's zombie to be (pid, unreaped), reaped when it ends */
+void proc_adopt(uv_loop_t *loop, pid_t pid);
+void proc_adopt_shutdown(void); /* at host exit: the ones ended already */
 extern const luaL_Reg proc_end_methods[];
 extern const luaL_Reg proc_end_functions[];
 

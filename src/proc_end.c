@@ -1,8 +1,8 @@
 /* proc_end.c: how a session's tree ends without the loop ever waiting for it. Signals and
  * SIGKILL reach every process of the tree at once; a "tree_empty" event says when nothing of
  * it is left (through the host's one inotify watcher on cgroup.events, or pidfds of its
- * processes without a cgroup); what a closed session leaves behind (a zombie to reap, a
- * cgroup not yet empty) is collected later. How long to wait and when to escalate is the Lua
+ * processes without a cgroup); a cgroup a closed session leaves not yet empty is removed
+ * later, its zombies are proc_adopt.c's. How long to wait and when to escalate is the Lua
  * side's. */
 #include "proc.h"
 
@@ -44,14 +44,6 @@ struct tree_end {
 static struct tree_end *watching = NULL;
 static uv_poll_t cg_poll; /* the inotify descriptor of cgroup.c */
 static int cg_poll_open = 0;
-static uv_signal_t chld;      /* reaps what closed sessions left */
-static uv_check_t chld_check; /* once per turn of the loop, however many SIGCHLDs came */
-static int chld_open = 0;
-static struct {
-  pid_t pid;
-  unsigned long long start;
-} adopted[MAX_TREE];
-static int nadopted = 0;
 
 /* ---- the host's children, scanned once per call however many sessions it concerns ---- */
 
@@ -77,17 +69,6 @@ static char stat_of(pid_t pid, pid_t *pgid) {
   if (q == NULL || sscanf(q + 1, " %c %d %d", &st, &ppid, &pg) != 3) return 0;
   if (pgid) *pgid = pg;
   return st;
-}
-
-/* when pid started (clock ticks after boot), which tells a reused pid apart; 0 when gone */
-static unsigned long long start_of(pid_t pid) {
-  char buf[1024];
-  if (pfs_read(pid, "stat", buf, sizeof buf) < 0) return 0;
-  char *q = strrchr(buf, ')');
-  unsigned long long start = 0;
-  for (int field = 2; q != NULL && field <= 21; field++) q = strchr(q + 1, ' ');
-  if (q != NULL) start = strtoull(q + 1, NULL, 10);
-  return start;
 }
 
 static void scan_begin(void) {
@@ -380,57 +361,6 @@ int proc_end_watch(proc *p) {
   return 1;
 }
 
-/* ---- what a closed session leaves ---- */
-
-/* Reap the adopted zombies. Another reaper of the host may have taken one first and its pid
- * gone to a new process: the start time tells, and that one is left alone. Only one that has
- * ended is looked at (a look that reaps nothing): the others cost one system call each. */
-static void reap_adopted(void) {
-  for (int i = 0; i < nadopted;) {
-    siginfo_t si;
-    si.si_pid = 0;
-    pid_t r = 0;
-    if (waitid(P_PID, (id_t)adopted[i].pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
-      r = -1; /* not the host's child any more */
-    else if (si.si_pid == 0)
-      r = 0; /* still running */
-    else if (start_of(adopted[i].pid) == adopted[i].start)
-      r = waitpid(adopted[i].pid, NULL, WNOHANG);
-    else
-      r = -1;
-    if (r != 0)
-      adopted[i] = adopted[--nadopted];
-    else
-      i++;
-  }
-}
-
-static void chld_check_cb(uv_check_t *h) {
-  uv_check_stop(h);
-  reap_adopted();
-}
-
-/* Many children ending together send many SIGCHLDs in one turn: one look, after them. */
-static void chld_cb(uv_signal_t *h, int sig) {
-  (void)h, (void)sig;
-  uv_check_start(&chld_check, chld_check_cb);
-}
-
-static void adopt(proc *p, pid_t pid) {
-  unsigned long long start = start_of(pid); /* unreaped, so still this process */
-  if (start == 0 || waitpid(pid, NULL, WNOHANG) == pid || nadopted >= MAX_TREE) return;
-  adopted[nadopted].pid = pid;
-  adopted[nadopted++].start = start;
-  uv_loop_t *loop = &luxec_gethost(p->L)->loop;
-  if (!chld_open && uv_signal_init(loop, &chld) == 0) {
-    chld_open = 1;
-    uv_check_init(loop, &chld_check);
-    uv_unref((uv_handle_t *)&chld_check);
-    uv_signal_start(&chld, chld_cb, SIGCHLD);
-    uv_unref((uv_handle_t *)&chld);
-  }
-}
-
 /* Closing: SIGKILL what is alive and let go of every descriptor now; the program's zombie is
  * reaped when SIGCHLD says so and the cgroup removed once empty, without a wait here. */
 int proc_end_close(proc *p, const char *why) {
@@ -461,11 +391,11 @@ int proc_end_close(proc *p, const char *why) {
 void proc_end_release(proc *p, int known_empty) {
   proc_ns_release(p);
   if (p->pidfd >= 0) { /* (libuv lets it go at once after uv_close) */
-    if (!p->reaped && !proc_reap(p, 0)) adopt(p, p->pid);
+    if (!p->reaped && !proc_reap(p, 0)) proc_adopt(&luxec_gethost(p->L)->loop, p->pid);
     close(p->pidfd);
     p->pidfd = -1;
   }
-  for (int i = 0; i < norphans; i++) adopt(p, orphans[i]);
+  for (int i = 0; i < norphans; i++) proc_adopt(&luxec_gethost(p->L)->loop, orphans[i]);
   norphans = 0;
   cg_session_release(&p->cg, known_empty);
 }
@@ -477,12 +407,7 @@ void proc_end_shutdown(void) {
     cg_poll_open = 0;
     uv_close((uv_handle_t *)&cg_poll, NULL);
   }
-  if (chld_open) {
-    chld_open = 0;
-    uv_close((uv_handle_t *)&chld, NULL);
-    uv_close((uv_handle_t *)&chld_check, NULL);
-    reap_adopted(); /* what died already; the rest is init's once the host is gone */
-  }
+  proc_adopt_shutdown();
 }
 
 /* ---- Lua ---- */
