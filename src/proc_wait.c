@@ -27,14 +27,18 @@ void proc_wait_shutdown(void) {
     uv_close((uv_handle_t *)&turn_timer, turn_timer_closed);
 }
 
-/* p:run_once(timeout_ms) -> whether the loop has more to run: one turn of the loop (what is
- * ready, else the first event, else timeout_ms: nil waits for an event however far off),
- * with the session's handles keeping the loop alive meanwhile. Output read in that turn is
- * not told to Lua unless someone else waits for it or listens to it (p:want_output). */
+/* p:run_once(timeout_ms[, stream]) -> whether the loop has more to run[, the bytes the stream
+ * carried so far]: one turn of the loop (what is ready, else the first event, else
+ * timeout_ms: nil waits for an event however far off), with the session's handles keeping
+ * the loop alive meanwhile. Output read in that turn is not told to Lua unless someone else
+ * waits for it or listens to it (p:want_output). With a stream, its total after the turn
+ * (what a wait for output compares, without a call of p:total after each turn). */
 static int proc_run_once(lua_State *L) {
   pbox *b = proc_checkbox(L, 1);
   if (b->p == NULL) return luaL_error(L, "attempt to use a closed process handle");
   lua_Number ms = luaL_optnumber(L, 2, -1);
+  lua_Integer stream = luaL_optinteger(L, 3, 0);
+  luaL_argcheck(L, stream >= 0 && stream <= b->p->nout, 3, "no such stream");
   luxec_host *h = luxec_gethost(L);
   if (((luv_ctx_t *)h->luv)->mode != -1)
     return luaL_error(L,
@@ -63,7 +67,19 @@ static int proc_run_once(lua_State *L) {
     proc_maybe_release(p);
   }
   lua_pushboolean(L, alive);
-  return 1;
+  if (stream == 0) return 1;
+  /* (a session closed meanwhile: its handle's total is no more; Lua sees the close) */
+  lua_pushinteger(L, b->p != NULL ? (lua_Integer)b->p->out[stream - 1].buf.total : -1);
+  return 2;
 }
 
-const luaL_Reg proc_wait_methods[] = {{"run_once", proc_run_once}, {NULL, NULL}};
+/* p:end_turn(): if a top-level wait on this session is in a turn of the loop, that turn ends
+ * without polling (a wake from a timer that ran before the poll). */
+static int proc_end_turn(lua_State *L) {
+  pbox *b = proc_checkbox(L, 1);
+  if (b->p != NULL && b->p->waiting) uv_stop(&luxec_gethost(L)->loop);
+  return 0;
+}
+
+const luaL_Reg proc_wait_methods[] = {
+    {"end_turn", proc_end_turn}, {"run_once", proc_run_once}, {NULL, NULL}};

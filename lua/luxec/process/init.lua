@@ -244,8 +244,9 @@ end
 
 local function wake_all(self, output_only)
   -- A top-level wait runs the loop in the core (see wait_top): a wake from a timer libuv ran
-  -- before it polled must keep that poll from blocking (the turn then ends at once).
-  if self._top_wait then uv.stop() end
+  -- before it polled must keep that poll from blocking (the turn then ends at once). The flag
+  -- is a hint (a wait that raised leaves it): the core ends a turn only while one runs.
+  if self._top_wait and self._core then self._core:end_turn() end
   wake_list(self, "_waiters")
   if not output_only then
     wake_list(self, "_end_waiters")
@@ -349,29 +350,50 @@ local function register(wake, list, timer, deadline)
   end
 end
 
--- A wait from top-level code on the native core: the core runs each turn of the loop itself
--- (core:run_once, which keeps the session's output out of Lua meanwhile) and pred is looked
--- at after each turn; no wake function, no timer of Lua's and no hold per wait.
-local function top_turns(self, core, pred, deadline, gen, a, b)
-  repeat
-    local left = deadline and deadline - uv.hrtime() / 1e6
-    if left and left <= 0 then return false end
-    if (self._interrupts or 0) ~= gen then return false end -- see Process:_interrupt_waits
-    local alive = core:run_once(left)
-    if self._core ~= core then return false end -- closed meanwhile
-    local held = pred(self, a, b)
-    if held then return held end
-    if not alive then error("wait can never end: nothing left on the loop could wake it", 0) end
-  until false
+-- Whether a wait runs from top-level code (not in a task): it then drives the loop itself.
+local running, in_task = coroutine.running, sched.in_task
+local function top_level()
+  local _, main = running()
+  return main or not in_task()
 end
 
+local hrtime = uv.hrtime
+
+-- A wait from top-level code on the native core: the core runs each turn of the loop itself
+-- (core:run_once, which keeps the session's output out of Lua meanwhile) and pred is looked
+-- at after each turn; no wake function, no timer of Lua's and no hold per wait. With
+-- pred == nil it waits for output on stream `a` past `b` bytes (the stream's total comes back
+-- from each turn), the end of that stream or the finish. self._top_wait tells wake_all that
+-- a turn may be under way (it is left set only by an error, and then does no harm: the core
+-- ends a turn only while one runs).
 local function wait_top(self, core, pred, timeout_ms, a, b)
-  local deadline = timeout_ms and (uv.hrtime() / 1e6 + timeout_ms)
+  local deadline = timeout_ms and (hrtime() / 1e6 + timeout_ms)
+  local gen = self._interrupts or 0
   self._top_wait = true
-  local ok, held = pcall(top_turns, self, core, pred, deadline, self._interrupts or 0, a, b)
+  repeat
+    local left = deadline and deadline - hrtime() / 1e6
+    if left and left <= 0 then break end
+    if (self._interrupts or 0) ~= gen then break end -- see Process:_interrupt_waits
+    local alive, now = core:run_once(left, pred == nil and a or nil)
+    if self._core ~= core then break end -- closed meanwhile
+    local held
+    if pred then
+      held = pred(self, a, b)
+    else
+      local eof = self._eof
+      held = now > b or self._finished or (eof ~= nil and eof[a]) or false
+    end
+    if held then
+      self._top_wait = nil
+      return held
+    end
+    if not alive then
+      self._top_wait = nil
+      error("wait can never end: nothing left on the loop could wake it", 0)
+    end
+  until false
   self._top_wait = nil
-  if not ok then error(held, 0) end
-  return held
+  return false
 end
 
 --- Wait until pred(self, a, b) holds or timeout_ms passes; true if it holds. pred is checked
@@ -382,7 +404,7 @@ function Process:_wait_until(pred, timeout_ms, ends_only, a, b)
   local held = pred(self, a, b)
   if held then return true end
   local core = self._core
-  if core.run_once and not sched.in_task() then
+  if core.run_once and top_level() then
     return wait_top(self, core, pred, timeout_ms, a, b)
   end
   local list = ends_only and "_end_waiters" or "_waiters"
@@ -495,10 +517,9 @@ end
 ---@param opts {timeout: number|false|nil, stream: integer|nil}|nil
 ---@return boolean
 function Process:wait_output(opts)
-  check_open(self, "wait_output")
+  if not self._core then check_open(self, "wait_output") end
   local ms = check_timeout("wait_output", opts)
-  local stream = (opts and opts.stream) or 1
-  return self:_wait_output_ms(ms, stream)
+  return self:_wait_output_ms(ms, opts and opts.stream or 1)
 end
 
 -- The wait of wait_output (ms: nil for no limit), for callers inside luxec that checked.
@@ -506,10 +527,17 @@ function Process:_wait_output_ms(ms, stream)
   stream = stream or 1
   -- Past EOF nothing can arrive: wait for the exit, so `repeat wait_output until finished`
   -- turns the loop instead of spinning.
-  if self._eof ~= nil and self._eof[stream] then
+  local eof = self._eof
+  if eof ~= nil and eof[stream] then
     return self:_wait_until(is_finished, ms)
   end
-  return self:_wait_until(has_output, ms, false, stream, total_of(self._core, stream))
+  if self._finished then return true end
+  local core = self._core
+  local total = total_of(core, stream)
+  if core.run_once and top_level() then
+    return wait_top(self, core, nil, ms, stream, total)
+  end
+  return self:_wait_until(has_output, ms, false, stream, total)
 end
 
 --- Whether the stream (1 by default) reached EOF: nothing more will arrive on it.

@@ -11,10 +11,12 @@ return function(Process, check_open)
   ---@param stream integer|nil 1 (stdout, or everything when merged) or 2 (stderr apart)
   ---@return string data, integer dropped, integer gap_at
   function Process:read(stream)
-    check_open(self, "read")
+    local core = self._core
+    if not core then check_open(self, "read") end
     stream = stream or 1
-    local data, next_cursor, dropped, gap_at = self._core:read(stream, self._cursor[stream])
-    self._cursor[stream] = next_cursor
+    local cursor = self._cursor
+    local data, next_cursor, dropped, gap_at = core:read(stream, cursor[stream])
+    cursor[stream] = next_cursor
     return data, dropped, gap_at
   end
 
@@ -71,17 +73,19 @@ return function(Process, check_open)
   ---@param data string
   ---@return integer|nil, string|nil, string|nil
   function Process:write(data)
-    check_open(self, "write")
+    local core = self._core
+    if not core then check_open(self, "write") end
     if type(data) ~= "string" then
       error(("bad argument #1 to 'write' (string expected, got %s)"):format(type(data)), 2)
     end
+    if #self._parts == 0 then return core:write(data) end -- (nothing to tell)
     local echo_off = false
-    if #self._parts > 0 and self._size then
+    if self._size then
       -- Looked at before the write: the program may turn echo back on as soon as it has read
       -- the line (what is typed at a password prompt is not kept).
-      echo_off = select(2, self._core:input_state()) == true
+      echo_off = select(2, core:input_state()) == true
     end
-    local n, err, code = self._core:write(data)
+    local n, err, code = core:write(data)
     if n then tell_parts(self, "input", data, echo_off) end
     return n, err, code
   end
