@@ -41,7 +41,8 @@ typedef struct proc {
   struct proc *next, *prev; /* the live list the host's shutdown walks */
   struct pbox *box;         /* its Lua handle while that is alive (it outlives a host close) */
   lua_State *L;
-  int self_ref; /* anchors the userdata while something holds it (ref) and it runs */
+  luxec_host *host; /* L's host (found once: a turn of a wait needs it) */
+  int self_ref;     /* anchors the userdata while something holds it (ref) and it runs */
   pid_t pid;
   int pidfd;
   pid_t init_pid;  /* the init of the sandbox's pid namespace (the host's child), or -1 */

@@ -195,6 +195,7 @@ int proc_core_spawn(lua_State *L) {
     sandbox_prep_free(&prep);
     return luxec_push_error(L, ENOMEM);
   }
+  p->host = luxec_gethost(L);
   if (sbx_info.used && (p->sbx_info = malloc(sizeof sbx_info)) == NULL) {
     free(p);
     sandbox_prep_free(&prep);

@@ -27,27 +27,31 @@ void proc_wait_shutdown(void) {
     uv_close((uv_handle_t *)&turn_timer, turn_timer_closed);
 }
 
-/* p:run_once(timeout_ms[, stream]) -> whether the loop has more to run[, the bytes the stream
- * carried so far]: one turn of the loop (what is ready, else the first event, else
- * timeout_ms: nil waits for an event however far off), with the session's handles keeping
- * the loop alive meanwhile. Output read in that turn is not told to Lua unless someone else
- * waits for it or listens to it (p:want_output). With a stream, its total after the turn
- * (what a wait for output compares, without a call of p:total after each turn). */
+/* p:run_once(timeout_ms[, stream]) -> whether the wait can still end[, the bytes the stream
+ * carried after the turn, and before it]: one turn of the loop (what is ready, else the first
+ * event, else timeout_ms: nil waits for an event however far off). Output read in that turn
+ * is not told to Lua unless someone else waits for it or listens to it (p:want_output). With
+ * a stream, its totals (what a wait for output compares, without a call of p:total). */
 static int proc_run_once(lua_State *L) {
   pbox *b = proc_checkbox(L, 1);
   if (b->p == NULL) return luaL_error(L, "attempt to use a closed process handle");
   lua_Number ms = luaL_optnumber(L, 2, -1);
   lua_Integer stream = luaL_optinteger(L, 3, 0);
-  luaL_argcheck(L, stream >= 0 && stream <= b->p->nout, 3, "no such stream");
-  luxec_host *h = luxec_gethost(L);
+  proc *p = b->p;
+  luaL_argcheck(L, stream >= 0 && stream <= p->nout, 3, "no such stream");
+  luxec_host *h = p->host;
   if (((luv_ctx_t *)h->luv)->mode != -1)
     return luaL_error(L,
                       "cannot wait inside a loop callback: run the waiting code in "
                       "luxec.go(fn)");
-  proc *p = b->p;
+  lua_Integer before = stream ? (lua_Integer)p->out[stream - 1].buf.total : 0;
   p->waiting = 1;
-  proc_loop_ref(p, 1);
-  if (ms >= 0) {
+  /* The turn's timer keeps the loop alive through a timed turn (a timed wait can always end);
+   * an untimed one is kept alive by the session's handles, referenced for the turn. */
+  int untimed = ms < 0;
+  if (untimed) {
+    proc_loop_ref(p, 1);
+  } else {
     if (!turn_timer_open) {
       uv_timer_init(&h->loop, &turn_timer);
       turn_timer.data = NULL;
@@ -59,25 +63,29 @@ static int proc_run_once(lua_State *L) {
     uv_timer_start(&turn_timer, turn_timer_cb, whole + ((double)whole < ms), 0);
   }
   int alive = luxec_host_run(h, UV_RUN_ONCE);
-  if (ms >= 0 && turn_timer_open) uv_timer_stop(&turn_timer);
+  if (!untimed) {
+    if (turn_timer_open) uv_timer_stop(&turn_timer);
+    alive = 1;
+  }
   /* (the handle on the stack kept b alive; p is gone when a callback closed the session) */
   if (b->p != NULL) {
     p->waiting = 0;
-    proc_loop_ref(p, p->lua_ref);
+    if (untimed) proc_loop_ref(p, p->lua_ref);
     proc_maybe_release(p);
   }
   lua_pushboolean(L, alive);
   if (stream == 0) return 1;
   /* (a session closed meanwhile: its handle's total is no more; Lua sees the close) */
-  lua_pushinteger(L, b->p != NULL ? (lua_Integer)b->p->out[stream - 1].buf.total : -1);
-  return 2;
+  lua_pushinteger(L, b->p != NULL ? (lua_Integer)p->out[stream - 1].buf.total : -1);
+  lua_pushinteger(L, before);
+  return 3;
 }
 
 /* p:end_turn(): if a top-level wait on this session is in a turn of the loop, that turn ends
  * without polling (a wake from a timer that ran before the poll). */
 static int proc_end_turn(lua_State *L) {
   pbox *b = proc_checkbox(L, 1);
-  if (b->p != NULL && b->p->waiting) uv_stop(&luxec_gethost(L)->loop);
+  if (b->p != NULL && b->p->waiting) uv_stop(&b->p->host->loop);
   return 0;
 }
 

@@ -350,22 +350,16 @@ local function register(wake, list, timer, deadline)
   end
 end
 
--- Whether a wait runs from top-level code (not in a task): it then drives the loop itself.
 local running, in_task = coroutine.running, sched.in_task
-local function top_level()
-  local _, main = running()
-  return main or not in_task()
-end
-
 local hrtime = uv.hrtime
 
 -- A wait from top-level code on the native core: the core runs each turn of the loop itself
 -- (core:run_once, which keeps the session's output out of Lua meanwhile) and pred is looked
 -- at after each turn; no wake function, no timer of Lua's and no hold per wait. With
--- pred == nil it waits for output on stream `a` past `b` bytes (the stream's total comes back
--- from each turn), the end of that stream or the finish. self._top_wait tells wake_all that
--- a turn may be under way (it is left set only by an error, and then does no harm: the core
--- ends a turn only while one runs).
+-- pred == nil it waits for output on stream `a` (past `b` bytes, or past what it carried
+-- when the first turn began: the turn says both), the end of that stream or the finish.
+-- self._top_wait tells wake_all that a turn may be under way (an error can leave it set: it
+-- does no harm, the core ends a turn only while one runs).
 local function wait_top(self, core, pred, timeout_ms, a, b)
   local deadline = timeout_ms and (hrtime() / 1e6 + timeout_ms)
   local gen = self._interrupts or 0
@@ -374,12 +368,13 @@ local function wait_top(self, core, pred, timeout_ms, a, b)
     local left = deadline and deadline - hrtime() / 1e6
     if left and left <= 0 then break end
     if (self._interrupts or 0) ~= gen then break end -- see Process:_interrupt_waits
-    local alive, now = core:run_once(left, pred == nil and a or nil)
+    local alive, now, before = core:run_once(left, pred == nil and a or nil)
     if self._core ~= core then break end -- closed meanwhile
     local held
     if pred then
       held = pred(self, a, b)
     else
+      b = b or before
       local eof = self._eof
       held = now > b or self._finished or (eof ~= nil and eof[a]) or false
     end
@@ -404,7 +399,7 @@ function Process:_wait_until(pred, timeout_ms, ends_only, a, b)
   local held = pred(self, a, b)
   if held then return true end
   local core = self._core
-  if core.run_once and top_level() then
+  if core.run_once and (select(2, running()) or not in_task()) then
     return wait_top(self, core, pred, timeout_ms, a, b)
   end
   local list = ends_only and "_end_waiters" or "_waiters"
@@ -533,11 +528,12 @@ function Process:_wait_output_ms(ms, stream)
   end
   if self._finished then return true end
   local core = self._core
-  local total = total_of(core, stream)
-  if core.run_once and top_level() then
-    return wait_top(self, core, nil, ms, stream, total)
+  if core.run_once then
+    local _, main = running()
+    -- (from the total the first turn finds as it begins: nothing arrives in between)
+    if main or not in_task() then return wait_top(self, core, nil, ms, stream, nil) end
   end
-  return self:_wait_until(has_output, ms, false, stream, total)
+  return self:_wait_until(has_output, ms, false, stream, total_of(core, stream))
 end
 
 --- Whether the stream (1 by default) reached EOF: nothing more will arrive on it.
