@@ -1,13 +1,15 @@
 --- luxec.auto.expect: the matching logic of p:expect (plain strings, Lua patterns, PCRE2
 --- regexes, EOF and TIMEOUT) over a bounded search window, and the control keys of
 --- p:sendcontrol. The methods themselves are luxec.process's (luxec.process.automation); this
---- module keeps, per session, the part `p._expect`: a reader and the unmatched output.
+--- module keeps, per session, the part `p._expect`: a cursor and the unmatched output.
 ---
 --- Every wait is a luxec wait: from top-level code it drives the loop, inside luxec.go it
 --- yields. Nothing sleeps: a send is a write, an expect returns as soon as the output matches.
 local uv = require("luv")
 
 local M = {}
+
+local hrtime, find = uv.hrtime, string.find
 
 M.defaults = {
   timeout = 30, -- seconds an expect waits (pexpect's default); false: no limit
@@ -148,10 +150,11 @@ local function compile_one(fname, pat, exact)
     type(pat) == "string" and "an empty string" or type(pat)))
 end
 
+-- The patterns as run takes them: a list of compiled patterns (with overlap: the bytes before
+-- new output where a plain match may start, and eof, timeout, windowed), or, for the common
+-- case of one plain string, the string itself (no table per expect).
 local function compile(fname, patterns, exact)
-  if type(patterns) == "string" and patterns ~= "" then -- the common case, in two tables
-    return { { kind = "plain", src = patterns }, overlap = #patterns - 1 }
-  end
+  if type(patterns) == "string" and patterns ~= "" then return patterns end
   local list = patterns
   if type(patterns) ~= "table" or getmetatable(patterns) ~= nil or patterns.lua ~= nil
     or patterns.re ~= nil then
@@ -178,7 +181,9 @@ end
 --- Check and compile a list of patterns as expect takes them, without a session (for a
 --- caller that checks before it starts one). Raises bare messages naming `fname`.
 function M.compile(fname, patterns)
-  return compile(fname, patterns, false)
+  local pats = compile(fname, patterns, false)
+  if type(pats) == "string" then return { { kind = "plain", src = pats }, overlap = #pats - 1 } end
+  return pats
 end
 
 -- The earliest match in subject from init on; ties go to the first pattern listed.
@@ -206,15 +211,25 @@ local function search(pats, subject, init, at_start)
   return best, bs, be, bcaps or (best and { n = 0 })
 end
 
--- The per-session state: a reader of its own and the unmatched output (`chunks` from
+-- The per-session state: a cursor of its own in the output (stream 1; a session taken up from
+-- a client's cursor starts there, as p:reader does) and the unmatched output (`chunks` from
 -- index `first`, `len` bytes in all, at most maxbuffer plus one read).
 local function state(p)
   local x = rawget(p, "_expect")
   if not x then
-    x = { reader = p:reader(), chunks = {}, first = 1, last = 0, len = 0 }
+    x = { cursor = p._start and p._start[1] or 0, chunks = {}, first = 1, last = 0, len = 0 }
     p._expect = x
   end
   return x
+end
+
+-- What arrived since x's last read: data, dropped, gap_at (as p:read).
+local function read(p, x)
+  local core = p._core
+  if not core then error("attempt to call 'read' on a closed process", 2) end
+  local data, next_cursor, dropped, gap_at = core:read(1, x.cursor)
+  x.cursor = next_cursor
+  return data, dropped, gap_at
 end
 
 local function pending(x)
@@ -253,6 +268,7 @@ local function last_output(s)
 end
 
 local function list_patterns(pats)
+  if type(pats) == "string" then return describe({ kind = "plain", src = pats }) end
   local names = {}
   for i = 1, #pats do
     names[i] = describe(pats[i])
@@ -262,14 +278,16 @@ end
 
 -- A match of pats[i] at subject[s..e], subject being the last #subject bytes of the
 -- unmatched output: consume through the match, set p.before/after/match/captures.
+-- (caps nil: a plain string's match, without captures)
 local function matched(p, x, i, subject, s, e, caps)
-  local all = pending(x)
+  local all = x.first == x.last and x.chunks[x.first] or pending(x)
   local offset = #all - #subject
+  local after = subject:sub(s, e)
   p.before = all:sub(1, offset + s - 1)
-  p.after = subject:sub(s, e)
-  p.match, p.captures, p.index = p.after, caps, i
+  p.after, p.match, p.captures, p.index = after, after, caps or { n = 0 }, i
   set_pending(x, all:sub(offset + e + 1))
-  return i, p.after, table.unpack(caps, 1, caps.n)
+  if not caps then return i, after end
+  return i, after, table.unpack(caps, 1, caps.n)
 end
 
 -- The end of the output or of the wait: the EOF or TIMEOUT pattern's index, or an error.
@@ -278,7 +296,7 @@ end
 local function ended(p, x, pats, kind, timeout)
   local all = pending(x)
   p.before, p.captures = all, {}
-  local idx = pats[kind]
+  local idx = type(pats) == "table" and pats[kind]
   if idx then
     set_pending(x, kind == "eof" and "" or all)
     p.after = kind == "eof" and M.EOF or M.TIMEOUT
@@ -300,6 +318,7 @@ local function ended(p, x, pats, kind, timeout)
 end
 
 local EXPECT_OPTIONS = { timeout = true, window = true }
+local BAD = {} -- (an option the quick check leaves to the full one)
 
 local function check_opts(fname, p, opts)
   local timeout = rawget(p, "timeout")
@@ -343,6 +362,24 @@ end
 ---@param exact boolean  plain strings only (expect_exact)
 ---@return table pats, number|false timeout, integer window
 function M.prepare(fname, p, patterns, opts, exact)
+  -- The common case first, without a pcall: one plain string on an open session, and no
+  -- options or only a valid timeout (anything else takes the full check, and its messages).
+  if type(patterns) == "string" and patterns ~= "" and p._core ~= nil then
+    local timeout, window
+    if opts == nil then
+      timeout = rawget(p, "timeout")
+    elseif type(opts) == "table" and next(opts) == "timeout" and next(opts, "timeout") == nil then
+      timeout = opts.timeout
+    else
+      timeout = BAD
+    end
+    if timeout == nil then timeout = M.defaults.timeout end
+    window = M.defaults.window
+    if (timeout == false or math.type(timeout) and timeout >= 0)
+      and math.type(window) == "integer" and window >= 1 then
+      return patterns, timeout, window
+    end
+  end
   local ok, pats, timeout, window = pcall(check_all, fname, p, patterns, opts, exact)
   if not ok then error(pats, 3) end
   return pats, timeout, window
@@ -357,21 +394,30 @@ end
 ---@return integer|nil index, string|table|nil match_or_message, any ...
 function M.run(p, pats, timeout, window)
   local x = state(p)
-  local maxbuffer = math.max(M.defaults.maxbuffer, window)
-  local overlap = pats.windowed and window or pats.overlap
-  local deadline = timeout and uv.hrtime() / 1e6 + timeout * 1000 or nil
+  local maxbuffer = M.defaults.maxbuffer
+  if window > maxbuffer then maxbuffer = window end
+  -- one: the one plain string pats is (the common case: searched without a call of search)
+  local one = type(pats) == "string" and pats
+  local overlap = one and #one - 1 or pats.windowed and window or pats.overlap
+  local deadline = timeout and hrtime() / 1e6 + timeout * 1000 or nil
   -- First what is already there, all of it: new patterns may match old output.
   -- tail: the end of the unmatched output a match may start in; at_start: tail is all of it.
   local tail, at_start = "", true
   if x.len > 0 then
     local all = pending(x)
-    local i, s, e, caps = search(pats, all, 1, true)
+    local i, s, e, caps
+    if one then
+      s, e = find(all, one, 1, true)
+      i = s and 1
+    else
+      i, s, e, caps = search(pats, all, 1, true)
+    end
     if i then return matched(p, x, i, all, s, e, caps) end
     tail = overlap > 0 and all:sub(-overlap) or ""
     at_start = #all <= overlap
   end
   while true do
-    local data, dropped, gap_at = x.reader.read()
+    local data, dropped, gap_at = read(p, x)
     if dropped > 0 then
       -- Bytes the session dropped from memory before we read them: nothing matches across
       -- the gap. What came before it is searched first.
@@ -380,7 +426,13 @@ function M.run(p, pats, timeout, window)
       if before_gap ~= "" then
         append(x, before_gap)
         local subject = tail .. before_gap
-        local i, s, e, caps = search(pats, subject, 1, at_start)
+        local i, s, e, caps
+        if one then
+          s, e = find(subject, one, 1, true)
+          i = s and 1
+        else
+          i, s, e, caps = search(pats, subject, 1, at_start)
+        end
         if i then
           local r = table.pack(matched(p, x, i, subject, s, e, caps))
           append(x, data) -- what follows the gap stays unmatched
@@ -392,23 +444,30 @@ function M.run(p, pats, timeout, window)
       tail, at_start = "", false
     end
     if data ~= "" then
-      append(x, data)
+      local last = x.last + 1 -- (append)
+      x.chunks[last], x.last, x.len = data, last, x.len + #data
       local subject = tail .. data
-      local i, s, e, caps = search(pats, subject, 1, at_start)
+      local i, s, e, caps
+      if one then
+        s, e = find(subject, one, 1, true)
+        i = s and 1
+      else
+        i, s, e, caps = search(pats, subject, 1, at_start)
+      end
       if i then return matched(p, x, i, subject, s, e, caps) end
       trim(x, maxbuffer)
       tail = overlap > 0 and subject:sub(-overlap) or ""
       at_start = at_start and #subject <= overlap
-    elseif p:eof() then
+    elseif p._finished or (p._eof ~= nil and p._eof[1] == true) then -- (p:eof())
       -- The output is closed; the exit usually follows at once. Wait for it (within the
       -- timeout), so that afterwards the status says how the program ended.
       if not p:finished() then
-        local left = deadline and math.max(0, deadline - uv.hrtime() / 1e6)
+        local left = deadline and math.max(0, deadline - hrtime() / 1e6)
         p:wait({ timeout = left and left / 1000 or false })
       end
       return ended(p, x, pats, "eof")
     else
-      local left = deadline and deadline - uv.hrtime() / 1e6
+      local left = deadline and deadline - hrtime() / 1e6
       if left and left <= 0 then return ended(p, x, pats, "timeout", timeout) end
       p:_wait_output_ms(left) -- (p:wait_output without an options table per wait)
     end
@@ -436,6 +495,6 @@ function M.control(key)
 end
 
 -- For luxec.auto.interact, which shares the unconsumed output with expect.
-M._state, M._pending, M._set_pending = state, pending, set_pending
+M._state, M._pending, M._set_pending, M._read = state, pending, set_pending, read
 
 return M

@@ -6,6 +6,7 @@ local expect = require("luxec.auto.expect")
 local M = {}
 
 local state, pending, set_pending = expect._state, expect._pending, expect._set_pending
+local read = expect._read
 
 local INTERACT_OPTIONS = {
   escape = { "string or false", string = true, boolean = true },
@@ -78,7 +79,7 @@ function M.interact(self, opts)
     end
     if opts.start then opts.start(t) end
     if opts.replay == false then
-      x.reader.read() -- what the session printed before is not shown
+      read(self, x) -- what the session printed before is not shown
     elseif x.len > 0 then
       show(pending(x))
     end
@@ -101,7 +102,7 @@ function M.interact(self, opts)
         done = "exit"
         break
       end
-      local data = x.reader.read()
+      local data = read(self, x)
       if data ~= "" then show(data) end
       if self:finished() then
         done = "exit"
