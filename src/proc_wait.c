@@ -27,24 +27,17 @@ void proc_wait_shutdown(void) {
     uv_close((uv_handle_t *)&turn_timer, turn_timer_closed);
 }
 
-/* p:run_once(timeout_ms[, stream]) -> whether the wait can still end[, the bytes the stream
- * carried after the turn, and before it]: one turn of the loop (what is ready, else the first
- * event, else timeout_ms: nil waits for an event however far off). Output read in that turn
- * is not told to Lua unless someone else waits for it or listens to it (p:want_output). With
- * a stream, its totals (what a wait for output compares, without a call of p:total). */
-static int proc_run_once(lua_State *L) {
-  pbox *b = proc_checkbox(L, 1);
-  if (b->p == NULL) return luaL_error(L, "attempt to use a closed process handle");
-  lua_Number ms = luaL_optnumber(L, 2, -1);
-  lua_Integer stream = luaL_optinteger(L, 3, 0);
+/* One turn of the loop for a top-level wait on b's session (what is ready, else the first
+ * event, else ms; ms < 0 waits for an event however far off). Output read in that turn is not
+ * told to Lua unless someone else waits for it or listens to it (p:want_output). Returns
+ * whether the wait can still end. */
+static int turn(lua_State *L, pbox *b, lua_Number ms) {
   proc *p = b->p;
-  luaL_argcheck(L, stream >= 0 && stream <= p->nout, 3, "no such stream");
   luxec_host *h = p->host;
   if (((luv_ctx_t *)h->luv)->mode != -1)
     return luaL_error(L,
                       "cannot wait inside a loop callback: run the waiting code in "
                       "luxec.go(fn)");
-  lua_Integer before = stream ? (lua_Integer)p->out[stream - 1].buf.total : 0;
   p->waiting = 1;
   /* The turn's timer keeps the loop alive through a timed turn (a timed wait can always end);
    * an untimed one is kept alive by the session's handles, referenced for the turn. */
@@ -73,12 +66,50 @@ static int proc_run_once(lua_State *L) {
     if (untimed) proc_loop_ref(p, p->lua_ref);
     proc_maybe_release(p);
   }
-  lua_pushboolean(L, alive);
+  return alive;
+}
+
+static pbox *check_open_box(lua_State *L) {
+  pbox *b = proc_checkbox(L, 1);
+  if (b->p == NULL) luaL_error(L, "attempt to use a closed process handle");
+  return b;
+}
+
+static int check_stream(lua_State *L, pbox *b, int idx, int opt) {
+  lua_Integer stream = opt ? luaL_optinteger(L, idx, 0) : luaL_checkinteger(L, idx);
+  luaL_argcheck(L, stream >= !opt && stream <= b->p->nout, idx, "no such stream");
+  return (int)stream;
+}
+
+/* p:run_once(timeout_ms[, stream]) -> whether the wait can still end[, the bytes the stream
+ * carried after the turn, and before it]: one turn (see turn). With a stream, its totals
+ * (what a wait for output compares, without a call of p:total). */
+static int proc_run_once(lua_State *L) {
+  pbox *b = check_open_box(L);
+  lua_Number ms = luaL_optnumber(L, 2, -1);
+  int stream = check_stream(L, b, 3, 1);
+  lua_Integer before = stream ? (lua_Integer)b->p->out[stream - 1].buf.total : 0;
+  lua_pushboolean(L, turn(L, b, ms));
   if (stream == 0) return 1;
   /* (a session closed meanwhile: its handle's total is no more; Lua sees the close) */
-  lua_pushinteger(L, b->p != NULL ? (lua_Integer)p->out[stream - 1].buf.total : -1);
+  lua_pushinteger(L, b->p != NULL ? (lua_Integer)b->p->out[stream - 1].buf.total : -1);
   lua_pushinteger(L, before);
   return 3;
+}
+
+/* p:run_read(timeout_ms, stream, cursor) -> whether the wait can still end, then what
+ * p:read(stream, cursor) returns after the turn (data, next_cursor, dropped, gap_at; nothing
+ * more when a callback closed the session): one turn (see turn) and the read of what it
+ * brought, in one call, for a reader that found nothing new at cursor. */
+static int proc_run_read(lua_State *L) {
+  pbox *b = check_open_box(L);
+  lua_Number ms = luaL_optnumber(L, 2, -1);
+  int stream = check_stream(L, b, 3, 0);
+  lua_Integer from = luaL_checkinteger(L, 4);
+  luaL_argcheck(L, from >= 0, 4, "cursor must be >= 0");
+  lua_pushboolean(L, turn(L, b, ms));
+  if (b->p == NULL) return 1;
+  return 1 + luxec_push_read(L, &b->p->out[stream - 1].buf, (uint64_t)from);
 }
 
 /* p:end_turn(): if a top-level wait on this session is in a turn of the loop, that turn ends
@@ -89,5 +120,7 @@ static int proc_end_turn(lua_State *L) {
   return 0;
 }
 
-const luaL_Reg proc_wait_methods[] = {
-    {"end_turn", proc_end_turn}, {"run_once", proc_run_once}, {NULL, NULL}};
+const luaL_Reg proc_wait_methods[] = {{"end_turn", proc_end_turn},
+                                      {"run_once", proc_run_once},
+                                      {"run_read", proc_run_read},
+                                      {NULL, NULL}};

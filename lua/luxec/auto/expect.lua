@@ -281,11 +281,12 @@ end
 -- (caps nil: a plain string's match, without captures)
 local function matched(p, x, i, subject, s, e, caps)
   local all = x.first == x.last and x.chunks[x.first] or pending(x)
-  local offset = #all - #subject
-  local after = subject:sub(s, e)
-  p.before = all:sub(1, offset + s - 1)
+  local n, offset = #all, #all - #subject
+  -- (the common case, a match that is all the output there is, without a copy of anything)
+  local after = (s == 1 and e == #subject) and subject or subject:sub(s, e)
+  p.before = (offset + s == 1) and "" or all:sub(1, offset + s - 1)
   p.after, p.match, p.captures, p.index = after, after, caps or { n = 0 }, i
-  set_pending(x, all:sub(offset + e + 1))
+  set_pending(x, offset + e == n and "" or all:sub(offset + e + 1))
   if not caps then return i, after end
   return i, after, table.unpack(caps, 1, caps.n)
 end
@@ -393,7 +394,7 @@ end
 ---@param window integer
 ---@return integer|nil index, string|table|nil match_or_message, any ...
 function M.run(p, pats, timeout, window)
-  local x = state(p)
+  local x = p._expect or state(p)
   local maxbuffer = M.defaults.maxbuffer
   if window > maxbuffer then maxbuffer = window end
   -- one: the one plain string pats is (the common case: searched without a call of search)
@@ -416,8 +417,8 @@ function M.run(p, pats, timeout, window)
     tail = overlap > 0 and all:sub(-overlap) or ""
     at_start = #all <= overlap
   end
+  local data, dropped, gap_at = read(p, x)
   while true do
-    local data, dropped, gap_at = read(p, x)
     if dropped > 0 then
       -- Bytes the session dropped from memory before we read them: nothing matches across
       -- the gap. What came before it is searched first.
@@ -458,6 +459,7 @@ function M.run(p, pats, timeout, window)
       trim(x, maxbuffer)
       tail = overlap > 0 and subject:sub(-overlap) or ""
       at_start = at_start and #subject <= overlap
+      data, dropped, gap_at = read(p, x)
     elseif p._finished or (p._eof ~= nil and p._eof[1] == true) then -- (p:eof())
       -- The output is closed; the exit usually follows at once. Wait for it (within the
       -- timeout), so that afterwards the status says how the program ended.
@@ -469,7 +471,10 @@ function M.run(p, pats, timeout, window)
     else
       local left = deadline and deadline - hrtime() / 1e6
       if left and left <= 0 then return ended(p, x, pats, "timeout", timeout) end
-      p:_wait_output_ms(left) -- (p:wait_output without an options table per wait)
+      -- (p:wait_output without an options table per wait, and the read after it)
+      local next_cursor
+      data, next_cursor, dropped, gap_at = p:_wait_read_ms(left, x.cursor, deadline)
+      x.cursor = next_cursor
     end
   end
 end

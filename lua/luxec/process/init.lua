@@ -363,9 +363,9 @@ local hrtime = uv.hrtime
 local function wait_top(self, core, pred, timeout_ms, a, b)
   local deadline = timeout_ms and (hrtime() / 1e6 + timeout_ms)
   local gen = self._interrupts or 0
+  local left = timeout_ms -- (the first turn's: no clock read before it)
   self._top_wait = true
   repeat
-    local left = deadline and deadline - hrtime() / 1e6
     if left and left <= 0 then break end
     if (self._interrupts or 0) ~= gen then break end -- see Process:_interrupt_waits
     local alive, now, before = core:run_once(left, pred == nil and a or nil)
@@ -386,6 +386,7 @@ local function wait_top(self, core, pred, timeout_ms, a, b)
       self._top_wait = nil
       error("wait can never end: nothing left on the loop could wake it", 0)
     end
+    left = deadline and deadline - hrtime() / 1e6
   until false
   self._top_wait = nil
   return false
@@ -534,6 +535,47 @@ function Process:_wait_output_ms(ms, stream)
     if main or not in_task() then return wait_top(self, core, nil, ms, stream, nil) end
   end
   return self:_wait_until(has_output, ms, false, stream, total_of(core, stream))
+end
+
+-- For a reader of stream 1 at `cursor` that found nothing new there: p:_wait_output_ms(ms),
+-- then the reader's read. Returns what core:read returns (data, next_cursor, dropped,
+-- gap_at). From top-level code on the native core each turn of the loop and the read after it
+-- are one call of the core (core:run_read); otherwise the wait, then the read. (deadline:
+-- the caller's, hrtime's milliseconds when ms ends, if it has it at hand)
+function Process:_wait_read_ms(ms, cursor, deadline)
+  local core = self._core
+  local eof = self._eof
+  if core.run_read and not self._finished and not (eof ~= nil and eof[1]) then
+    local _, main = running()
+    if main or not in_task() then
+      deadline = deadline or ms and (hrtime() / 1e6 + ms)
+      local gen = self._interrupts or 0
+      local left = ms
+      self._top_wait = true -- (see wait_top)
+      repeat
+        if left and left <= 0 then break end
+        if (self._interrupts or 0) ~= gen then break end -- see Process:_interrupt_waits
+        local alive, data, next_cursor, dropped, gap_at = core:run_read(left, 1, cursor)
+        if self._core ~= core then break end -- closed meanwhile
+        eof = self._eof
+        if next_cursor > cursor or self._finished or (eof ~= nil and eof[1]) then
+          self._top_wait = nil
+          return data, next_cursor, dropped, gap_at
+        end
+        if not alive then
+          self._top_wait = nil
+          error("wait can never end: nothing left on the loop could wake it", 0)
+        end
+        left = deadline and deadline - hrtime() / 1e6
+      until false
+      self._top_wait = nil
+      if self._core == nil then check_open(self, "read") end
+      return core:read(1, cursor)
+    end
+  end
+  self:_wait_output_ms(ms)
+  if self._core == nil then check_open(self, "read") end
+  return self._core:read(1, cursor)
 end
 
 --- Whether the stream (1 by default) reached EOF: nothing more will arrive on it.
