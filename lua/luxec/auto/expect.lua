@@ -460,7 +460,7 @@ function M.run(p, pats, timeout, window)
       tail = overlap > 0 and subject:sub(-overlap) or ""
       at_start = at_start and #subject <= overlap
       data, dropped, gap_at = read(p, x)
-    elseif p._finished or (p._eof ~= nil and p._eof[1] == true) then -- (p:eof())
+    elseif p._finished or (p._eof and p._eof[1] == true) then -- (p:eof())
       -- The output is closed; the exit usually follows at once. Wait for it (within the
       -- timeout), so that afterwards the status says how the program ended.
       if not p:finished() then

@@ -147,6 +147,10 @@ local function start(argv, spec)
     _grace_ms = opts.grace_ms or M.defaults.grace_ms,
     _finished = false,
     _parts = {}, -- composed parts told of input and resizes: a recorder, a screen
+    -- (fields every wait reads, present from the start: a missing one is looked up twice)
+    _eof = false, -- or the streams at EOF: {[stream] = true}
+    _interrupts = 0, -- Process:_interrupt_waits' count
+    _top_wait = false, -- a top-level wait may be in a turn (see wait_top)
   }, Process)
   local rec
   if opts.record then -- opened first: a path that cannot be written starts nothing
@@ -362,12 +366,12 @@ local hrtime = uv.hrtime
 -- does no harm, the core ends a turn only while one runs).
 local function wait_top(self, core, pred, timeout_ms, a, b)
   local deadline = timeout_ms and (hrtime() / 1e6 + timeout_ms)
-  local gen = self._interrupts or 0
+  local gen = self._interrupts
   local left = timeout_ms -- (the first turn's: no clock read before it)
   self._top_wait = true
   repeat
     if left and left <= 0 then break end
-    if (self._interrupts or 0) ~= gen then break end -- see Process:_interrupt_waits
+    if self._interrupts ~= gen then break end -- see Process:_interrupt_waits
     local alive, now, before = core:run_once(left, pred == nil and a or nil)
     if self._core ~= core then break end -- closed meanwhile
     local held
@@ -376,19 +380,19 @@ local function wait_top(self, core, pred, timeout_ms, a, b)
     else
       b = b or before
       local eof = self._eof
-      held = now > b or self._finished or (eof ~= nil and eof[a]) or false
+      held = now > b or self._finished or (eof and eof[a]) or false
     end
     if held then
-      self._top_wait = nil
+      self._top_wait = false
       return held
     end
     if not alive then
-      self._top_wait = nil
+      self._top_wait = false
       error("wait can never end: nothing left on the loop could wake it", 0)
     end
     left = deadline and deadline - hrtime() / 1e6
   until false
-  self._top_wait = nil
+  self._top_wait = false
   return false
 end
 
@@ -404,7 +408,7 @@ function Process:_wait_until(pred, timeout_ms, ends_only, a, b)
     return wait_top(self, core, pred, timeout_ms, a, b)
   end
   local list = ends_only and "_end_waiters" or "_waiters"
-  local gen = self._interrupts or 0
+  local gen = self._interrupts
   self:_hold(1)
   if not ends_only then self:_watch(1) end
   local deadline = timeout_ms and (uv.hrtime() / 1e6 + timeout_ms)
@@ -412,7 +416,7 @@ function Process:_wait_until(pred, timeout_ms, ends_only, a, b)
   local ok, err = true, nil
   repeat
     if deadline and uv.hrtime() / 1e6 >= deadline then break end
-    if (self._interrupts or 0) ~= gen then break end -- see Process:_interrupt_waits
+    if self._interrupts ~= gen then break end -- see Process:_interrupt_waits
     ok, err = pcall(sched.suspend, register, self[list], timer, deadline)
     if not ok then break end
     held = pred(self, a, b)
@@ -460,7 +464,7 @@ end
 --- End every wait on this session now (each returns as if its timeout had passed); for a
 --- caller that must give up waiting without waiting for the session (a cancelled request).
 function Process:_interrupt_waits()
-  self._interrupts = (self._interrupts or 0) + 1
+  self._interrupts = self._interrupts + 1
   wake_all(self)
 end
 
@@ -491,7 +495,7 @@ end
 
 -- Whether output came past `total` on `stream`, or the stream ended, or the process finished.
 local function has_output(self, stream, total)
-  return self._finished or (self._eof ~= nil and self._eof[stream])
+  return self._finished or (self._eof and self._eof[stream])
     or total_of(self._core, stream) > total
 end
 
@@ -512,19 +516,21 @@ end
 --- timeout passes, in seconds; false or nil: no limit); true unless it timed out.
 ---@param opts {timeout: number|false|nil, stream: integer|nil}|nil
 ---@return boolean
+local wait_output_ms
+
 function Process:wait_output(opts)
   if not self._core then check_open(self, "wait_output") end
   local ms = check_timeout("wait_output", opts)
-  return self:_wait_output_ms(ms, opts and opts.stream or 1)
+  return wait_output_ms(self, ms, opts and opts.stream or 1)
 end
 
 -- The wait of wait_output (ms: nil for no limit), for callers inside luxec that checked.
-function Process:_wait_output_ms(ms, stream)
+function wait_output_ms(self, ms, stream)
   stream = stream or 1
   -- Past EOF nothing can arrive: wait for the exit, so `repeat wait_output until finished`
   -- turns the loop instead of spinning.
   local eof = self._eof
-  if eof ~= nil and eof[stream] then
+  if eof and eof[stream] then
     return self:_wait_until(is_finished, ms)
   end
   if self._finished then return true end
@@ -536,6 +542,7 @@ function Process:_wait_output_ms(ms, stream)
   end
   return self:_wait_until(has_output, ms, false, stream, total_of(core, stream))
 end
+Process._wait_output_ms = wait_output_ms
 
 -- For a reader of stream 1 at `cursor` that found nothing new there: p:_wait_output_ms(ms),
 -- then the reader's read. Returns what core:read returns (data, next_cursor, dropped,
@@ -545,30 +552,30 @@ end
 function Process:_wait_read_ms(ms, cursor, deadline)
   local core = self._core
   local eof = self._eof
-  if core.run_read and not self._finished and not (eof ~= nil and eof[1]) then
+  if core.run_read and not self._finished and not (eof and eof[1]) then
     local _, main = running()
     if main or not in_task() then
       deadline = deadline or ms and (hrtime() / 1e6 + ms)
-      local gen = self._interrupts or 0
+      local gen = self._interrupts
       local left = ms
       self._top_wait = true -- (see wait_top)
       repeat
         if left and left <= 0 then break end
-        if (self._interrupts or 0) ~= gen then break end -- see Process:_interrupt_waits
+        if self._interrupts ~= gen then break end -- see Process:_interrupt_waits
         local alive, data, next_cursor, dropped, gap_at = core:run_read(left, 1, cursor)
         if self._core ~= core then break end -- closed meanwhile
         eof = self._eof
-        if next_cursor > cursor or self._finished or (eof ~= nil and eof[1]) then
-          self._top_wait = nil
+        if next_cursor > cursor or self._finished or (eof and eof[1]) then
+          self._top_wait = false
           return data, next_cursor, dropped, gap_at
         end
         if not alive then
-          self._top_wait = nil
+          self._top_wait = false
           error("wait can never end: nothing left on the loop could wake it", 0)
         end
         left = deadline and deadline - hrtime() / 1e6
       until false
-      self._top_wait = nil
+      self._top_wait = false
       if self._core == nil then check_open(self, "read") end
       return core:read(1, cursor)
     end
@@ -582,7 +589,7 @@ end
 ---@param stream integer|nil
 ---@return boolean
 function Process:eof(stream)
-  return self._finished or (self._eof ~= nil and self._eof[stream or 1] == true)
+  return self._finished or (self._eof and self._eof[stream or 1] == true)
 end
 
 --- Register fn for "output" (fn(data, stream), as it arrives) or "exit" (fn(status), once
@@ -651,6 +658,7 @@ function M._wrap(class, h, pid, streams, size)
     _listeners = { output = {}, exit = {} }, _waiters = {}, _end_waiters = {},
     _cursor = { 0, 0 }, _evcursor = { 0, 0 }, _grace_ms = M.defaults.grace_ms,
     _finished = false, _parts = {}, _core = h, pid = pid, _streams = streams, _size = size,
+    _eof = false, _interrupts = 0, _top_wait = false,
   }, class or Process)
 end
 
