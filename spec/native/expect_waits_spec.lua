@@ -240,3 +240,29 @@ describe("a recording", function()
     H.rmtree(dir)
   end)
 end)
+
+describe("a top-level wait refused inside a loop callback", function()
+  after_each(H.assert_clean)
+
+  -- The refused wait had marked its session as waiting in a turn of the loop; a later event of
+  -- that session (here its output's end, after the script's last line) must not end the host's
+  -- last run of the loop early: the script's exit listener would then never be called.
+  it("leaves nothing that stops the loop later: the script's exit listener still runs",
+    function()
+      local r = H.run({ "-e", [[
+        local luxec = require("luxec")
+        local uv = require("luv")
+        local p = assert(luxec.spawn({ "sh", "-c", "sleep 0.3; exec >&- 2>&-; sleep 0.3; exit 7" }))
+        local t = uv.new_timer()
+        t:start(0, 0, function()
+          t:close()
+          print(pcall(p.wait_output, p, { timeout = 1 }))
+        end)
+        luxec.sleep(0.05)
+        p:on("exit", function(st) print("exit " .. st.code) end)
+      ]] }, { timeout = 20000 })
+      assert.equals(0, r.code, r.stderr)
+      assert.matches("^false\t[^\n]*cannot wait inside a loop callback", r.stdout)
+      assert.matches("exit 7\n", r.stdout, 1, true)
+    end)
+end)
