@@ -637,6 +637,8 @@ function Process:close()
       self._grace_timer:close()
       self._grace_timer = nil
     end
+    -- (wake_all below finds no core: a wait of top-level code in a turn ends it now)
+    if self._top_wait then self._core:end_turn() end
     self._core:close()
     self._core = nil
     if self._proxy then self._proxy:close() end
