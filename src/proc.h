@@ -19,6 +19,7 @@ struct sandbox_prep;
 typedef struct proc_sandbox_info {
   int used, landlock_abi, seccomp, notify, userns, mountns, pidns, ipcns, netns, caps_dropped;
   int degraded_notify, degraded_ns;
+  int mount_copied; /* its mount tree was copied from one prepared for the policy */
   char mode[24], network[8];
   long long setup_us[20]; /* each layer's cost (sandbox.h's SBX_T_*), -1: not made */
 } proc_sandbox_info;

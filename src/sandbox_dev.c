@@ -68,14 +68,14 @@ static int dev_read_only(void) {
 }
 
 /* The session's own part: its terminals, and its POSIX shared memory and semaphores. */
-static int dev_private(void) {
+int sandbox_dev_private(void) {
   if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC | MS_RDONLY,
             "newinstance,ptmxmode=0666,mode=0620") < 0)
     return -1;
   return mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 }
 
-int sandbox_dev_layer(const sandbox_prep *p) {
+int sandbox_dev_shared(const sandbox_prep *p) {
   if (p->dev_template >= 0) {
     int tree = (int)syscall(SYS_open_tree, p->dev_template, "",
                             OPEN_TREE_CLONE | AT_RECURSIVE | AT_EMPTY_PATH | O_CLOEXEC);
@@ -84,11 +84,12 @@ int sandbox_dev_layer(const sandbox_prep *p) {
       int e = errno;
       close(tree);
       errno = e;
-      return rc < 0 ? -1 : dev_private();
+      return rc;
     }
     if (errno != EINVAL) return -1; /* (EINVAL: this kernel clones no detached tree) */
   }
-  if (dev_nodes() < 0 || dev_private() < 0) return -1;
+  /* (the session's devpts and /dev/shm are mounted on the read-only /dev's directories) */
+  if (dev_nodes() < 0) return -1;
   return dev_read_only();
 }
 
