@@ -6,7 +6,6 @@
 --- evidence: the host's supervisor does not judge writes, so the mount tree alone keeps a git
 --- directory read-only.
 local luxec = require("luxec")
-local uv = require("luv")
 
 local ws = arg[1]
 local sandbox = { mode = "workspace-write", network = "deny", tmp = false, evidence = false }
