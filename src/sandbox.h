@@ -76,7 +76,7 @@ typedef struct sandbox_prep {
    * mnt_made (the host's table) for the host to keep */
   long long mount_key;
   int mnt_template, mnt_make;
-  volatile int mnt_made, mnt_copied;
+  volatile int mnt_made, mnt_copied, mnt_bad; /* (mnt_bad: mnt_template could not be joined) */
   int drop_caps, best_effort;
   int last_cap;       /* the highest capability this kernel knows (63 when unknown) */
   int evidence_files; /* every file call is judged by the host (else the reserved names) */

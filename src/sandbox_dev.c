@@ -7,11 +7,12 @@
  * What every session's /dev has alike (a read-only tmpfs with the device binds, the links and
  * the two directories) is made once per host when it runs as root, as a mount tree attached
  * nowhere (fsmount, and the devices moved onto it): the host holds it as a descriptor, nothing
- * else (it goes with the host's process), and no session can reach it. Each session gets a
- * clone of it and mounts its own devpts and /dev/shm on the clone: a few calls instead of
- * some forty. Where a detached copy cannot be cloned (kernels before 6.15) or the copy was
- * not made (a normal user: the session's mount namespace belongs to its own user namespace),
- * each session builds its /dev as the copy was built. */
+ * else (it goes with the host's process), and no session can reach it. A policy's prepared
+ * mount tree (sandbox_template.c) gets a clone of it, and each session mounts its own devpts
+ * and /dev/shm on its copy of that tree: a few calls instead of some forty. Where a detached
+ * copy cannot be cloned (kernels before 6.15) or the copy was not made (a normal user: the
+ * session's mount namespace belongs to its own user namespace), the /dev of a prepared tree
+ * (or of a session that builds its own) is built as the copy was built. */
 #include "sandbox.h"
 
 #include <errno.h>

@@ -3,8 +3,10 @@
  * the host is not root (the other namespaces then belong to it, as with bubblewrap), then
  * mount, pid, IPC and network namespaces, and the mount layer: everything outside the
  * writable roots read-only, and a /dev of its own (the harmless devices, a private devpts
- * instance, a private /dev/shm). The fresh /proc is mounted by the program's process,
- * the first one inside the new pid namespace (sandbox.c). */
+ * instance, a private /dev/shm). The mount layer is built once per resolved policy, in a
+ * namespace each later session copies whole (sandbox_template.c); a session then mounts only
+ * its own devpts and /dev/shm. The fresh /proc is mounted by the program's process, the first
+ * one inside the new pid namespace (sandbox.c). */
 #include "sandbox.h"
 
 #include <errno.h>
@@ -129,12 +131,10 @@ int sandbox_ns_setup(sandbox_prep *p, const char **stage) {
   /* a mount tree prepared for the policy: joined, then copied whole by the unshare below;
    * or prepared now, in a mount namespace of its own, for the next launches */
   int copy = 0;
-  if (p->want_mountns && p->mnt_template >= 0) {
-    if (setns(p->mnt_template, CLONE_NEWNS) < 0) {
-      *stage = "sandbox mount namespace (prepared)";
-      return -1;
-    }
+  if (p->want_mountns && p->mnt_template >= 0 && setns(p->mnt_template, CLONE_NEWNS) == 0) {
     copy = 1;
+  } else if (p->want_mountns && p->mnt_template >= 0) {
+    p->mnt_bad = 1; /* (nothing changed: this launch builds its own; the host drops it) */
   } else if (p->want_mountns && p->mnt_make) {
     if (template_make(p) < 0) {
       *stage = "sandbox mount namespace";

@@ -73,8 +73,8 @@ static char *mount_desc(const sandbox_prep *p) {
   for (int i = 0; i < p->nmasks; i++) n += strlen(p->masks[i]) + 1;
   char *s = malloc(n);
   if (s == NULL) return NULL;
-  size_t at = (size_t)snprintf(s, n, "%u:%u:%d:%d:%d\n", p->uid, p->gid, p->want_userns,
-                               p->nro, p->nmasks);
+  size_t at =
+      (size_t)snprintf(s, n, "%u:%u:%d:%d:%d\n", p->uid, p->gid, p->want_userns, p->nro, p->nmasks);
   for (int i = 0; i < p->nroots; i++) at += (size_t)snprintf(s + at, n - at, "%s\n", p->roots[i]);
   for (int i = 0; i < p->nro; i++) at += (size_t)snprintf(s + at, n - at, "%s\n", p->ro_paths[i]);
   for (int i = 0; i < p->nmasks; i++) at += (size_t)snprintf(s + at, n - at, "%s\n", p->masks[i]);
@@ -85,8 +85,8 @@ static char *mount_desc(const sandbox_prep *p) {
 static long count_mounts(int fd, uint64_t *id) {
   if (*id == 0 && ioctl(fd, NS_GET_MNTNS_ID, id) < 0) return -1;
   static uint64_t ids[4096];
-  struct mnt_id_req_v1 req = {.size = sizeof req, .mnt_id = ~0ULL /* LSMT_ROOT */,
-                              .mnt_ns_id = *id};
+  struct mnt_id_req_v1 req = {
+      .size = sizeof req, .mnt_id = ~0ULL /* LSMT_ROOT */, .mnt_ns_id = *id};
   long n = syscall(SYS_listmount, &req, ids, sizeof ids / sizeof ids[0], 0);
   return n >= 0 && n < (long)(sizeof ids / sizeof ids[0]) ? n : -1; /* (all, or none) */
 }
@@ -136,6 +136,8 @@ void sandbox_template_pick(sandbox_prep *p) {
 }
 
 void sandbox_template_keep(sandbox_prep *p) {
+  for (int i = 0; p->mnt_bad && i < MAX_TEMPLATES; i++)
+    if (T[i].key != 0 && T[i].fd == p->mnt_template) drop(&T[i]);
   int fd = p->mnt_made;
   p->mnt_made = -1;
   if (fd < 0) return;
@@ -157,9 +159,13 @@ void sandbox_template_keep(sandbox_prep *p) {
     if (T[i].used < slot->used) slot = &T[i];
   }
   drop(slot);
-  *slot = (template){
-      .key = p->mount_key, .user = (unsigned long long)user, .paths = desc, .fd = fd,
-      .ns_id = id, .mounts = mounts, .used = ++tick};
+  *slot = (template){.key = p->mount_key,
+                     .user = (unsigned long long)user,
+                     .paths = desc,
+                     .fd = fd,
+                     .ns_id = id,
+                     .mounts = mounts,
+                     .used = ++tick};
 }
 
 /* core.sandbox_template_forget(key): the policy cache no longer gives this key. */
