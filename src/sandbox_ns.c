@@ -156,7 +156,7 @@ int sandbox_ns_setup(sandbox_prep *p, const char **stage) {
       *stage = "sandbox mount namespace";
       return -1;
     }
-    p->mnt_copied = p->mnt_template >= 0; /* (not the launch that prepared it) */
+    p->mnt_copied = copy && !p->mnt_make; /* (not the launch that prepared it) */
     sandbox_stamp(p, SBX_T_MOUNTS);
     if ((!copy && sandbox_dev_shared(p) < 0) || sandbox_dev_private() < 0) {
       *stage = "sandbox /dev";
