@@ -16,7 +16,7 @@ typedef struct dynlib {
   const char *soname; /* e.g. "libvterm.so.0" */
   const dynlib_sym *syms;
   size_t nsyms;
-  void *handle; /* NULL until loaded */
+  void *handle;  /* NULL until loaded */
   char why[256]; /* why it could not be loaded (the last attempt) */
 } dynlib;
 
