@@ -148,12 +148,8 @@ local function start(argv, spec)
       rows = spec.rows, cols = spec.cols, term = term_of(spec), tty = opts.tty and true or false })
     if not rec then return nil, ("%s (record)"):format(rerr), rcode end
   end
+  -- (the options every spawn has; the others only when given, so the table is small)
   local copts = {
-    env = spec.env,
-    marker = spec.marker,
-    sandbox = spec.sandbox,
-    cwd = spec.cwd,
-    arg0 = opts.arg0,
     tty = opts.tty and true or false,
     no_echo = opts.echo == false, -- the terminal starts without echo (before the program runs)
     raw = type(opts.tty) == "table" and opts.tty.raw == true, -- raw mode, before it runs
@@ -163,14 +159,19 @@ local function start(argv, spec)
     stderr = opts.stderr or "merge",
     head = opts.head or M.defaults.head,
     tail = opts.tail or M.defaults.tail,
-    log = opts.log,
-    log_stderr = opts.log_stderr,
-    log_max = opts.log_max,
     cgroup = opts.cgroup ~= false,
     on_event = function(kind, a, b) -- (never called before spawn returns)
       self:_event(kind, a, b)
     end,
   }
+  if spec.env then copts.env = spec.env end
+  if spec.marker then copts.marker = spec.marker end
+  if spec.sandbox then copts.sandbox = spec.sandbox end
+  if spec.cwd then copts.cwd = spec.cwd end
+  if opts.arg0 then copts.arg0 = opts.arg0 end
+  if opts.log then copts.log = opts.log end
+  if opts.log_stderr then copts.log_stderr = opts.log_stderr end
+  if opts.log_max then copts.log_max = opts.log_max end
   local h, pid, code = M.core.spawn(argv, copts)
   if not h then
     if rec then rec:discard() end
