@@ -164,28 +164,20 @@ local function start(argv, spec)
       self:_event(kind, a, b)
     end,
   }
-  if spec.env then copts.env = spec.env end
-  if spec.marker then copts.marker = spec.marker end
-  if spec.sandbox then copts.sandbox = spec.sandbox end
-  if spec.cwd then copts.cwd = spec.cwd end
-  if opts.arg0 then copts.arg0 = opts.arg0 end
-  if opts.log then copts.log = opts.log end
-  if opts.log_stderr then copts.log_stderr = opts.log_stderr end
-  if opts.log_max then copts.log_max = opts.log_max end
+  -- (a nil assigned to a field the table does not have adds no slot)
+  copts.env, copts.marker, copts.sandbox, copts.cwd = spec.env, spec.marker, spec.sandbox, spec.cwd
+  copts.arg0, copts.log, copts.log_max = opts.arg0, opts.log, opts.log_max
+  copts.log_stderr = opts.log_stderr
   local h, pid, code = M.core.spawn(argv, copts)
   if not h then
     if rec then rec:discard() end
     return nil, pid, code
   end
   -- (one constructor with every field a plain session has: its table is sized once)
-  self = setmetatable({
-    _core = h,
-    pid = pid,
+  self = setmetatable({ _core = h, pid = pid,
     _streams = (copts.tty or copts.stderr == "merge") and 1 or 2,
-    _grace_ms = opts.grace_ms or M.defaults.grace_ms,
-    _finished = false,
-    _rows = copts.tty and spec.rows or nil, -- the terminal's size (nil: pipes)
-    _cols = copts.tty and spec.cols or nil,
+    _grace_ms = opts.grace_ms or M.defaults.grace_ms, _finished = false,
+    _rows = copts.tty and spec.rows or nil, _cols = copts.tty and spec.cols or nil, -- (pipes: nil)
   }, Process)
   self._sbx = spec.sandbox
   if spec.sandbox and spec.sandbox.net then
@@ -229,8 +221,7 @@ local SPARE = { _waiters = "_waiters_spare", _end_waiters = "_end_waiters_spare"
 
 local function wake_list(self, field)
   local waiters = self[field]
-  if waiters == nil then return end
-  local n = #waiters
+  local n = waiters and #waiters or 0
   if n == 0 then return end
   local spare = SPARE[field]
   self[field] = self[spare] or {}
@@ -345,11 +336,8 @@ end
 
 -- The list of waiters `field` of a session, made on first use.
 local function waiters_of(self, field)
-  local list = self[field]
-  if list == nil then
-    list = {}
-    self[field] = list
-  end
+  local list = self[field] or {}
+  self[field] = list
   return list
 end
 M._waiters_of = waiters_of
@@ -554,11 +542,8 @@ function Process:on(event, fn, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error(("bad argument #3 to 'on' (options table expected, got %s)"):format(type(opts)), 2)
   end
-  local listeners = self._listeners
-  if listeners == nil then
-    listeners = { output = {}, exit = {} }
-    self._listeners = listeners
-  end
+  local listeners = self._listeners or { output = {}, exit = {} } -- (made by the first)
+  self._listeners = listeners
   table.insert(listeners[event], fn)
   if not self._finished and not (opts and opts.hold == false) then
     self:_hold(1) -- a listener keeps the host running until the session finishes
