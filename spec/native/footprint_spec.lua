@@ -10,7 +10,7 @@ local function host(script)
 end
 
 describe("a host running a script", function()
-  it("loads no sandbox, remote, ssh, replwrap or stream module it does not use", function()
+  it("loads no sandbox, remote, ssh, replwrap, stream or run module it does not use", function()
     local out = host([[
       local luxec = require("luxec")
       local p = assert(luxec.spawn({"true"}, {tty = true}))
@@ -18,7 +18,7 @@ describe("a host running a script", function()
       p:close()
       local loaded = {}
       for _, m in ipairs({"luxec.sandbox", "luxec.remote", "luxec.auto.ssh",
-                          "luxec.auto.replwrap", "luxec.auto.stream"}) do
+                          "luxec.auto.replwrap", "luxec.auto.stream", "luxec.process.run"}) do
         if package.loaded[m] then loaded[#loaded + 1] = m end
       end
       print("loaded: " .. table.concat(loaded, " "))
@@ -32,6 +32,7 @@ describe("a host running a script", function()
       assert(luxec.ssh == require("luxec.auto.ssh"))
       assert(luxec.replwrap == require("luxec.auto.replwrap"))
       assert(luxec.open_stream == require("luxec.auto.stream").open)
+      assert(luxec.run == require("luxec.process.run").run)
       assert(type(luxec.remote.connect) == "function")
       assert(luxec.nosuch == nil)
       print(package.loaded["luxec.auto.ssh"] ~= nil, package.loaded["luxec.remote"] ~= nil)
