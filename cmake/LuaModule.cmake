@@ -9,7 +9,8 @@ set_target_properties(luxec_module PROPERTIES
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib/lua/5.4/luxec
   POSITION_INDEPENDENT_CODE ON
   C_VISIBILITY_PRESET hidden)
-target_include_directories(luxec_module PRIVATE src ${LUA_INCLUDE_DIRS} ${LUV_INCLUDE_DIRS})
+target_include_directories(luxec_module PRIVATE src ${LUA_INCLUDE_DIRS} ${LUV_INCLUDE_DIRS}
+  ${VTERM_INCLUDE_DIRS} ${HTTP_PARSER_INCLUDE_DIR})
 target_compile_options(luxec_module PRIVATE ${LUXEC_WARNINGS})
 if(CMAKE_C_COMPILER_ID MATCHES "Clang")
   set_source_files_properties(src/sandbox_filter.c TARGET_DIRECTORY luxec_module PROPERTIES
@@ -22,8 +23,9 @@ target_compile_definitions(luxec_module PRIVATE
   LUXEC_REL_LUA_DIR="../${LUXEC_LUA_INSTALL_DIR}")
 # luv by its library (the same file Lua loads as luv.so), not liblua: the interpreter has it.
 target_link_directories(luxec_module PRIVATE ${LUV_LIBRARY_DIRS})
+# (libvterm and libhttp_parser: loaded with dlopen when first needed, see CMakeLists.txt)
 target_link_libraries(luxec_module PRIVATE lua5.4-luv PkgConfig::UV PkgConfig::SECCOMP
-  PkgConfig::VTERM Threads::Threads ${HTTP_PARSER_LIBRARY})
+  Threads::Threads ${CMAKE_DL_LIBS})
 target_link_options(luxec_module PRIVATE -Wl,-z,nodelete)
 
 if(LUXEC_ROCK_LIBDIR)

@@ -16,8 +16,37 @@
 #include "luxec.h"
 
 #include <http_parser.h>
+
+#include "dynlib.h"
 #include <stdint.h>
 #include <string.h>
+
+/* libhttp_parser, loaded by the first parser (dynlib.h): a host that serves no HTTP does not
+ * map it */
+static struct {
+  __typeof__(http_method_str) *http_method_str;
+  __typeof__(http_should_keep_alive) *http_should_keep_alive;
+  __typeof__(http_parser_pause) *http_parser_pause;
+  __typeof__(http_parser_execute) *http_parser_execute;
+  __typeof__(http_errno_name) *http_errno_name;
+  __typeof__(http_errno_description) *http_errno_description;
+  __typeof__(http_parser_set_max_header_size) *http_parser_set_max_header_size;
+  __typeof__(http_parser_init) *http_parser_init;
+} hp;
+
+static const dynlib_sym hp_syms[] = {
+    {"http_method_str", (void **)&hp.http_method_str},
+    {"http_should_keep_alive", (void **)&hp.http_should_keep_alive},
+    {"http_parser_pause", (void **)&hp.http_parser_pause},
+    {"http_parser_execute", (void **)&hp.http_parser_execute},
+    {"http_errno_name", (void **)&hp.http_errno_name},
+    {"http_errno_description", (void **)&hp.http_errno_description},
+    {"http_parser_set_max_header_size", (void **)&hp.http_parser_set_max_header_size},
+    {"http_parser_init", (void **)&hp.http_parser_init},
+};
+
+static dynlib hp_lib = {
+    "libhttp_parser.so.2.9", hp_syms, sizeof hp_syms / sizeof hp_syms[0], NULL, {0}};
 
 #define PARSER_MT "luxec.http_parser"
 
@@ -79,7 +108,7 @@ static int on_head(http_parser *p) {
   parser_t *ps = from(p);
   lua_State *L = ps->L;
   event(ps, "head");
-  lua_pushstring(L, http_method_str((enum http_method)p->method));
+  lua_pushstring(L, hp.http_method_str((enum http_method)p->method));
   lua_rawseti(L, -2, 2);
   lua_pushinteger(L, p->http_major);
   lua_rawseti(L, -2, 3);
@@ -102,10 +131,10 @@ static int on_head(http_parser *p) {
 static int on_done(http_parser *p) {
   parser_t *ps = from(p);
   event(ps, "done");
-  lua_pushboolean(ps->L, http_should_keep_alive(p));
+  lua_pushboolean(ps->L, hp.http_should_keep_alive(p));
   lua_rawseti(ps->L, -2, 2);
   commit(ps);
-  http_parser_pause(p, 1); /* one request at a time */
+  hp.http_parser_pause(p, 1); /* one request at a time */
   return 0;
 }
 
@@ -129,15 +158,15 @@ static int hp_feed(lua_State *L) {
   lua_newtable(L); /* 3: the events */
   ps->L = L;
   ps->n = 0;
-  http_parser_pause(&ps->p, 0);
-  size_t used = http_parser_execute(&ps->p, &settings, data, len);
+  hp.http_parser_pause(&ps->p, 0);
+  size_t used = hp.http_parser_execute(&ps->p, &settings, data, len);
   ps->L = NULL;
   enum http_errno err = HTTP_PARSER_ERRNO(&ps->p);
   lua_pushinteger(L, (lua_Integer)used);
   lua_pushvalue(L, 3);
   if (err == HPE_OK || err == HPE_PAUSED) return 2;
-  lua_pushstring(L, http_errno_name(err));
-  lua_pushstring(L, http_errno_description(err));
+  lua_pushstring(L, hp.http_errno_name(err));
+  lua_pushstring(L, hp.http_errno_description(err));
   return 4;
 }
 
@@ -147,11 +176,12 @@ static int core_http_parser(lua_State *L) {
   lua_Integer max = luaL_checkinteger(L, 1);
   luaL_argcheck(L, max >= 256 && max <= (lua_Integer)UINT32_MAX, 1,
                 "max_header_bytes must be between 256 and 2^32-1");
+  if (dynlib_load(&hp_lib) != 0) return luaL_error(L, "http parser: %s", hp_lib.why);
   /* the library keeps this limit process-wide: every parser of this process shares it */
-  http_parser_set_max_header_size((uint32_t)max);
+  hp.http_parser_set_max_header_size((uint32_t)max);
   parser_t *ps = lua_newuserdatauv(L, sizeof *ps, 0);
   memset(ps, 0, sizeof *ps);
-  http_parser_init(&ps->p, HTTP_REQUEST);
+  hp.http_parser_init(&ps->p, HTTP_REQUEST);
   luaL_setmetatable(L, PARSER_MT);
   return 1;
 }

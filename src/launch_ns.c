@@ -192,6 +192,7 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
   if (sp->want_netns && sp->netns_fd < 0)
     sp->netns_fd = sandbox_netns_take(sp->want_userns, sp->uid, sp->gid, &sp->userns_fd);
   if (sp->want_mountns && !sp->want_userns) sp->dev_template = sandbox_dev_template();
+  sandbox_template_pick(sp); /* (after the user namespace it joins is known) */
   launch_stack_clean(stack);
   /* No signal handler may run in the children while they share the host's memory. */
   sigset_t all, old;
@@ -208,7 +209,8 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
     return -1;
   }
   reap(setup);
-  if (sp->netns_fd >= 0) { /* joined or not, it is this launch's only */
+  sandbox_template_keep(sp); /* a mount tree it prepared: the next launches copy it */
+  if (sp->netns_fd >= 0) {   /* joined or not, it is this launch's only */
     close(sp->netns_fd);
     sp->netns_fd = -1;
     if (sp->userns_fd >= 0) close(sp->userns_fd);

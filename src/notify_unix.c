@@ -164,15 +164,23 @@ static int bound_sockets(int diag_fd, const sock_key *key, unsigned long *inos, 
   req.r.udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_VFS;
   if (send(diag_fd, &req, sizeof req, 0) != (ssize_t)sizeof req) return -1;
   int n = 0;
-  static __thread char buf[32768];
+  /* (a connect to a socket file is rare: no buffer kept in every host, or in each thread) */
+  enum { DIAG_BUF = 32768 };
+  char *buf = malloc(DIAG_BUF);
+  if (buf == NULL) return -1;
   for (;;) {
-    ssize_t len = recv(diag_fd, buf, sizeof buf, 0);
+    ssize_t len = recv(diag_fd, buf, DIAG_BUF, 0);
     if (len < 0 && errno == EINTR) continue;
-    if (len <= 0) return -1;
+    if (len <= 0) {
+      free(buf);
+      return -1;
+    }
     for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)len);
          h = NLMSG_NEXT(h, len)) {
-      if (h->nlmsg_type == NLMSG_DONE) return n;
-      if (h->nlmsg_type == NLMSG_ERROR) return -1;
+      if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+        free(buf);
+        return h->nlmsg_type == NLMSG_DONE ? n : -1;
+      }
       struct unix_diag_msg *msg = NLMSG_DATA(h);
       int alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof *msg));
       int match = 0;

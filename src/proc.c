@@ -71,9 +71,11 @@ static void close_done(proc *p) {
 }
 
 static void in_poll_closed(uv_handle_t *h) {
-  proc *p = container_of((uv_poll_t *)h, proc, in_poll);
+  proc *p = h->data;
   if (p->in_fd >= 0) close(p->in_fd);
   p->in_fd = -1;
+  p->in_poll = NULL;
+  free(h);
   close_done(p);
 }
 
@@ -86,7 +88,7 @@ static void stream_poll_closed(uv_handle_t *h) {
 
 void proc_close_handle(proc *p, uv_handle_t *h) {
   if (uv_is_closing(h)) return;
-  uv_close_cb cb = h == (uv_handle_t *)&p->in_poll ? in_poll_closed : stream_poll_closed;
+  uv_close_cb cb = h == (uv_handle_t *)p->in_poll ? in_poll_closed : stream_poll_closed;
   p->pending_closes++;
   uv_close(h, cb);
   /* libuv lets the watched descriptor go right after uv_close: released now, a spawn just
@@ -475,16 +477,14 @@ static int proc_ended(lua_State *L) {
  * Expect's and pexpect's do, and one it drops is collected; the Lua layer references it
  * while something waits on it or listens to it. */
 void proc_loop_ref(proc *p, int keep) {
-  uv_handle_t *hs[2] = {(uv_handle_t *)&p->out[0].poll, (uv_handle_t *)&p->out[1].poll};
-  int open[2] = {p->out[0].poll_open, p->nout > 1 && p->out[1].poll_open};
   if (p->exit_poll_open && !keep != !p->referenced) exits_ref(keep ? 1 : -1);
   p->referenced = keep;
-  for (int i = 0; i < 2; i++) {
-    if (!open[i]) continue;
+  for (int i = 0; i < p->nout; i++) {
+    if (!p->out[i].poll_open) continue;
     if (keep)
-      uv_ref(hs[i]);
+      uv_ref((uv_handle_t *)&p->out[i].poll);
     else
-      uv_unref(hs[i]);
+      uv_unref((uv_handle_t *)&p->out[i].poll);
   }
 }
 

@@ -19,6 +19,7 @@ struct sandbox_prep;
 typedef struct proc_sandbox_info {
   int used, landlock_abi, seccomp, notify, userns, mountns, pidns, ipcns, netns, caps_dropped;
   int degraded_notify, degraded_ns;
+  int mount_copied; /* its mount tree was copied from one prepared for the policy */
   char mode[24], network[8];
   long long setup_us[20]; /* each layer's cost (sandbox.h's SBX_T_*), -1: not made */
 } proc_sandbox_info;
@@ -50,10 +51,9 @@ typedef struct proc {
   void *init_stack;
   int exit_poll_open;
   int tty;
-  pstream out[2];
-  int nout;
-  int in_fd; /* -1: /dev/null or closed */
-  uv_poll_t in_poll;
+  int nout;           /* output streams: 1 (a terminal, or pipes merged) or 2 (stderr apart) */
+  int in_fd;          /* -1: /dev/null or closed */
+  uv_poll_t *in_poll; /* a pipe's stdin: made by the first write that has to wait, or NULL */
   int in_poll_open, in_polling;
   wqueue wq; /* input not written yet, in order */
   size_t wq_bytes;
@@ -80,7 +80,12 @@ typedef struct proc {
   int proxy_port;
   int transp_fd[3]; /* network by name, transparent path: 443, 80, 53 (sandbox.h), or -1 */
   proc_sandbox_info *sbx_info; /* NULL without a sandbox (most sessions) */
+  /* out[nout]: allocated with the proc (PROC_SIZE), so a session with one stream does not
+   * carry a second */
+  pstream out[];
 } proc;
+
+#define PROC_SIZE(nout) (sizeof(proc) + (size_t)(nout) * sizeof(pstream))
 
 typedef struct pbox {
   proc *p;

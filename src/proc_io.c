@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -145,15 +146,22 @@ void proc_io_start(proc *p) {
   }
 }
 
-/* The stdin poll is made the first time a write does not go through at once. */
+/* The stdin poll is made (and allocated: most sessions never need one) the first time a
+ * write does not go through at once; freed by its close callback (proc.c). */
 static int ensure_in_poll(proc *p) {
   if (p->tty) return p->out[0].poll_open; /* the master's one poll, which also reads */
   if (p->in_poll_open) return 1;
-  if (p->in_fd < 0 || uv_poll_init(&luxec_gethost(p->L)->loop, &p->in_poll, p->in_fd) != 0)
+  if (p->in_fd < 0) return 0;
+  uv_poll_t *h = malloc(sizeof *h);
+  if (h == NULL) return 0;
+  if (uv_poll_init(&luxec_gethost(p->L)->loop, h, p->in_fd) != 0) {
+    free(h);
     return 0;
-  p->in_poll.data = NULL;
+  }
+  h->data = p;
+  p->in_poll = h;
   p->in_poll_open = 1;
-  uv_unref((uv_handle_t *)&p->in_poll); /* pending input alone does not keep the host */
+  uv_unref((uv_handle_t *)h); /* pending input alone does not keep the host */
   return 1;
 }
 
@@ -166,10 +174,12 @@ static void poll_writable(proc *p, int on) {
   if (p->tty) {
     if (p->out[0].poll_open)
       uv_poll_start(&p->out[0].poll, UV_READABLE | UV_DISCONNECT | (on ? UV_WRITABLE : 0), out_cb);
+  } else if (p->in_poll == NULL) {
+    return; /* (never made: nothing to start or stop) */
   } else if (on) {
-    uv_poll_start(&p->in_poll, UV_WRITABLE, in_cb);
+    uv_poll_start(p->in_poll, UV_WRITABLE, in_cb);
   } else {
-    uv_poll_stop(&p->in_poll);
+    uv_poll_stop(p->in_poll);
   }
 }
 
@@ -185,7 +195,7 @@ void proc_io_stop_input(proc *p) {
   if (p->in_poll_open) {
     p->in_poll_open = 0;
     p->in_polling = 0;
-    proc_close_handle(p, (uv_handle_t *)&p->in_poll); /* closes in_fd when done */
+    proc_close_handle(p, (uv_handle_t *)p->in_poll); /* closes in_fd when done */
   } else if (p->in_fd >= 0) {
     close(p->in_fd);
     p->in_fd = -1;
@@ -235,7 +245,7 @@ static void drain_queue(proc *p) {
 }
 
 static void in_cb(uv_poll_t *h, int status, int events) {
-  proc *p = container_of(h, proc, in_poll);
+  proc *p = h->data;
   (void)events;
   if (status < 0) {
     input_failed(p, EPIPE);

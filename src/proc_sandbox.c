@@ -56,6 +56,9 @@ int proc_sandbox_prepare(lua_State *L, int opts, sandbox_prep *prep, proc_sandbo
   lua_getfield(L, t, "proxy_port"); /* network by name (luxec.sandbox.proxy) */
   spec.proxy_port = (int)luaL_optinteger(L, -1, 0);
   lua_pop(L, 1);
+  lua_getfield(L, t, "mount_key"); /* luxec.sandbox.deps: a prepared mount tree's key */
+  spec.mount_key = (long long)luaL_optinteger(L, -1, 0);
+  lua_pop(L, 1);
   char err[512] = "";
   int rc = sandbox_prepare(&spec, prep, err, sizeof err);
   lua_settop(L, t - 1);
@@ -88,6 +91,7 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
   sandbox_stamp(prep, SBX_T_LAUNCHED);
   info->userns = prep->userns_ok;
   info->mountns = prep->mountns_ok;
+  info->mount_copied = prep->mnt_copied;
   info->pidns = prep->pidns_ok;
   info->ipcns = prep->ipcns_ok;
   info->netns = prep->netns_ok;
@@ -203,6 +207,7 @@ static int proc_sandbox_report(lua_State *L) {
   set_bool(L, "userns", info->userns);
   set_bool(L, "caps_dropped", info->caps_dropped);
   lua_setfield(L, -2, "layers");
+  if (info->mountns) set_bool(L, "mount_copied", info->mount_copied);
   lua_newtable(L);
   int k = 0;
   if (info->degraded_notify) {
@@ -284,11 +289,14 @@ int core_sandbox_deps_new(lua_State *L); /* sandbox_deps.c */
 int core_sandbox_deps_add(lua_State *L);
 int core_sandbox_deps_valid(lua_State *L);
 int core_sandbox_deps_free(lua_State *L);
+int core_sandbox_template_forget(lua_State *L); /* sandbox_template.c */
 
-const luaL_Reg proc_sandbox_functions[] = {{"sandbox_deps_add", core_sandbox_deps_add},
-                                           {"sandbox_deps_free", core_sandbox_deps_free},
-                                           {"sandbox_deps_new", core_sandbox_deps_new},
-                                           {"sandbox_deps_valid", core_sandbox_deps_valid},
-                                           {"sandbox_layers", core_sandbox_layers},
-                                           {"sandbox_scan", core_sandbox_scan},
-                                           {NULL, NULL}};
+const luaL_Reg proc_sandbox_functions[] = {
+    {"sandbox_deps_add", core_sandbox_deps_add},
+    {"sandbox_deps_free", core_sandbox_deps_free},
+    {"sandbox_deps_new", core_sandbox_deps_new},
+    {"sandbox_deps_valid", core_sandbox_deps_valid},
+    {"sandbox_layers", core_sandbox_layers},
+    {"sandbox_scan", core_sandbox_scan},
+    {"sandbox_template_forget", core_sandbox_template_forget},
+    {NULL, NULL}};

@@ -190,7 +190,8 @@ int proc_core_spawn(lua_State *L) {
   pbox *box = lua_newuserdatauv(L, sizeof(pbox), 1); /* 7: created closed */
   box->p = NULL;
   luaL_setmetatable(L, PROC_MT);
-  proc *p = calloc(1, sizeof *p);
+  int nout = req.tty || !req.stderr_apart ? 1 : 2;
+  proc *p = calloc(1, PROC_SIZE(nout));
   if (p == NULL) {
     sandbox_prep_free(&prep);
     return luxec_push_error(L, ENOMEM);
@@ -210,8 +211,8 @@ int proc_core_spawn(lua_State *L) {
   p->cg.dir_fd = -1;
   p->tty = req.tty;
   if (marker != NULL) snprintf(p->marker, sizeof p->marker, "%s", marker);
-  p->nout = req.tty || !req.stderr_apart ? 1 : 2;
-  for (int i = 0; i < 2; i++) {
+  p->nout = nout;
+  for (int i = 0; i < nout; i++) {
     p->out[i].fd = -1;
     p->out[i].proc = p;
     outbuf_init(&p->out[i].buf, (size_t)head, (size_t)tail);
@@ -220,7 +221,7 @@ int proc_core_spawn(lua_State *L) {
     p->out[i].buf.log_max = (uint64_t)log_max;
     int rc = logs[i] ? outbuf_open_log(&p->out[i].buf, logs[i]) : 0;
     if (rc < 0) {
-      for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
+      for (int j = 0; j < nout; j++) outbuf_free(&p->out[j].buf);
       free(p->sbx_info);
       free(p);
       sandbox_prep_free(&prep);
@@ -240,7 +241,7 @@ int proc_core_spawn(lua_State *L) {
       if (req.cgroup_procs_fd >= 0) close(req.cgroup_procs_fd);
       sandbox_prep_free(&prep);
       cg_session_destroy(&p->cg);
-      for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
+      for (int j = 0; j < nout; j++) outbuf_free(&p->out[j].buf);
       free(p->lim);
       free(p->sbx_info);
       free(p);
@@ -269,7 +270,7 @@ int proc_core_spawn(lua_State *L) {
     sandbox_prep_free(&prep);
     cg_session_destroy(&p->cg);
     if (p->limited) cgl_release(p->lim);
-    for (int j = 0; j < 2; j++) outbuf_free(&p->out[j].buf);
+    for (int j = 0; j < nout; j++) outbuf_free(&p->out[j].buf);
     free(p->lim);
     free(p->sbx_info);
     free(p);

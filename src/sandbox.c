@@ -181,6 +181,7 @@ int sandbox_prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t er
 
 static int prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t errlen) {
   p->best_effort = s->best_effort;
+  p->mount_key = s->mount_key;
   if (s->mode == SBX_FULL && !s->network_deny) return 0;
   int root = sandbox_can_unshare();
   p->landlock_abi = sandbox_landlock_abi();
@@ -261,6 +262,7 @@ void sandbox_prep_free(sandbox_prep *p) {
   if (p->diag_fd >= 0) close(p->diag_fd);
   if (p->netns_fd >= 0) close(p->netns_fd);
   if (p->userns_fd >= 0) close(p->userns_fd);
+  if (p->mnt_made >= 0) close(p->mnt_made);
   if (p->proxy_fd >= 0) close(p->proxy_fd);
   sandbox_proxy_close(p->transp_fd);
   for (int i = 0; i < p->nunix; i++) free(p->unix_sockets[i]);
@@ -276,6 +278,7 @@ void sandbox_prep_init(sandbox_prep *p) {
   memset(p, 0, sizeof *p);
   p->ruleset_fd = p->listener_fd = p->diag_fd = p->proxy_fd = -1; /* (0: the host's stdin) */
   p->netns_fd = p->userns_fd = p->dev_template = -1;
+  p->mnt_template = p->mnt_made = -1;
   for (int i = 0; i < SBX_TRANSP_N; i++) p->transp_fd[i] = -1;
 }
 

@@ -33,7 +33,8 @@ typedef struct sandbox_spec {
   int nmasks;
   const char **unix_sockets; /* socket paths outside the sandbox it may connect to */
   int nunix;
-  int proxy_port; /* network by name: the host's proxy listens on 127.0.0.1:port inside */
+  int proxy_port;      /* network by name: the host's proxy listens on 127.0.0.1:port inside */
+  long long mount_key; /* the policy cache's key for a prepared mount tree, 0: none */
 } sandbox_spec;
 
 enum {
@@ -70,6 +71,12 @@ typedef struct sandbox_prep {
   int netns_fd;     /* a network namespace made ahead (sandbox_netns_take) to join, or -1 */
   int userns_fd;    /* a normal user's: the user namespace it belongs to, joined first, or -1 */
   int dev_template; /* the shared part of /dev made once (sandbox_dev_template; not owned) */
+  /* the mount tree prepared for the policy (sandbox_template.c): mount_key names it; the
+   * launch copies mnt_template (not owned), or with mnt_make builds one first and leaves it in
+   * mnt_made (the host's table) for the host to keep */
+  long long mount_key;
+  int mnt_template, mnt_make;
+  volatile int mnt_made, mnt_copied, mnt_bad; /* (mnt_bad: mnt_template could not be joined) */
   int drop_caps, best_effort;
   int last_cap;       /* the highest capability this kernel knows (63 when unknown) */
   int evidence_files; /* every file call is judged by the host (else the reserved names) */
@@ -151,8 +158,15 @@ void sandbox_netns_refill(void);
 /* Host side (sandbox_dev.c), root only: the part of every session's /dev that is alike, made
  * once and held as a detached mount tree; -1 when it could not be made. */
 int sandbox_dev_template(void);
-/* Setup child side, in the session's mount namespace: its /dev (a clone of the template, or
- * built), with a devpts instance and a /dev/shm of its own. 0, or -1 with errno set. */
-int sandbox_dev_layer(const sandbox_prep *prep);
+/* Setup child side, in the session's mount namespace: the part of its /dev every session has
+ * alike (a clone of the template, or built), read-only. 0, or -1 with errno set. */
+int sandbox_dev_shared(const sandbox_prep *prep);
+/* ... and the session's own part: a devpts instance and a /dev/shm. 0, or -1 with errno. */
+int sandbox_dev_private(void);
+/* Host side (sandbox_template.c), before the launch: whether it copies a mount tree prepared
+ * for its policy (mnt_template) or prepares one (mnt_make). */
+void sandbox_template_pick(sandbox_prep *prep);
+/* After the launch: the tree it prepared (mnt_made), kept for the next launches. */
+void sandbox_template_keep(sandbox_prep *prep);
 
 #endif

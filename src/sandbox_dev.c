@@ -7,11 +7,12 @@
  * What every session's /dev has alike (a read-only tmpfs with the device binds, the links and
  * the two directories) is made once per host when it runs as root, as a mount tree attached
  * nowhere (fsmount, and the devices moved onto it): the host holds it as a descriptor, nothing
- * else (it goes with the host's process), and no session can reach it. Each session gets a
- * clone of it and mounts its own devpts and /dev/shm on the clone: a few calls instead of
- * some forty. Where a detached copy cannot be cloned (kernels before 6.15) or the copy was
- * not made (a normal user: the session's mount namespace belongs to its own user namespace),
- * each session builds its /dev as the copy was built. */
+ * else (it goes with the host's process), and no session can reach it. A policy's prepared
+ * mount tree (sandbox_template.c) gets a clone of it, and each session mounts its own devpts
+ * and /dev/shm on its copy of that tree: a few calls instead of some forty. Where a detached
+ * copy cannot be cloned (kernels before 6.15) or the copy was not made (a normal user: the
+ * session's mount namespace belongs to its own user namespace), the /dev of a prepared tree
+ * (or of a session that builds its own) is built as the copy was built. */
 #include "sandbox.h"
 
 #include <errno.h>
@@ -68,14 +69,14 @@ static int dev_read_only(void) {
 }
 
 /* The session's own part: its terminals, and its POSIX shared memory and semaphores. */
-static int dev_private(void) {
+int sandbox_dev_private(void) {
   if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC | MS_RDONLY,
             "newinstance,ptmxmode=0666,mode=0620") < 0)
     return -1;
   return mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 }
 
-int sandbox_dev_layer(const sandbox_prep *p) {
+int sandbox_dev_shared(const sandbox_prep *p) {
   if (p->dev_template >= 0) {
     int tree = (int)syscall(SYS_open_tree, p->dev_template, "",
                             OPEN_TREE_CLONE | AT_RECURSIVE | AT_EMPTY_PATH | O_CLOEXEC);
@@ -84,11 +85,12 @@ int sandbox_dev_layer(const sandbox_prep *p) {
       int e = errno;
       close(tree);
       errno = e;
-      return rc < 0 ? -1 : dev_private();
+      return rc;
     }
     if (errno != EINVAL) return -1; /* (EINVAL: this kernel clones no detached tree) */
   }
-  if (dev_nodes() < 0 || dev_private() < 0) return -1;
+  /* (the session's devpts and /dev/shm are mounted on the read-only /dev's directories) */
+  if (dev_nodes() < 0) return -1;
   return dev_read_only();
 }
 

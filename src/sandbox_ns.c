@@ -3,8 +3,10 @@
  * the host is not root (the other namespaces then belong to it, as with bubblewrap), then
  * mount, pid, IPC and network namespaces, and the mount layer: everything outside the
  * writable roots read-only, and a /dev of its own (the harmless devices, a private devpts
- * instance, a private /dev/shm). The fresh /proc is mounted by the program's process,
- * the first one inside the new pid namespace (sandbox.c). */
+ * instance, a private /dev/shm). The mount layer is built once per resolved policy, in a
+ * namespace each later session copies whole (sandbox_template.c); a session then mounts only
+ * its own devpts and /dev/shm. The fresh /proc is mounted by the program's process, the first
+ * one inside the new pid namespace (sandbox.c). */
 #include "sandbox.h"
 
 #include <errno.h>
@@ -63,6 +65,16 @@ static int mount_layer(sandbox_prep *p) {
   return 0;
 }
 
+/* The policy's mount tree in a mount namespace of its own, left in p->mnt_made for the host
+ * (the setup child shares its descriptor table); the caller is then still in it. */
+static int template_make(sandbox_prep *p) {
+  if (unshare(CLONE_NEWNS) < 0 || mount_layer(p) < 0 || sandbox_dev_shared(p) < 0) return -1;
+  int fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  p->mnt_made = fd;
+  return 0;
+}
+
 static int write_file(const char *path, const char *text) {
   int fd = open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return -1;
@@ -116,6 +128,20 @@ int sandbox_ns_setup(sandbox_prep *p, const char **stage) {
     return -1;
   }
   if (p->want_netns) sandbox_stamp(p, SBX_T_NETNS);
+  /* a mount tree prepared for the policy: joined, then copied whole by the unshare below;
+   * or prepared now, in a mount namespace of its own, for the next launches */
+  int copy = 0;
+  if (p->want_mountns && p->mnt_template >= 0 && setns(p->mnt_template, CLONE_NEWNS) == 0) {
+    copy = 1;
+  } else if (p->want_mountns && p->mnt_template >= 0) {
+    p->mnt_bad = 1; /* (nothing changed: this launch builds its own; the host drops it) */
+  } else if (p->want_mountns && p->mnt_make) {
+    if (template_make(p) < 0) {
+      *stage = "sandbox mount namespace";
+      return -1;
+    }
+    copy = 1;
+  }
   int flags = (p->want_mountns ? CLONE_NEWNS : 0) | (p->want_pidns ? CLONE_NEWPID : 0) |
               (p->want_ipcns ? CLONE_NEWIPC : 0);
   if (flags != 0 && unshare(flags) < 0) {
@@ -126,12 +152,13 @@ int sandbox_ns_setup(sandbox_prep *p, const char **stage) {
   p->ipcns_ok = p->want_ipcns;
   if (flags != 0) sandbox_stamp(p, SBX_T_NS);
   if (p->want_mountns) {
-    if (mount_layer(p) < 0) {
+    if (!copy && mount_layer(p) < 0) {
       *stage = "sandbox mount namespace";
       return -1;
     }
+    p->mnt_copied = copy && !p->mnt_make; /* (not the launch that prepared it) */
     sandbox_stamp(p, SBX_T_MOUNTS);
-    if (sandbox_dev_layer(p) < 0) {
+    if ((!copy && sandbox_dev_shared(p) < 0) || sandbox_dev_private() < 0) {
       *stage = "sandbox /dev";
       return -1;
     }
@@ -178,6 +205,7 @@ int sandbox_userns_probe(char *why, size_t size) {
     c.prep.want_userns = c.prep.want_mountns = c.prep.want_pidns = c.prep.want_ipcns = 1;
     c.prep.want_netns = 1;
     c.prep.netns_fd = c.prep.userns_fd = c.prep.dev_template = -1; /* (made here) */
+    c.prep.mnt_template = c.prep.mnt_made = -1;
     c.prep.uid = (unsigned)getuid();
     c.prep.gid = (unsigned)getgid();
     sigset_t all, old;

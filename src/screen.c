@@ -8,7 +8,48 @@
 
 #include <vterm.h>
 
+#include "dynlib.h"
+
 #define SCREEN_MT "luxec.screen"
+/* libvterm, loaded by the first screen (dynlib.h): a host that renders none does not map it */
+static struct {
+  __typeof__(vterm_new) *vterm_new;
+  __typeof__(vterm_free) *vterm_free;
+  __typeof__(vterm_get_size) *vterm_get_size;
+  __typeof__(vterm_set_size) *vterm_set_size;
+  __typeof__(vterm_set_utf8) *vterm_set_utf8;
+  __typeof__(vterm_input_write) *vterm_input_write;
+  __typeof__(vterm_output_set_callback) *vterm_output_set_callback;
+  __typeof__(vterm_obtain_screen) *vterm_obtain_screen;
+  __typeof__(vterm_obtain_state) *vterm_obtain_state;
+  __typeof__(vterm_screen_set_callbacks) *vterm_screen_set_callbacks;
+  __typeof__(vterm_screen_enable_altscreen) *vterm_screen_enable_altscreen;
+  __typeof__(vterm_screen_reset) *vterm_screen_reset;
+  __typeof__(vterm_screen_flush_damage) *vterm_screen_flush_damage;
+  __typeof__(vterm_screen_get_text) *vterm_screen_get_text;
+  __typeof__(vterm_state_get_cursorpos) *vterm_state_get_cursorpos;
+} vtlib;
+
+static const dynlib_sym vt_syms[] = {
+    {"vterm_new", (void **)&vtlib.vterm_new},
+    {"vterm_free", (void **)&vtlib.vterm_free},
+    {"vterm_get_size", (void **)&vtlib.vterm_get_size},
+    {"vterm_set_size", (void **)&vtlib.vterm_set_size},
+    {"vterm_set_utf8", (void **)&vtlib.vterm_set_utf8},
+    {"vterm_input_write", (void **)&vtlib.vterm_input_write},
+    {"vterm_output_set_callback", (void **)&vtlib.vterm_output_set_callback},
+    {"vterm_obtain_screen", (void **)&vtlib.vterm_obtain_screen},
+    {"vterm_obtain_state", (void **)&vtlib.vterm_obtain_state},
+    {"vterm_screen_set_callbacks", (void **)&vtlib.vterm_screen_set_callbacks},
+    {"vterm_screen_enable_altscreen", (void **)&vtlib.vterm_screen_enable_altscreen},
+    {"vterm_screen_reset", (void **)&vtlib.vterm_screen_reset},
+    {"vterm_screen_flush_damage", (void **)&vtlib.vterm_screen_flush_damage},
+    {"vterm_screen_get_text", (void **)&vtlib.vterm_screen_get_text},
+    {"vterm_state_get_cursorpos", (void **)&vtlib.vterm_state_get_cursorpos},
+};
+
+static dynlib vt_lib = {"libvterm.so.0", vt_syms, sizeof vt_syms / sizeof vt_syms[0], NULL, {0}};
+
 #define ANSWER_MAX (64 * 1024) /* bytes of replies (cursor reports...) kept between feeds */
 
 typedef struct screen {
@@ -72,23 +113,24 @@ static void check_size(lua_State *L, int idx, int *rows, int *cols) {
 static int screen_new(lua_State *L) {
   int rows, cols;
   check_size(L, 1, &rows, &cols);
+  if (dynlib_load(&vt_lib) != 0) return luaL_error(L, "luxec.screen: %s", vt_lib.why);
   sbox *b = lua_newuserdatauv(L, sizeof *b, 0); /* created closed */
   b->s = NULL;
   luaL_setmetatable(L, SCREEN_MT);
   screen *s = calloc(1, sizeof *s);
   if (s == NULL) return luaL_error(L, "not enough memory");
-  s->vt = vterm_new(rows, cols);
+  s->vt = vtlib.vterm_new(rows, cols);
   if (s->vt == NULL) {
     free(s);
     return luaL_error(L, "not enough memory");
   }
   s->cursor_visible = 1;
-  vterm_set_utf8(s->vt, 1);
-  vterm_output_set_callback(s->vt, output_cb, s);
-  s->vs = vterm_obtain_screen(s->vt);
-  vterm_screen_set_callbacks(s->vs, &screen_callbacks, s);
-  vterm_screen_enable_altscreen(s->vs, 1);
-  vterm_screen_reset(s->vs, 1);
+  vtlib.vterm_set_utf8(s->vt, 1);
+  vtlib.vterm_output_set_callback(s->vt, output_cb, s);
+  s->vs = vtlib.vterm_obtain_screen(s->vt);
+  vtlib.vterm_screen_set_callbacks(s->vs, &screen_callbacks, s);
+  vtlib.vterm_screen_enable_altscreen(s->vs, 1);
+  vtlib.vterm_screen_reset(s->vs, 1);
   b->s = s;
   return 1;
 }
@@ -99,8 +141,8 @@ static int screen_feed(lua_State *L) {
   screen *s = check_screen(L, 1);
   size_t len;
   const char *data = luaL_checklstring(L, 2, &len);
-  vterm_input_write(s->vt, data, len);
-  vterm_screen_flush_damage(s->vs);
+  vtlib.vterm_input_write(s->vt, data, len);
+  vtlib.vterm_screen_flush_damage(s->vs);
   lua_pushlstring(L, s->answer ? s->answer : "", s->answer_len);
   s->answer_len = 0;
   return 1;
@@ -110,13 +152,13 @@ static int screen_feed(lua_State *L) {
 static int screen_lines(lua_State *L) {
   screen *s = check_screen(L, 1);
   int rows, cols;
-  vterm_get_size(s->vt, &rows, &cols);
+  vtlib.vterm_get_size(s->vt, &rows, &cols);
   size_t cap = (size_t)cols * VTERM_MAX_CHARS_PER_CELL * 4 + 1;
   char *buf = lua_newuserdatauv(L, cap, 0); /* buf */
   lua_createtable(L, rows, 0);              /* buf lines */
   for (int r = 0; r < rows; r++) {
     VTermRect rect = {.start_row = r, .end_row = r + 1, .start_col = 0, .end_col = cols};
-    size_t n = vterm_screen_get_text(s->vs, buf, cap - 1, rect);
+    size_t n = vtlib.vterm_screen_get_text(s->vs, buf, cap - 1, rect);
     while (n > 0 && buf[n - 1] == ' ') n--;
     lua_pushlstring(L, buf, n);
     lua_rawseti(L, -2, r + 1);
@@ -128,7 +170,7 @@ static int screen_lines(lua_State *L) {
 static int screen_cursor(lua_State *L) {
   screen *s = check_screen(L, 1);
   VTermPos pos;
-  vterm_state_get_cursorpos(vterm_obtain_state(s->vt), &pos);
+  vtlib.vterm_state_get_cursorpos(vtlib.vterm_obtain_state(s->vt), &pos);
   lua_pushinteger(L, pos.row + 1);
   lua_pushinteger(L, pos.col + 1);
   lua_pushboolean(L, s->cursor_visible);
@@ -154,7 +196,7 @@ static int screen_altscreen(lua_State *L) {
 static int screen_size(lua_State *L) {
   screen *s = check_screen(L, 1);
   int rows, cols;
-  vterm_get_size(s->vt, &rows, &cols);
+  vtlib.vterm_get_size(s->vt, &rows, &cols);
   lua_pushinteger(L, rows);
   lua_pushinteger(L, cols);
   return 2;
@@ -164,15 +206,15 @@ static int screen_resize(lua_State *L) {
   screen *s = check_screen(L, 1);
   int rows, cols;
   check_size(L, 2, &rows, &cols);
-  vterm_set_size(s->vt, rows, cols);
-  vterm_screen_flush_damage(s->vs);
+  vtlib.vterm_set_size(s->vt, rows, cols);
+  vtlib.vterm_screen_flush_damage(s->vs);
   return 0;
 }
 
 static int screen_close(lua_State *L) {
   sbox *b = luaL_checkudata(L, 1, SCREEN_MT);
   if (b->s != NULL) {
-    vterm_free(b->s->vt);
+    vtlib.vterm_free(b->s->vt);
     free(b->s->answer);
     free(b->s);
     b->s = NULL;
@@ -186,7 +228,7 @@ static int screen_tostring(lua_State *L) {
     lua_pushliteral(L, "luxec.screen (closed)");
   } else {
     int rows, cols;
-    vterm_get_size(b->s->vt, &rows, &cols);
+    vtlib.vterm_get_size(b->s->vt, &rows, &cols);
     lua_pushfstring(L, "luxec.screen (%dx%d)", rows, cols);
   }
   return 1;

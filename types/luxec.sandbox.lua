@@ -61,6 +61,7 @@
 ---@field mode string
 ---@field network string|luxec.NetworkReport
 ---@field layers {landlock: integer, seccomp: boolean, notify: boolean, userns: boolean, mountns: boolean, pidns: boolean, ipcns: boolean, netns: boolean, caps_dropped: boolean}
+---@field mount_copied boolean|nil  with a mount namespace: its tree was copied whole from the one prepared at an earlier spawn of the same resolved policy (false: built mount by mount)
 ---@field degraded string[]|nil  what is weaker than the policy asked (best_effort)
 ---@field denials luxec.Denial[]
 ---@field denials_total integer

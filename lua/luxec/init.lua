@@ -22,12 +22,12 @@ M.in_task = sched.in_task
 
 local process = require("luxec.process")
 M.spawn = process.spawn -- every option, `record = "file.cast"` included
-M.run = require("luxec.process.run").run
 M.terminate_all = process.terminate_all
 M.defaults = process.defaults
 
 -- Loaded the first time they are used: a program that never does keeps the host smaller.
 local later = {
+  run = function() return require("luxec.process.run").run end,
   ssh = function() return require("luxec.auto.ssh") end,
   replwrap = function() return require("luxec.auto.replwrap") end,
   -- expect over a socket, tty, FIFO or fd

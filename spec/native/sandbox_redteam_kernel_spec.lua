@@ -89,6 +89,10 @@ local SOCKETS = {
   { "AF_KEY (IPsec keys)", "15", "3", "2" }, { "AF_BLUETOOTH", "31", "3" },
   { "AF_XDP", "44", "3" }, { "AF_TIPC", "30", "5" }, { "AF_CAN", "29", "3", "1" },
   { "AF_RDS", "21", "5" }, { "AF_LLC", "26", "2" },
+  -- (the filter refuses 0, 3, 4-7 and 8-9 in ranges: one of each edge)
+  { "AF_UNSPEC", "0", "1" }, { "AF_AX25", "3", "5" }, { "AF_IPX", "4", "2" },
+  { "AF_BRIDGE", "7", "3" }, { "AF_ATMPVC", "8", "5" }, { "AF_X25", "9", "5" },
+  { "AF_DECnet", "12", "5" }, { "a family past every known one", "2147483647", "1" },
 }
 for _, s in ipairs(SOCKETS) do
   attempt("sockets of other families", s[1], {

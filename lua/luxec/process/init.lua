@@ -136,22 +136,11 @@ local function term_of(spec)
 end
 
 -- Start a checked spawn: the process, or nil, message, code.
+-- A session holds only what every session needs (a host may hold hundreds): its lists of
+-- listeners and waiters, its read cursors and its parts are made the first time they are used.
 local function start(argv, spec)
   local opts = spec.opts
-  local self = setmetatable({
-    _listeners = { output = {}, exit = {} },
-    _waiters = {}, -- woken by any event, output included
-    _end_waiters = {}, -- woken by exit, EOF, the end of the grace and close
-    _cursor = { 0, 0 },
-    _evcursor = { 0, 0 },
-    _grace_ms = opts.grace_ms or M.defaults.grace_ms,
-    _finished = false,
-    _parts = {}, -- composed parts told of input and resizes: a recorder, a screen
-    -- (fields every wait reads, present from the start: a missing one is looked up twice)
-    _eof = false, -- or the streams at EOF: {[stream] = true}
-    _interrupts = 0, -- Process:_interrupt_waits' count
-    _top_wait = false, -- a top-level wait may be in a turn (see wait_top)
-  }, Process)
+  local self
   local rec
   if opts.record then -- opened first: a path that cannot be written starts nothing
     local rerr, rcode
@@ -159,12 +148,8 @@ local function start(argv, spec)
       rows = spec.rows, cols = spec.cols, term = term_of(spec), tty = opts.tty and true or false })
     if not rec then return nil, ("%s (record)"):format(rerr), rcode end
   end
+  -- (the options every spawn has; the others only when given, so the table is small)
   local copts = {
-    env = spec.env,
-    marker = spec.marker,
-    sandbox = spec.sandbox,
-    cwd = spec.cwd,
-    arg0 = opts.arg0,
     tty = opts.tty and true or false,
     no_echo = opts.echo == false, -- the terminal starts without echo (before the program runs)
     raw = type(opts.tty) == "table" and opts.tty.raw == true, -- raw mode, before it runs
@@ -174,27 +159,30 @@ local function start(argv, spec)
     stderr = opts.stderr or "merge",
     head = opts.head or M.defaults.head,
     tail = opts.tail or M.defaults.tail,
-    log = opts.log,
-    log_stderr = opts.log_stderr,
-    log_max = opts.log_max,
     cgroup = opts.cgroup ~= false,
-    on_event = function(kind, a, b)
+    on_event = function(kind, a, b) -- (never called before spawn returns)
       self:_event(kind, a, b)
     end,
   }
+  -- (a nil assigned to a field the table does not have adds no slot)
+  copts.env, copts.marker, copts.sandbox, copts.cwd = spec.env, spec.marker, spec.sandbox, spec.cwd
+  copts.arg0, copts.log, copts.log_max = opts.arg0, opts.log, opts.log_max
+  copts.log_stderr = opts.log_stderr
   local h, pid, code = M.core.spawn(argv, copts)
   if not h then
     if rec then rec:discard() end
     return nil, pid, code
   end
-  self._core = h
+  -- (one constructor with every field a plain session has: its table is sized once)
+  self = setmetatable({ _core = h, pid = pid,
+    _streams = (copts.tty or copts.stderr == "merge") and 1 or 2,
+    _grace_ms = opts.grace_ms or M.defaults.grace_ms, _finished = false,
+    _rows = copts.tty and spec.rows or nil, _cols = copts.tty and spec.cols or nil, -- (pipes: nil)
+  }, Process)
   self._sbx = spec.sandbox
   if spec.sandbox and spec.sandbox.net then
     self._proxy, self._proxy_guard = sandbox.start_proxy(h, spec.sandbox)
   end
-  self.pid = pid
-  self._streams = (copts.tty or copts.stderr == "merge") and 1 or 2
-  if copts.tty then self._size = { spec.rows, spec.cols } end
   if rec then rec:attach(self) end
   if opts.log_to then -- written as it arrives; it does not keep the host running
     local to = opts.log_to
@@ -233,7 +221,7 @@ local SPARE = { _waiters = "_waiters_spare", _end_waiters = "_end_waiters_spare"
 
 local function wake_list(self, field)
   local waiters = self[field]
-  local n = #waiters
+  local n = waiters and #waiters or 0
   if n == 0 then return end
   local spare = SPARE[field]
   self[field] = self[spare] or {}
@@ -282,7 +270,8 @@ function Process:_finish(holders)
     self:_hold(-self._listener_holds)
     self._listener_holds = nil
   end
-  if #self._listeners.exit > 0 then -- (a status is a dozen reads: only for someone)
+  local listeners = self._listeners
+  if listeners and #listeners.exit > 0 then -- (a status is a dozen reads: only for someone)
     call_listeners(self, "exit", self:status())
   end
 end
@@ -298,7 +287,8 @@ end
 
 function Process:_event(kind, stream, count)
   if kind == "output" then
-    if #self._listeners.output > 0 then
+    local listeners = self._listeners
+    if listeners and #listeners.output > 0 then
       local data, next_cursor = self._core:read(stream, self._evcursor[stream])
       self._evcursor[stream] = next_cursor
       call_listeners(self, "output", data, stream)
@@ -345,6 +335,14 @@ function Process:_watch(delta)
   end
 end
 
+-- The list of waiters `field` of a session, made on first use.
+local function waiters_of(self, field)
+  local list = self[field] or {}
+  self[field] = list
+  return list
+end
+M._waiters_of = waiters_of
+
 -- One turn of a wait: join the list, and arm the timer for what is left of the deadline.
 local function register(wake, list, timer, deadline)
   list[#list + 1] = wake
@@ -366,12 +364,12 @@ local hrtime = uv.hrtime
 -- does no harm, the core ends a turn only while one runs).
 local function wait_top(self, core, pred, timeout_ms, a, b)
   local deadline = timeout_ms and (hrtime() / 1e6 + timeout_ms)
-  local gen = self._interrupts
+  local gen = self._interrupts or 0
   local left = timeout_ms -- (the first turn's: no clock read before it)
   self._top_wait = true
   repeat
     if left and left <= 0 then break end
-    if self._interrupts ~= gen then break end -- see Process:_interrupt_waits
+    if (self._interrupts or 0) ~= gen then break end -- see Process:_interrupt_waits
     local alive, now, before = core:run_once(left, pred == nil and a or nil)
     if self._core ~= core then break end -- closed meanwhile
     local held
@@ -408,7 +406,7 @@ function Process:_wait_until(pred, timeout_ms, ends_only, a, b)
     return wait_top(self, core, pred, timeout_ms, a, b)
   end
   local list = ends_only and "_end_waiters" or "_waiters"
-  local gen = self._interrupts
+  local gen = self._interrupts or 0
   self:_hold(1)
   if not ends_only then self:_watch(1) end
   local deadline = timeout_ms and (uv.hrtime() / 1e6 + timeout_ms)
@@ -416,8 +414,8 @@ function Process:_wait_until(pred, timeout_ms, ends_only, a, b)
   local ok, err = true, nil
   repeat
     if deadline and uv.hrtime() / 1e6 >= deadline then break end
-    if self._interrupts ~= gen then break end -- see Process:_interrupt_waits
-    ok, err = pcall(sched.suspend, register, self[list], timer, deadline)
+    if (self._interrupts or 0) ~= gen then break end -- see Process:_interrupt_waits
+    ok, err = pcall(sched.suspend, register, waiters_of(self, list), timer, deadline)
     if not ok then break end
     held = pred(self, a, b)
   until held
@@ -436,7 +434,8 @@ function Process:wait_event(arm)
   if not self._core then return end
   self:_watch(1) -- output events, not only the end
   local ok, err = pcall(sched.suspend, function(wake)
-    table.insert(self._waiters, wake)
+    local list = waiters_of(self, "_waiters")
+    list[#list + 1] = wake
     if arm then arm(wake) end
   end)
   if self._core then self:_watch(-1) end
@@ -464,7 +463,7 @@ end
 --- End every wait on this session now (each returns as if its timeout had passed); for a
 --- caller that must give up waiting without waiting for the session (a cancelled request).
 function Process:_interrupt_waits()
-  self._interrupts = self._interrupts + 1
+  self._interrupts = (self._interrupts or 0) + 1
   wake_all(self)
 end
 
@@ -495,7 +494,7 @@ end
 
 -- Whether output came past `total` on `stream`, or the stream ended, or the process finished.
 local function has_output(self, stream, total)
-  return self._finished or (self._eof and self._eof[stream])
+  return self._finished or (self._eof ~= nil and self._eof[stream])
     or total_of(self._core, stream) > total
 end
 
@@ -556,12 +555,12 @@ function Process:_wait_read_ms(ms, cursor, deadline)
     local _, main = running()
     if main or not in_task() then
       deadline = deadline or ms and (hrtime() / 1e6 + ms)
-      local gen = self._interrupts
+      local gen = self._interrupts or 0
       local left = ms
       self._top_wait = true -- (see wait_top)
       repeat
         if left and left <= 0 then break end
-        if self._interrupts ~= gen then break end -- see Process:_interrupt_waits
+        if (self._interrupts or 0) ~= gen then break end -- see Process:_interrupt_waits
         local alive, data, next_cursor, dropped, gap_at = core:run_read(left, 1, cursor)
         if self._core ~= core then break end -- closed meanwhile
         eof = self._eof
@@ -589,7 +588,7 @@ end
 ---@param stream integer|nil
 ---@return boolean
 function Process:eof(stream)
-  return self._finished or (self._eof and self._eof[stream or 1] == true)
+  return self._finished or (self._eof ~= nil and self._eof[stream or 1] == true)
 end
 
 --- Register fn for "output" (fn(data, stream), as it arrives) or "exit" (fn(status), once
@@ -602,7 +601,7 @@ end
 ---@return luxec.Process
 function Process:on(event, fn, opts)
   check_open(self, "on")
-  if self._listeners[event] == nil then
+  if event ~= "output" and event ~= "exit" then
     error(("bad argument #1 to 'on' (\"output\" or \"exit\" expected, got %s)")
       :format(tostring(event)), 2)
   end
@@ -612,13 +611,16 @@ function Process:on(event, fn, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error(("bad argument #3 to 'on' (options table expected, got %s)"):format(type(opts)), 2)
   end
-  table.insert(self._listeners[event], fn)
+  local listeners = self._listeners or { output = {}, exit = {} } -- (made by the first)
+  self._listeners = listeners
+  table.insert(listeners[event], fn)
   if not self._finished and not (opts and opts.hold == false) then
     self:_hold(1) -- a listener keeps the host running until the session finishes
     self._listener_holds = (self._listener_holds or 0) + 1
   end
   if event == "output" then self:_watch(1) end
-  if event == "output" and #self._listeners.output == 1 then
+  if event == "output" and #listeners.output == 1 then
+    self._evcursor = self._evcursor or { 0, 0 }
     for s = 1, self._streams do -- start from now, not from the beginning
       self._evcursor[s] = select(2, self._core:read(s, 1 << 62))
     end
@@ -657,10 +659,8 @@ end
 ---@return luxec.Process
 function M._wrap(class, h, pid, streams, size)
   return setmetatable({
-    _listeners = { output = {}, exit = {} }, _waiters = {}, _end_waiters = {},
-    _cursor = { 0, 0 }, _evcursor = { 0, 0 }, _grace_ms = M.defaults.grace_ms,
-    _finished = false, _parts = {}, _core = h, pid = pid, _streams = streams, _size = size,
-    _eof = false, _interrupts = 0, _top_wait = false,
+    _grace_ms = M.defaults.grace_ms, _finished = false, _core = h, pid = pid,
+    _streams = streams, _rows = size and size[1], _cols = size and size[2],
   }, class or Process)
 end
 

@@ -14,7 +14,11 @@ return function(Process, check_open)
     local core = self._core
     if not core then check_open(self, "read") end
     stream = stream or 1
-    local cursor = self._cursor
+    local cursor = self._cursor -- (made by the first read)
+    if cursor == nil then
+      cursor = { 0, 0 }
+      self._cursor = cursor
+    end
     local data, next_cursor, dropped, gap_at = core:read(stream, cursor[stream])
     cursor[stream] = next_cursor
     return data, dropped, gap_at
@@ -54,7 +58,9 @@ return function(Process, check_open)
 
   -- Tell the composed parts (recorder, screen) of something: part[what](part, self, ...).
   local function tell_parts(self, what, ...)
-    for _, part in ipairs(self._parts) do
+    local parts = self._parts -- (made by the first part)
+    if parts == nil then return end
+    for _, part in ipairs(parts) do
       local fn = part[what]
       if fn then fn(part, self, ...) end
     end
@@ -63,7 +69,9 @@ return function(Process, check_open)
   --- Add a part told of the session's input (part:input(p, data, echo_off)), and of its
   --- resizes (part:resizing(p) before, part:resized(p, rows, cols) after).
   function Process:_add_part(part)
-    self._parts[#self._parts + 1] = part
+    local parts = self._parts or {}
+    self._parts = parts
+    parts[#parts + 1] = part
   end
 
   --- Write to the program's input (its terminal, or its stdin pipe). Never blocks: what the
@@ -78,9 +86,10 @@ return function(Process, check_open)
     if type(data) ~= "string" then
       error(("bad argument #1 to 'write' (string expected, got %s)"):format(type(data)), 2)
     end
-    if #self._parts == 0 then return core:write(data) end -- (nothing to tell)
+    local parts = self._parts
+    if parts == nil or #parts == 0 then return core:write(data) end -- (nothing to tell)
     local echo_off = false
-    if self._size then
+    if self._rows then
       -- Looked at before the write: the program may turn echo back on as soon as it has read
       -- the line (what is typed at a password prompt is not kept).
       echo_off = select(2, core:input_state()) == true
@@ -96,7 +105,7 @@ return function(Process, check_open)
   ---@return boolean|nil, string|nil, string|nil
   function Process:close_stdin()
     check_open(self, "close_stdin")
-    local eof = self._size and self._core:tty_char("eof")
+    local eof = self._rows and self._core:tty_char("eof")
     local ok, err, code = self._core:close_stdin()
     if ok and eof then tell_parts(self, "input", eof, false) end
     return ok, err, code
@@ -118,8 +127,8 @@ return function(Process, check_open)
     check_open(self, "resize")
     tell_parts(self, "resizing") -- a screen renders what was drawn at the old size first
     local ok, err, code = self._core:resize(rows, cols)
-    if ok and self._size then
-      self._size = { rows, cols }
+    if ok and self._rows then
+      self._rows, self._cols = rows, cols
       tell_parts(self, "resized", rows, cols)
     end
     return ok, err, code
@@ -128,7 +137,7 @@ return function(Process, check_open)
   --- The terminal's size (rows, cols) as last set; nil for a pipe session.
   ---@return integer|nil, integer|nil
   function Process:size()
-    if not self._size then return nil end
-    return self._size[1], self._size[2]
+    if not self._rows then return nil end
+    return self._rows, self._cols
   end
 end

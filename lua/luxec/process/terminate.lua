@@ -31,7 +31,7 @@ local function wait_trees(procs, ms, handles, on_gone)
   -- session); outside one the wake only ends the turn the wait is running.
   local in_task = sched.in_task()
   local function arm(p) -- one entry per session, re-armed once consumed
-    table.insert(p._end_waiters, function()
+    table.insert(M._waiters_of(p, "_end_waiters"), function()
       dirty[#dirty + 1] = p
       if wake_now then
         if in_task then timer:start(0, 0, wake_now) else wake_now() end

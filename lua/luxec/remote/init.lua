@@ -471,7 +471,8 @@ function Host:attach(id, cursor)
   if cursor then
     c:_start_at(cursor.seq, cursor.offsets)
     p._start = cursor.offsets
-    for s = 1, 2 do p._cursor[s], p._evcursor[s] = cursor.offsets[s], cursor.offsets[s] end
+    local offsets = cursor.offsets
+    p._cursor, p._evcursor = { offsets[1], offsets[2] }, { offsets[1], offsets[2] }
   end
   -- (what the server holds is here before attach returns)
   sched.suspend(function(wake) c:_fill(wake) end)

@@ -102,13 +102,25 @@ local function copy(t)
   return out
 end
 
-local entries, order = {}, {} -- key -> {set, spec, scans}; keys, least recently used first
+local entries, order = {}, {} -- key -> {set, spec, scans, mount}; keys, least recently used first
+
+-- A kept policy's mount tree is prepared once and copied into each session (the core's
+-- sandbox_template.c) under a key given here: a new one with each resolution (what the tree
+-- was made from may have changed), never one given before; the core forgets a tree whose key
+-- the cache forgot. (A tree that lost a mount since, because its mount point was removed on
+-- the host, is made again by the core itself.)
+local mount_keys = 0
+local function new_mount_key(e)
+  mount_keys = mount_keys + 1
+  e.mount = mount_keys
+end
 local defaults -- the default lists as the kept policies saw them
 
 local function forget(key)
   local e = entries[key]
   if not e then return end
   entries[key] = nil
+  core.sandbox_template_forget(e.mount)
   for i, k in ipairs(order) do
     if k == key then
       table.remove(order, i)
@@ -182,6 +194,7 @@ function M.resolve(resolve, lists, env, policy, cwd, home, search)
       local spec = {} -- (its lists are the kept ones: read, never changed)
       for k, v in pairs(e.spec) do spec[k] = v end
       spec.git_scanned = total > 0 and total or spec.git_scanned
+      spec.mount_key = e.mount
       spec.resolve_us = math.floor((uv.hrtime() - t0) / 1000)
       return spec
     end
@@ -199,8 +212,11 @@ function M.resolve(resolve, lists, env, policy, cwd, home, search)
     return spec
   end
   if #order >= M.MAX then forget(order[1]) end
-  entries[key] = { set = set, spec = copy(spec), scans = kept_scans }
+  local kept = { set = set, spec = copy(spec), scans = kept_scans }
+  new_mount_key(kept)
+  entries[key] = kept
   order[#order + 1] = key
+  spec.mount_key = kept.mount
   return spec
 end
 
