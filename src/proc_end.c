@@ -97,7 +97,7 @@ static void scan_begin(void) {
   nkids = k;
 }
 
-static int batch = 0; /* within one call on many sessions: the scan is shared */
+static int batch = 0;      /* within one call on many sessions: the scan is shared */
 static int all_empty = -1; /* within one: every session's cgroup seen empty (1), or not (0) */
 
 static void scan_end(void) {
