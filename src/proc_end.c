@@ -372,10 +372,11 @@ int proc_end_watch(proc *p) {
     unwatch_cgroup(te);
   } else if (p->cg.id != 0 && !te->cg_empty) {
     if (te->wd >= 0) return 0; /* watched: its event comes */
-    pay_owed(p);
-    /* Empty now: with the program gone nothing can fill it again, and no watch is needed.
-     * Else watched first, then read again: no change falls between. */
+    /* Empty now: with the program gone nothing can fill it again, and no watch is needed
+     * (nor the rest of it the signal owed). Else watched first, then read again: no change
+     * falls between. */
     if (cg_session_populated(&p->cg) == 1) {
+      pay_owed(p);
       if (ensure_cg_poll(p) == 0) {
         te->wd = cg_session_watch(&p->cg);
         if (te->wd >= 0) {
@@ -387,6 +388,7 @@ int proc_end_watch(proc *p) {
       unwatch_cgroup(te);
     }
     te->cg_empty = 1;
+    te->owed = 0;
   } else if (te->left > 0 || arm_pidfds(te) > 0) {
     return 0;
   }
