@@ -329,6 +329,12 @@ int cg_session_populated(const cg_session *s) {
   return read_populated(host_fd, path);
 }
 
+/* The directory every session's cgroup is made in: it is populated while any of them is. */
+int cg_sessions_populated(void) {
+  if (state != 1) return -ENOTSUP;
+  return read_populated(host_fd, "cgroup.events");
+}
+
 int cg_session_kill(const cg_session *s) {
   if (s->id == 0) return 0;
   char path[64];

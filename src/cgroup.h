@@ -19,6 +19,7 @@ int cg_available(const char **reason);
 int cg_session_create(cg_session *s, int fresh);
 int cg_session_open(const cg_session *s, const char *file, int flags); /* fd or -errno */
 int cg_session_populated(const cg_session *s);                         /* 1, 0, or -errno */
+int cg_sessions_populated(void); /* any session's cgroup (or a released one): 1, 0, -errno */
 /* SIGKILL everything in it; 0 or -errno (async-signal-safe) */
 int cg_session_kill(const cg_session *s);
 int cg_session_signal(const cg_session *s, int sig); /* every process in it; count or -errno */

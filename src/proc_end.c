@@ -39,6 +39,7 @@ struct tree_end {
   int empty;    /* seen empty with the program reaped: told once */
   int cg_empty; /* its cgroup was seen empty (a killed one never fills again) */
   int killing;  /* SIGKILLed: processes found later are killed too */
+  int owed;     /* a signal sent to the program's group only, owed to the rest of the tree */
 };
 
 static struct tree_end *watching = NULL;
@@ -96,10 +97,26 @@ static void scan_begin(void) {
   nkids = k;
 }
 
-static int batch = 0; /* within one call on many sessions: the scan is shared */
+static int batch = 0;      /* within one call on many sessions: the scan is shared */
+static int all_empty = -1; /* within one: every session's cgroup seen empty (1), or not (0) */
 
 static void scan_end(void) {
   nkids = -1;
+  all_empty = -1;
+}
+
+/* Whether every cgroup of the host's sessions is empty, from one read of the directory they
+ * are made in; asked only when no session's program (or sandbox init) is alive, as then it
+ * may be. Once per call on many sessions. */
+static int cgroups_all_empty(void) {
+  if (all_empty >= 0) return all_empty;
+  all_empty = 0;
+  for (proc *q = proc_live(); q != NULL; q = q->next)
+    if (!q->reaped || (q->init_pid > 0 && !q->init_killed)) goto done;
+  all_empty = cg_sessions_populated() == 0;
+done:
+  if (!batch) scan_end();
+  return all_empty;
 }
 
 /* One call on many sessions: the host's children are scanned once, and only if one of
@@ -169,7 +186,7 @@ static int kill_now(proc *p, const char **method, int count) {
   static pid_t pids[MAX_TREE];
   int n = 0;
   struct tree_end *te = end_of(p);
-  if (te != NULL) te->killing = 1;
+  if (te != NULL) te->killing = 1, te->owed = 0;
   if (p->cg.id != 0) {
     *method = p->init_pid > 0 ? "pid namespace" : "cgroup";
     n = count ? cg_session_pids(&p->cg, pids, MAX_TREE) : 0;
@@ -289,7 +306,7 @@ static int arm_pidfds(struct tree_end *te) {
   int n = members(p, pids), armed = 0;
   uv_loop_t *loop = &luxec_gethost(p->L)->loop;
   for (int i = 0; i < n; i++) {
-    if (te->killing) kill(pids[i], SIGKILL);
+    if (te->killing || te->owed) kill(pids[i], te->killing ? SIGKILL : te->owed);
     int fd = (int)syscall(SYS_pidfd_open, pids[i], 0);
     if (fd < 0) {
       /* ESRCH: gone already. Any other failure (no descriptor left, no pidfd_open under an
@@ -313,7 +330,18 @@ static int arm_pidfds(struct tree_end *te) {
     te->left++;
     armed++;
   }
+  te->owed = 0; /* (every process of the tree had it now) */
   return armed;
+}
+
+/* The signal owed to the rest of the tree (signal_trees with defer) sent now, to every
+ * process of it outside the program's group; how many. */
+static int pay_owed(proc *p) {
+  struct tree_end *te = p->te;
+  if (te == NULL || te->owed == 0) return 0;
+  int sig = te->owed;
+  te->owed = 0;
+  return proc_tree_signal_led(p, sig, 1);
 }
 
 static struct tree_end *end_of(proc *p) {
@@ -338,11 +366,17 @@ int proc_end_watch(proc *p) {
    * come back to the host as its subreaper), so a session whose tree dies with its program
    * costs no watch at all. */
   if (!p->reaped) return 0;
-  if (p->cg.id != 0 && !te->cg_empty) {
+  if (p->cg.id != 0 && !te->cg_empty && cgroups_all_empty()) {
+    te->cg_empty = 1; /* (and nothing is left to be owed a signal) */
+    te->owed = 0;
+    unwatch_cgroup(te);
+  } else if (p->cg.id != 0 && !te->cg_empty) {
     if (te->wd >= 0) return 0; /* watched: its event comes */
-    /* Empty now: with the program gone nothing can fill it again, and no watch is needed.
-     * Else watched first, then read again: no change falls between. */
+    /* Empty now: with the program gone nothing can fill it again, and no watch is needed
+     * (nor the rest of it the signal owed). Else watched first, then read again: no change
+     * falls between. */
     if (cg_session_populated(&p->cg) == 1) {
+      pay_owed(p);
       if (ensure_cg_poll(p) == 0) {
         te->wd = cg_session_watch(&p->cg);
         if (te->wd >= 0) {
@@ -354,6 +388,7 @@ int proc_end_watch(proc *p) {
       unwatch_cgroup(te);
     }
     te->cg_empty = 1;
+    te->owed = 0;
   } else if (te->left > 0 || arm_pidfds(te) > 0) {
     return 0;
   }
@@ -475,11 +510,15 @@ static int core_kill_trees(lua_State *L) {
   return 2;
 }
 
-/* core.signal_trees({p, ...}, sig) -> processes signalled (each tree as p:signal_tree), {how
- * each session's tree is reached: "cgroup" or "process group and sweep"} */
+/* core.signal_trees({p, ...}, sig [, defer]) -> processes signalled (each tree as
+ * p:signal_tree), {how each session's tree is reached: "cgroup" or "process group and sweep"}.
+ * With defer, a running program's group has the signal now and the rest of its tree is owed
+ * it: sent when the program is reaped and its tree looked at (watch_trees), or by
+ * signal_rest, whichever comes first; a tree that ends with its program costs no look. */
 static int core_signal_trees(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   int sig = proc_checksignal(L, 2);
+  int defer = lua_toboolean(L, 3);
   lua_Integer n = check_list(L);
   int total = 0;
   /* Every program's group first, one call each: the ends begin while the rest of each tree
@@ -497,7 +536,15 @@ static int core_signal_trees(lua_State *L) {
     lua_rawgeti(L, 1, i);
     proc *p = proc_check(L, -1);
     lua_pop(L, 1);
-    total += proc_tree_signal_led(p, sig, i <= MAX_TREE && led[i - 1]);
+    int was_led = i <= MAX_TREE && led[i - 1];
+    /* (a sandbox's init holds its tree: signalled whole at once) */
+    struct tree_end *te = defer && was_led && p->init_pid <= 0 ? end_of(p) : NULL;
+    if (te != NULL && !te->killing) {
+      te->owed = sig;
+      total++;
+    } else {
+      total += proc_tree_signal_led(p, sig, was_led);
+    }
     lua_pushstring(L, p->cg.id != 0 ? "cgroup" : "process group and sweep");
     lua_rawseti(L, -2, i);
   }
@@ -505,6 +552,23 @@ static int core_signal_trees(lua_State *L) {
   lua_pushinteger(L, total);
   lua_insert(L, -2);
   return 2;
+}
+
+/* core.signal_rest({p, ...}) -> processes signalled: what signal_trees with defer still owes
+ * to each tree, sent now */
+static int core_signal_rest(lua_State *L) {
+  lua_Integer n = check_list(L);
+  int total = 0;
+  batch_begin();
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    proc *p = proc_check(L, -1);
+    lua_pop(L, 1);
+    total += pay_owed(p);
+  }
+  batch_end();
+  lua_pushinteger(L, total);
+  return 1;
 }
 
 /* core.watch_trees({p, ...}) -> {gone, ...}: p:watch_tree() of each, with one scan */
@@ -526,6 +590,7 @@ static int core_watch_trees(lua_State *L) {
 const luaL_Reg proc_end_functions[] = {{"kill_trees", core_kill_trees},
                                        {"watch_trees", core_watch_trees},
                                        {"signal_trees", core_signal_trees},
+                                       {"signal_rest", core_signal_rest},
                                        {NULL, NULL}};
 
 const luaL_Reg proc_end_methods[] = {

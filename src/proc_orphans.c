@@ -217,6 +217,11 @@ void proc_orphans_reap(void) {
 
 static void orphan_check_cb(uv_check_t *h) {
   uv_check_stop(h);
+  /* The SIGCHLDs of sessions' programs, reaped through their pidfds this turn, leave no
+   * child of the host ended: one look (that reaps nothing) saves the sweep. */
+  siginfo_t si;
+  si.si_pid = 0;
+  if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT | __WALL) != 0 || si.si_pid == 0) return;
   proc_orphans_reap();
 }
 

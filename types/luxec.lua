@@ -50,6 +50,7 @@ function luxec.open_stream(target, opts) end
 ---@field cols integer  a terminal's columns (80)
 ---@field terminate_signal string  terminate's first signal ("TERM")
 ---@field terminate_grace_ms integer  terminate's grace before KILL (2000)
+---@field terminate_rest_ms integer  after it, when the tree outside the program's group has it (50)
 
 -- Tasks and waits -------------------------------------------------------------------------
 

@@ -29,6 +29,9 @@ M.defaults = {
   cols = 80,
   terminate_signal = "TERM",
   terminate_grace_ms = 2000,
+  -- terminate: how long after the signal reached a program's group the rest of its tree has
+  -- it too if the program still runs (it has it at the program's end if that comes first)
+  terminate_rest_ms = 50,
   kill_wait_ms = 5000, -- after SIGKILL, how long terminate waits for the tree to be empty
   finish_wait_ms = 1000, -- then for the output to reach EOF
 }

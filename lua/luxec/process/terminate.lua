@@ -9,7 +9,9 @@ return function(M, Process, check_open)
 -- sessions that had one are asked again, so a wait on many costs no more than their events.
 -- Returns the sessions still alive, as a set, and their count. handles: the sessions' cores,
 -- when the caller has the list already; on_gone(p), if given, is told of each session as soon
--- as nothing of it is left.
+-- as nothing of it is left. Without on_gone nobody needs to know of one session before all
+-- are gone: the sessions whose program ended are asked about once no program of the others
+-- runs (or at the deadline), all in one call, which one look can answer for all.
 local function wait_trees(procs, ms, handles, on_gone)
   local pending, left = {}, 0
   if not handles then
@@ -25,6 +27,10 @@ local function wait_trees(procs, ms, handles, on_gone)
   end
   if left == 0 or ms <= 0 then return pending, left end
   local dirty, wake_now = {}, nil
+  local held, runs, running = {}, {}, 0 -- (without on_gone) ended, not asked yet; running
+  for p in pairs(on_gone and {} or pending) do
+    if p._core and not p._core:ended() then runs[p], running = true, running + 1 end
+  end
   local timer = sched.take_timer()
   -- The events of one turn of the loop wake the wait once, after them: in a task through the
   -- timer, due at once, which runs first in the next turn (a task is not resumed per
@@ -42,11 +48,37 @@ local function wait_trees(procs, ms, handles, on_gone)
   for p in pairs(pending) do arm(p) end
   uv.update_time() -- the loop's clock is stale after the signals and the first look
   local deadline = uv.now() + ms
+  local function ask(hs, batch)
+    for i, gone in ipairs(#hs > 0 and M.core.watch_trees(hs) or {}) do
+      local p = batch[i]
+      if gone then
+        pending[p], left = nil, left - 1
+        if on_gone then on_gone(p) end
+      else
+        arm(p)
+      end
+    end
+  end
+  local function ask_held()
+    local hs, batch = {}, {}
+    for i, p in ipairs(held) do
+      if p._core then
+        hs[#hs + 1], batch[#hs + 1] = p._core, p
+      elseif pending[p] then
+        pending[p], left = nil, left - 1
+      end
+      held[i] = nil
+    end
+    ask(hs, batch)
+  end
   local ok, err = pcall(function()
     while left > 0 do
       if #dirty == 0 then
         uv.update_time()
-        if uv.now() >= deadline then break end
+        if uv.now() >= deadline then
+          ask_held() -- (armed again for what is not gone: no event is lost if asked again)
+          break
+        end
         sched.suspend(function(wake)
           wake_now = wake
           timer:start(math.max(0, deadline - uv.now()), 0, wake)
@@ -61,6 +93,9 @@ local function wait_trees(procs, ms, handles, on_gone)
           batch[p] = true
           if p._core and not p._core:ended() then
             arm(p) -- (its EOF came first: nothing to look at before its exit)
+          elseif runs[p] or #held > 0 and not on_gone then -- its program just ended
+            if runs[p] then runs[p], running = nil, running - 1 end
+            held[#held + 1] = p
           elseif p._core then
             hs[#hs + 1] = p._core
             batch[#hs] = p
@@ -70,15 +105,8 @@ local function wait_trees(procs, ms, handles, on_gone)
           end
         end
       end
-      for i, gone in ipairs(#hs > 0 and M.core.watch_trees(hs) or {}) do
-        local p = batch[i]
-        if gone then
-          pending[p], left = nil, left - 1
-          if on_gone then on_gone(p) end
-        else
-          arm(p)
-        end
-      end
+      ask(hs, batch)
+      if running == 0 and #held > 0 then ask_held() end
     end
   end)
   sched.release_timer(timer)
@@ -140,13 +168,28 @@ local function terminate_many(procs, sig, grace, each, done)
     result.method = "already gone"
     return result
   end
-  local _, methods = M.core.signal_trees(handles, sig)
+  -- The programs' groups have the signal at once; the rest of each tree has it when its
+  -- program ends (a tree that ended with it costs no look), or rest_ms after the call for a
+  -- program still running then. Without a grace to share, all at once.
+  uv.update_time()
+  local t0, rest_ms = uv.now(), M.defaults.terminate_rest_ms
+  local defer = grace >= 4 * rest_ms
+  local _, methods = M.core.signal_trees(handles, sig, defer)
   if each then
     for i, p in ipairs(live) do
       each[p] = { signal = sig, graceful = true, killed = 0, method = methods[i] }
     end
   end
-  local pending, left = wait_trees(live, grace, handles, done)
+  local pending, left = wait_trees(live, defer and rest_ms or grace, handles, done)
+  if defer and left > 0 then
+    local owed, cores = {}, {}
+    for _, p in ipairs(live) do
+      if pending[p] and p._core then owed[#owed + 1], cores[#cores + 1] = p, p._core end
+    end
+    M.core.signal_rest(cores)
+    uv.update_time()
+    pending, left = wait_trees(owed, math.max(0, t0 + grace - uv.now()), cores, done)
+  end
   if left > 0 then
     result.graceful = false
     local rest, hs = {}, {}
