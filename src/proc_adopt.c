@@ -48,6 +48,7 @@ static void reap_adopted(void) {
       r = waitpid(adopted[i].pid, NULL, WNOHANG);
     else
       r = -1;
+    if (r > 0) proc_orphans_forget(adopted[i].pid); /* (a session's first process: its id) */
     if (r != 0)
       adopted[i] = adopted[--nadopted];
     else
@@ -68,7 +69,12 @@ static void chld_cb(uv_signal_t *h, int sig) {
 
 void proc_adopt(uv_loop_t *loop, pid_t pid) {
   unsigned long long start = start_of(pid); /* unreaped, so still this process */
-  if (start == 0 || waitpid(pid, NULL, WNOHANG) == pid || nadopted >= MAX_ADOPTED) return;
+  if (start == 0) return;
+  if (waitpid(pid, NULL, WNOHANG) == pid) {
+    proc_orphans_forget(pid);
+    return;
+  }
+  if (nadopted >= MAX_ADOPTED) return;
   adopted[nadopted].pid = pid;
   adopted[nadopted++].start = start;
   if (!chld_open && uv_signal_init(loop, &chld) == 0) {

@@ -242,7 +242,27 @@ static void orphan_timer_cb(uv_timer_t *h) {
 
 #define WD_MAX 8192
 static pid_t wd_ids[WD_MAX]; /* in the watchdog: the session ids (and sandbox inits) alive */
+static unsigned long long wd_start[WD_MAX]; /* each one's start time, read when told */
 static int wd_n = 0;
+
+/* Drop the ids whose number now names another process. While a process of a session lives,
+ * the session's id (its first process's pid, and its group's) cannot be given to a new
+ * process; once one has it, nothing of that session is left, and a kill by that number would
+ * reach a stranger. (The host forgets every id it reaps; this covers one it could not tell.) */
+static void wd_drop_reused(void) {
+  for (int i = 0; i < wd_n;) {
+    char state;
+    pid_t sid;
+    unsigned long long start;
+    if (stat_of(wd_ids[i], &state, &sid, &start) == 0 && start != wd_start[i]) {
+      wd_n--;
+      wd_ids[i] = wd_ids[wd_n];
+      wd_start[i] = wd_start[wd_n];
+    } else {
+      i++;
+    }
+  }
+}
 
 static int wd_known(pid_t sid) {
   for (int i = 0; i < wd_n; i++)
@@ -254,6 +274,7 @@ static int wd_known(pid_t sid) {
  * were found alive. Only system calls and stack buffers: it runs in a forked copy. */
 static int wd_sweep(void) {
   int found = 0;
+  wd_drop_reused();
   for (int i = 0; i < wd_n; i++) { /* (a zombie takes a signal too: the scan counts) */
     kill(-wd_ids[i], SIGKILL);
     kill(wd_ids[i], SIGKILL);
@@ -320,11 +341,28 @@ static void watchdog_main(int rd) {
     if (n < 0 || n % (ssize_t)sizeof msgs[0] != 0) break;
     for (ssize_t k = 0; k < n / (ssize_t)sizeof msgs[0]; k++) {
       int32_t msg = msgs[k];
+      char state;
+      pid_t sid;
+      unsigned long long start;
       if (msg > 0 && wd_n < WD_MAX && !wd_known(msg)) {
-        wd_ids[wd_n++] = msg;
+        /* the host's unreaped child when told: its start time tells it from a later one */
+        if (stat_of(msg, &state, &sid, &start) < 0) continue;
+        wd_ids[wd_n] = msg;
+        wd_start[wd_n++] = start;
       } else if (msg < 0) {
-        for (int i = 0; i < wd_n; i++)
-          if (wd_ids[i] == -msg) wd_ids[i] = wd_ids[--wd_n];
+        for (int i = 0; i < wd_n; i++) {
+          if (wd_ids[i] != -msg) continue;
+          wd_n--;
+          wd_ids[i] = wd_ids[wd_n];
+          wd_start[i] = wd_start[wd_n];
+          break;
+        }
+      } else if (msg > 0 && wd_n >= WD_MAX && !wd_known(msg)) {
+        wd_drop_reused(); /* (full of ids the host could not tell reaped: make room) */
+        if (wd_n < WD_MAX && stat_of(msg, &state, &sid, &start) == 0) {
+          wd_ids[wd_n] = msg;
+          wd_start[wd_n++] = start;
+        }
       }
     }
   }
