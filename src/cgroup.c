@@ -24,6 +24,7 @@ static const char *why = NULL;
 static char host_dir[4096];
 static char parent_dir[8192]; /* the cgroup the host lives in */
 static int host_fd = -1;
+static int host_events = -1;   /* the host directory's cgroup.events, read with pread */
 static int watchdog_pipe = -1; /* write end; the watchdog acts when it reads EOF */
 static pid_t watchdog = -1;
 static unsigned next_id = 1;
@@ -33,6 +34,11 @@ static unsigned next_id = 1;
 #define POOL_MAX 256
 static unsigned pool[POOL_MAX];
 static int pooled = 0;
+/* One reusable cgroup keeps its cgroup.procs open: a spawn that reuses it (one session at a
+ * time takes the same one back from the pool) opens and closes nothing. One descriptor in
+ * all, whatever the number of sessions. */
+static unsigned kept_id = 0;
+static int kept_procs = -1;
 /* One inotify descriptor tells when any session's cgroup.events changes (a change of
  * "populated" is a modification of that file): no descriptor per session or per wait. */
 static int inotify_fd = -1;
@@ -80,6 +86,12 @@ static int own_cgroup(char *out, size_t size) {
   return found;
 }
 
+static int parse_populated(char *buf, ssize_t n) {
+  buf[n] = '\0';
+  char *p = strstr(buf, "populated ");
+  return p != NULL && p[10] == '1';
+}
+
 static int read_populated(int dir_fd, const char *events) {
   int fd = openat(dir_fd, events, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -errno;
@@ -88,9 +100,7 @@ static int read_populated(int dir_fd, const char *events) {
   int e = errno;
   close(fd);
   if (n < 0) return -e;
-  buf[n] = '\0';
-  char *p = strstr(buf, "populated ");
-  return p != NULL && p[10] == '1';
+  return parse_populated(buf, n);
 }
 
 int cg_write_text(int dir_fd, const char *name, const char *text) {
@@ -246,6 +256,7 @@ static int setup(void) {
   watchdog = pid;
   watchdog_pipe = p[1];
   inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC); /* -1: waits see no events (EMFILE) */
+  host_events = openat(host_fd, "cgroup.events", O_RDONLY | O_CLOEXEC); /* -1: opened per read */
   return 0;
 }
 
@@ -322,6 +333,21 @@ int cg_session_open(const cg_session *s, const char *file, int flags) {
   return fd < 0 ? -errno : fd;
 }
 
+int cg_session_procs(const cg_session *s) {
+  if (s->id != 0 && s->id == kept_id) return kept_procs;
+  return cg_session_open(s, "cgroup.procs", O_WRONLY);
+}
+
+void cg_session_launched(const cg_session *s, int procs_fd) {
+  if (procs_fd < 0 || procs_fd == kept_procs) return;
+  if (kept_procs < 0 && !s->fresh && s->id != 0) { /* (a fresh one is removed at its end) */
+    kept_id = s->id;
+    kept_procs = procs_fd;
+  } else {
+    close(procs_fd);
+  }
+}
+
 int cg_session_populated(const cg_session *s) {
   if (s->id == 0) return 0;
   char path[64];
@@ -332,7 +358,10 @@ int cg_session_populated(const cg_session *s) {
 /* The directory every session's cgroup is made in: it is populated while any of them is. */
 int cg_sessions_populated(void) {
   if (state != 1) return -ENOTSUP;
-  return read_populated(host_fd, "cgroup.events");
+  if (host_events < 0) return read_populated(host_fd, "cgroup.events");
+  char buf[256];
+  ssize_t n = pread(host_events, buf, sizeof buf - 1, 0);
+  return n < 0 ? -errno : parse_populated(buf, n);
 }
 
 int cg_session_kill(const cg_session *s) {
@@ -411,10 +440,11 @@ int cg_watch_read(int *wds, int max) {
 
 /* Into the pool when it can be reused at once, else removed. */
 static void put_back(cg_session *s) {
-  if (!s->fresh && s->dir_fd < 0 && pooled < POOL_MAX && state == 1)
+  if (!s->fresh && s->dir_fd < 0 && pooled < POOL_MAX && state == 1) {
     pool[pooled++] = s->id;
-  else
+  } else {
     cg_session_destroy(s);
+  }
   s->id = 0;
 }
 
@@ -464,6 +494,11 @@ int cg_draining(void) {
 }
 
 void cg_session_destroy(cg_session *s) {
+  if (s->id != 0 && s->id == kept_id) {
+    close(kept_procs);
+    kept_procs = -1;
+    kept_id = 0;
+  }
   if (s->dir_fd >= 0) close(s->dir_fd);
   s->dir_fd = -1;
   if (s->id != 0) {
@@ -486,12 +521,16 @@ void cg_shutdown(void) {
     cg_session_destroy(&s);
   }
   if (inotify_fd >= 0) close(inotify_fd);
+  if (host_events >= 0) close(host_events);
+  if (kept_procs >= 0) close(kept_procs);
+  kept_procs = -1;
+  kept_id = 0;
   if (host_fd >= 0) close(host_fd);
   rmdir(host_dir);
   close(watchdog_pipe); /* the watchdog removes what is left, then exits */
   while (waitpid(watchdog, NULL, 0) < 0 && errno == EINTR) {
   }
-  host_fd = watchdog_pipe = inotify_fd = -1;
+  host_fd = watchdog_pipe = inotify_fd = host_events = -1;
   watchdog = -1;
   state = 0;
 }

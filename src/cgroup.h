@@ -18,7 +18,12 @@ int cg_available(const char **reason);
  * with limits, whose event counters must start at zero) */
 int cg_session_create(cg_session *s, int fresh);
 int cg_session_open(const cg_session *s, const char *file, int flags); /* fd or -errno */
-int cg_session_populated(const cg_session *s);                         /* 1, 0, or -errno */
+/* Its cgroup.procs open for writing (a launch child joins it through it), or -errno; after
+ * the launch cg_session_launched keeps it for the next spawn that reuses the cgroup, or
+ * closes it. */
+int cg_session_procs(const cg_session *s);
+void cg_session_launched(const cg_session *s, int procs_fd);
+int cg_session_populated(const cg_session *s); /* 1, 0, or -errno */
 int cg_sessions_populated(void); /* any session's cgroup (or a released one): 1, 0, -errno */
 /* SIGKILL everything in it; 0 or -errno (async-signal-safe) */
 int cg_session_kill(const cg_session *s);

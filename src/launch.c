@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -241,6 +242,21 @@ void launch_stack_clean(char *stack) {
   launch_stack_clean_size(stack, CHILD_STACK);
 }
 
+/* The host's pid, asked once (a launch child compares its parent with it); forgotten in a
+ * forked child, whose pid is another. */
+static pid_t host_pid = 0;
+
+static void forget_pid(void) {
+  host_pid = 0;
+}
+
+static pid_t own_pid(void) {
+  static int registered = 0;
+  if (!registered) registered = pthread_atfork(NULL, NULL, forget_pid) == 0;
+  if (host_pid == 0 || !registered) host_pid = getpid();
+  return host_pid;
+}
+
 int launch(const launch_req *req, launch_res *res) {
   char *stack = launch_stack(0); /* CLONE_VFORK keeps launches one at a time */
   int fds[7] = {-1, -1, -1, -1, -1, -1, -1};
@@ -250,7 +266,7 @@ int launch(const launch_req *req, launch_res *res) {
   res->pid = -1;
   res->pidfd = res->in_fd = res->out_fd = res->err_fd = res->listener_fd = -1;
   res->init_pid = -1;
-  child_ctx c = {.req = req, .parent = getpid(), .ctty = -1, .report_fd = -1};
+  child_ctx c = {.req = req, .parent = own_pid(), .ctty = -1, .report_fd = -1};
 
 #define FAIL(what)       \
   do {                   \

@@ -404,7 +404,9 @@ int proc_end_close(proc *p, const char *why) {
   int cg_alive = 0, ns_alive = p->init_pid > 0 && !p->init_killed;
   /* (while its program or its pid namespace's init lives, it is full) */
   if (p->cg.id != 0 && !known_empty && p->reaped && !ns_alive) {
-    cg_alive = cg_session_populated(&p->cg) == 1;
+    /* (one read of the host's directory, kept open, says so for all when every session's
+     * program is gone: the common case of one session at a time) */
+    cg_alive = !cgroups_all_empty() && cg_session_populated(&p->cg) == 1;
     known_empty = !cg_alive; /* with its program gone it cannot fill again */
   }
   int alive = !p->reaped || ns_alive || cg_alive;

@@ -231,14 +231,14 @@ int proc_core_spawn(lua_State *L) {
       return 3;
     }
   }
-  if (want_cgroup && cg_session_create(&p->cg, limited) == 0) /* open for the launch only */
-    req.cgroup_procs_fd = cg_session_open(&p->cg, "cgroup.procs", O_WRONLY);
+  if (want_cgroup && cg_session_create(&p->cg, limited) == 0)
+    req.cgroup_procs_fd = cg_session_procs(&p->cg);
   if (req.cgroup_procs_fd < 0 && p->cg.id != 0) cg_session_destroy(&p->cg);
   if (limited) { /* fail closed: a limit the host cannot enforce is refused unless best_effort */
     char err[1024] = "out of memory";
     p->lim = calloc(1, sizeof *p->lim);
     if (p->lim == NULL || cgl_setup(p->lim, &limits, &p->cg, want_cgroup, err, sizeof err) < 0) {
-      if (req.cgroup_procs_fd >= 0) close(req.cgroup_procs_fd);
+      cg_session_launched(&p->cg, req.cgroup_procs_fd);
       sandbox_prep_free(&prep);
       cg_session_destroy(&p->cg);
       for (int j = 0; j < nout; j++) outbuf_free(&p->out[j].buf);
@@ -258,7 +258,7 @@ int proc_core_spawn(lua_State *L) {
   launch_res res;
   int launched = launch(&req, &res);
   for (int i = 0; i < req.ncgroup_more; i++) close(req.cgroup_more_fds[i]);
-  if (req.cgroup_procs_fd >= 0) close(req.cgroup_procs_fd);
+  cg_session_launched(&p->cg, req.cgroup_procs_fd);
   if (launched < 0) {
     luxec_push_error(L, res.err); /* (named before prep's strings are freed) */
     const char *what = strcmp(res.stage, "cwd") == 0 ? req.cwd
