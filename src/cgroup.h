@@ -50,6 +50,8 @@ pid_t cg_watchdog_pid(void);
  * -1 with why (naming the file and the errno). */
 int cg_enable_controller(const char *name, char *why_out, size_t len);
 const char *cg_host_dir(void);
+int cg_host_fd(void);            /* the host's directory, open; or -1 */
+const char *cg_parent_dir(void); /* the cgroup the host lives in */
 
 /* Write text to the control file name in dir_fd: 0, or -errno. */
 int cg_write_text(int dir_fd, const char *name, const char *text);

@@ -382,3 +382,74 @@ void cgl_shutdown(void) {
     v1[i].state = 0;
   }
 }
+
+/* ---- controllers: what the session cgroups can be limited by ---- */
+
+static int has_word(const char *list, const char *word) {
+  size_t n = strlen(word);
+  for (const char *p = list; (p = strstr(p, word)) != NULL; p += n) {
+    if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\n' || p[n] == '\0')) return 1;
+  }
+  return 0;
+}
+
+int cg_read_text(int dir_fd, const char *name, char *buf, size_t size) {
+  int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  ssize_t n = read(fd, buf, size - 1);
+  int e = errno;
+  close(fd);
+  if (n < 0) return -e;
+  buf[n] = '\0';
+  return 0;
+}
+
+int cg_enable_controller(const char *name, char *why_out, size_t len) {
+  char have[512], plus[32];
+  const char *why = NULL;
+  if (!cg_available(&why)) {
+    snprintf(why_out, len, "no cgroup v2 directory for sessions (%s)", why ? why : "?");
+    return -1;
+  }
+  int host_fd = cg_host_fd();
+  const char *parent_dir = cg_parent_dir(), *host_dir = cg_host_dir();
+  if (cg_read_text(host_fd, "cgroup.subtree_control", have, sizeof have) == 0 &&
+      has_word(have, name))
+    return 0;
+  snprintf(plus, sizeof plus, "+%s", name);
+  if (cg_read_text(host_fd, "cgroup.controllers", have, sizeof have) < 0 || !has_word(have, name)) {
+    /* Offered to the host's directory only once enabled in the cgroup the host lives in. A
+     * controller the cgroup itself lacks (bound to a v1 hierarchy, or not delegated to this
+     * user) cannot be; with processes of its own, a domain controller like memory gets EBUSY
+     * (the "no internal processes" rule), unless it is the root cgroup. */
+    char offered[512] = "";
+    int pfd = open(parent_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (pfd >= 0) cg_read_text(pfd, "cgroup.controllers", offered, sizeof offered);
+    offered[strcspn(offered, "\n")] = '\0';
+    if (!has_word(offered, name)) {
+      snprintf(why_out, len,
+               "the cgroup v2 tree offers no '%s' controller here (%s/cgroup.controllers:"
+               " \"%s\": bound to a cgroup v1 hierarchy, or not delegated to this user)",
+               name, parent_dir, offered);
+      if (pfd >= 0) close(pfd);
+      return -1;
+    }
+    int rc = pfd >= 0 ? cg_write_text(pfd, "cgroup.subtree_control", plus) : -errno;
+    close(pfd);
+    if (rc < 0) {
+      snprintf(why_out, len, "cannot enable '%s' in %s/cgroup.subtree_control: %s%s", name,
+               parent_dir, strerror(-rc),
+               rc == -EBUSY ? " (that cgroup has processes of its own: start luxec in a cgroup of "
+                              "its own, e.g. systemd-run --user --scope -p Delegate=yes)"
+                            : "");
+      return -1;
+    }
+  }
+  int rc = cg_write_text(host_fd, "cgroup.subtree_control", plus);
+  if (rc < 0) {
+    snprintf(why_out, len, "cannot enable '%s' in %s/cgroup.subtree_control: %s", name, host_dir,
+             strerror(-rc));
+    return -1;
+  }
+  return 0;
+}
