@@ -33,7 +33,12 @@ local HOST = [[
     luxec.sleep(0.005)
   end
   p:close() -- killed now; its zombie is reaped when it comes, not by the session
-  while io.open("/proc/" .. pid .. "/stat") do luxec.sleep(0.005) end
+  local function exists()
+    local f = io.open("/proc/" .. pid .. "/stat")
+    if f then f:close() end
+    return f ~= nil
+  end
+  while exists() do luxec.sleep(0.005) end
   io.stdout:write(pid, " ", tostring(mine), "\n")
   io.stdout:flush()
   io.read("l") -- the test has given the pid to a process of its own
