@@ -178,8 +178,9 @@ static int bound_sockets(int diag_fd, const sock_key *key, unsigned long *inos, 
     for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)len);
          h = NLMSG_NEXT(h, len)) {
       if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+        int done = h->nlmsg_type == NLMSG_DONE; /* (h is in buf) */
         free(buf);
-        return h->nlmsg_type == NLMSG_DONE ? n : -1;
+        return done ? n : -1;
       }
       struct unix_diag_msg *msg = NLMSG_DATA(h);
       int alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof *msg));

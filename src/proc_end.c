@@ -60,18 +60,6 @@ static int cmp_pid(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* state and process group from /proc/<pid>/stat; 0 when it is gone */
-static char stat_of(pid_t pid, pid_t *pgid) {
-  char buf[512];
-  if (pfs_read(pid, "stat", buf, sizeof buf) < 0) return 0;
-  char *q = strrchr(buf, ')');
-  char st;
-  int ppid, pg;
-  if (q == NULL || sscanf(q + 1, " %c %d %d", &st, &ppid, &pg) != 3) return 0;
-  if (pgid) *pgid = pg;
-  return st;
-}
-
 static void scan_begin(void) {
   nleaders = 0;
   for (proc *q = proc_live(); q != NULL && nleaders < MAX_TREE - 1; q = q->next) {
@@ -84,7 +72,7 @@ static void scan_begin(void) {
     if (kids[i] == cg_watchdog_pid() ||
         bsearch(&kids[i], leaders, (size_t)nleaders, sizeof(pid_t), cmp_pid) != NULL)
       continue;
-    char st = stat_of(kids[i], &kid_pgid[k]);
+    char st = pfs_state(kids[i], &kid_pgid[k]);
     if (st == 'Z') { /* a session's dead orphan is ours to reap; another one is left alone */
       kid_sid[k] = -1;
     } else if (st == 0) {
@@ -110,13 +98,14 @@ static void scan_end(void) {
  * may be. Once per call on many sessions. */
 static int cgroups_all_empty(void) {
   if (all_empty >= 0) return all_empty;
-  all_empty = 0;
+  int empty = 0;
   for (proc *q = proc_live(); q != NULL; q = q->next)
     if (!q->reaped || (q->init_pid > 0 && !q->init_killed)) goto done;
-  all_empty = cg_sessions_populated() == 0;
+  empty = cg_sessions_populated() == 0;
 done:
-  if (!batch) scan_end();
-  return all_empty;
+  all_empty = empty;      /* (kept for the rest of a call on many sessions) */
+  if (!batch) scan_end(); /* (which forgets it) */
+  return empty;
 }
 
 /* One call on many sessions: the host's children are scanned once, and only if one of
@@ -131,7 +120,7 @@ static void batch_end(void) {
 }
 
 static void add_live(pid_t pid, pid_t *out, int *n) {
-  char st = stat_of(pid, NULL);
+  char st = pfs_state(pid, NULL);
   if (st != 0 && st != 'Z' && *n < MAX_TREE) out[(*n)++] = pid;
 }
 
@@ -404,12 +393,16 @@ int proc_end_close(proc *p, const char *why) {
   int cg_alive = 0, ns_alive = p->init_pid > 0 && !p->init_killed;
   /* (while its program or its pid namespace's init lives, it is full) */
   if (p->cg.id != 0 && !known_empty && p->reaped && !ns_alive) {
-    /* (one read of the host's directory, kept open, says so for all when every session's
-     * program is gone: the common case of one session at a time) */
+    /* (one read of the host's directory says so for all when every program is gone) */
     cg_alive = !cgroups_all_empty() && cg_session_populated(&p->cg) == 1;
     known_empty = !cg_alive; /* with its program gone it cannot fill again */
   }
-  int alive = !p->reaped || ns_alive || cg_alive;
+  int left = 0; /* without a cgroup: what it left came back to the host, its subreaper */
+  if (p->cg.id == 0 && p->reaped && !ns_alive && !(p->te != NULL && p->te->empty)) {
+    static pid_t pids[MAX_TREE];
+    left = members(p, pids) > 0;
+  }
+  int alive = !p->reaped || ns_alive || cg_alive || left;
   if (alive) {
     const char *method;
     if (p->killed_by[0] == '\0') snprintf(p->killed_by, sizeof p->killed_by, "%s", why);

@@ -369,3 +369,14 @@ uint64_t pfs_mark_of(pid_t pid) {
 pid_t pfs_mark_host(uint64_t mark) {
   return mark == 0 ? 0 : (pid_t)((mark >> MARK_BITS) & MARK_MASK);
 }
+
+char pfs_state(pid_t pid, pid_t *pgid) {
+  char buf[512];
+  if (pfs_read(pid, "stat", buf, sizeof buf) < 0) return 0;
+  char *q = strrchr(buf, ')');
+  char st;
+  int ppid, pg;
+  if (q == NULL || sscanf(q + 1, " %c %d %d", &st, &ppid, &pg) != 3) return 0;
+  if (pgid) *pgid = pg;
+  return st;
+}

@@ -12,6 +12,8 @@ int pfs_descendants(pid_t root, pid_t *out, int max); /* root excluded, breadth 
 int pfs_all_pids(pid_t *out, int max);
 /* /proc/<pid>/<file> into buf, NUL-terminated and cut at size: 0, or -1 when it is gone. */
 int pfs_read(pid_t pid, const char *file, char *buf, size_t size);
+/* Its state letter (and process group) from /proc/<pid>/stat; 0 when it is gone. */
+char pfs_state(pid_t pid, pid_t *pgid);
 /* What /proc/<pid>/fd/<fd> points at ("pipe:[1234]", "/dev/pts/3"); pid 0 is this process. */
 int pfs_fd_target(pid_t pid, int fd, char *out, size_t size);
 /* Which of the candidates have a descriptor open on target; returns how many went to out. */

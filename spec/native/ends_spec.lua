@@ -48,6 +48,20 @@ H.each_cgroup_mode("ending sessions never blocks the loop", function(cgroup)
     end, 10000, "the tree to be gone")
   end)
 
+  it("close() kills what a program that ended left running (its output read to the end or not)",
+    function()
+      for _, read_all in ipairs({ false, true }) do
+        local p = assert(luxec.spawn({ "sh", "-c", "sleep 30 & echo $!" }, { cgroup = cgroup }))
+        local pid = tonumber((H.wait_output(p, "^%d+\n")))
+        assert(p:wait({ timeout = 10 }))
+        if read_all then p:read() end
+        assert.is_true(present(pid), "the background sleep ended before close")
+        p:close()
+        H.wait_for(function() return not present(pid) end, 5000,
+          "the background sleep to be killed by close()")
+      end
+    end)
+
   it("terminate_all of many trees takes about as long as the slowest one", function()
     local procs = {}
     for i = 1, 20 do
