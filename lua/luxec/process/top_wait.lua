@@ -9,6 +9,12 @@ local M = {}
 
 local hrtime, running, in_task = uv.hrtime, coroutine.running, sched.in_task
 
+-- A wait with nothing left on the loop that could wake it: an error, not a hang.
+local function never_ends(self)
+  self._top_wait = false
+  error("wait can never end: nothing left on the loop could wake it", 0)
+end
+
 -- A wait from top-level code on the native core: the core runs each turn of the loop itself
 -- (core:run_once, which keeps the session's output out of Lua meanwhile) and pred is looked
 -- at after each turn; no wake function, no timer of Lua's and no hold per wait. With
@@ -38,10 +44,7 @@ function M.wait(self, core, pred, timeout_ms, a, b)
       self._top_wait = false
       return held
     end
-    if not alive then
-      self._top_wait = false
-      error("wait can never end: nothing left on the loop could wake it", 0)
-    end
+    if not alive then never_ends(self) end
     left = deadline and deadline - hrtime() / 1e6
   until false
   self._top_wait = false
@@ -67,10 +70,7 @@ function M.read(self, core, ms, cursor, deadline)
       self._top_wait = false
       return data, next_cursor, dropped, gap_at
     end
-    if not alive then
-      self._top_wait = false
-      error("wait can never end: nothing left on the loop could wake it", 0)
-    end
+    if not alive then never_ends(self) end
     left = deadline and deadline - hrtime() / 1e6
   until false
   self._top_wait = false
