@@ -122,29 +122,47 @@ describe("luxec.spawn with pipes", function()
     function()
       local size = 10 * 1024 * 1024
       local data = pattern(size)
-      local p = assert(luxec.spawn({ "cat" }, { head = size, tail = 0 }))
-      local ticks, max_gap, last = 0, 0, H.now_ms()
-      local timer = uv.new_timer()
-      timer:start(5, 5, function()
-        local now = H.now_ms()
-        max_gap = math.max(max_gap, now - last)
-        last = now
-        ticks = ticks + 1
-      end)
-      local t0 = H.now_ms()
+      -- the child reads nothing until the test opens a gate (a FIFO): a write that waited for
+      -- the child to take the data would not return before the gate opens. A late opener
+      -- turns a write that blocks into a failure here instead of a hang.
+      local dir = H.tmpdir()
+      local gate = dir .. "/gate"
+      assert(os.execute("mkfifo " .. gate))
+      local p = assert(luxec.spawn({ "sh", "-c", 'read x < "$1"; echo "$x"; exec cat', "sh",
+        gate }, { head = size + 16, tail = 0 }))
+      local late = assert(luxec.spawn({ "sh", "-c", 'sleep 20; echo late > "$1"', "sh", gate }))
+      local turns = 0 -- loop iterations, counted by a check handle
+      local check = uv.new_check()
+      check:start(function() turns = turns + 1 end)
       assert.equals(size, p:write(data)) -- returns at once: the rest is queued
-      local write_ms = H.now_ms() - t0
+      local f = assert(io.open(gate, "w"))
+      f:write("early\n")
+      f:close()
+      -- the loop turns while the queue drains: output arrives over many iterations, not in
+      -- one callback that writes until the child has taken everything
+      local got, first_turn, last_turn = 0, nil, nil
+      p:on("output", function(d)
+        got = got + #d
+        if got < size then
+          first_turn = first_turn or turns
+          last_turn = turns
+        end
+      end)
+      H.wait_for(function() return got >= size + 6 end, 30000, "cat to echo everything")
       p:close_stdin()
       local st = assert(p:wait({ timeout = 30 }))
-      timer:close()
+      check:close()
+      late:close()
+      H.rmtree(dir)
       assert.equals(0, st.code)
       local out, dropped = p:read()
       assert.equals(0, dropped)
-      assert.equals(size, #out)
-      assert.is_true(out == data, "output differs from input")
-      assert.is_true(write_ms < 100, "write blocked for " .. write_ms .. " ms")
-      assert.is_true(ticks > 0, "the timer never fired")
-      assert.is_true(max_gap < 500, "the loop stalled for " .. max_gap .. " ms")
+      assert.equals("early\n", out:sub(1, 6), "write() returned only after the gate opened")
+      assert.equals(size, #out - 6)
+      assert.is_true(out:sub(7) == data, "output differs from input")
+      assert.is_true(first_turn ~= nil and last_turn - first_turn >= 10,
+        ("the loop turned %s times while the data was in flight"):format(
+          first_turn and last_turn - first_turn or "no"))
       p:close()
     end)
 
