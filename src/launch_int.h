@@ -5,7 +5,18 @@
 
 #include "launch.h"
 
+#include <stdint.h>
+
 #define CHILD_STACK (64 * 1024)
+
+/* The kernel's struct sigaction for rt_sigaction, called directly: no libc wrapper (which
+ * refuses the C library's own signals, 32 and 33) or sanitizer interceptor in between. */
+struct kernel_sigaction {
+  void (*handler)(int);
+  unsigned long flags;
+  void (*restorer)(void);
+  unsigned long mask;
+};
 
 typedef struct child_ctx {
   const launch_req *req;
@@ -18,6 +29,7 @@ typedef struct child_ctx {
   int contained;    /* cloned into a sandbox's pid namespace: its parent is outside it */
   int files_shared; /* started on the host's descriptor table (CLONE_FILES) */
   int in_cgroup;    /* born in the session's cgroups (the setup child joined them) */
+  uint64_t reset;   /* the signals to put back to their default (bit n - 1: signal n) */
 } child_ctx;
 
 /* The program's side of a launch: from clone to exec (async-signal-safe). */

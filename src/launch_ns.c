@@ -51,14 +51,6 @@ typedef struct setup_ctx {
  * closes it): its EOF is the host's death, however that comes. */
 static int alive_pipe[2] = {-1, -1};
 
-/* The kernel's struct sigaction for rt_sigaction (no libc wrapper: see init_main). */
-struct kernel_sigaction {
-  void (*handler)(int);
-  unsigned long flags;
-  void (*restorer)(void);
-  unsigned long mask;
-};
-
 /* pid 1 of a sandbox. It shares the host's memory (no copy of the host's heap for each
  * session) on a stack of its own and runs while the host's threads do, so it uses the
  * system calls directly: no libc wrapper or sanitizer interceptor touches the host's

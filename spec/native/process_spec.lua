@@ -166,6 +166,29 @@ describe("luxec.spawn with pipes", function()
       p:close()
     end)
 
+  it("starts the program with every signal at its default and none blocked", function()
+    -- the host ignores SIGPIPE and catches SIGINT, SIGTERM and SIGHUP; here SIGUSR1 too
+    local sig = uv.new_signal()
+    finally(function()
+      sig:close()
+      uv.run("nowait") -- (the close done)
+    end)
+    sig:start("sigusr1", function() end)
+    local function masks(opts)
+      local r = luxec.run({ "cat", "/proc/self/status" }, opts)
+      local m = {}
+      for _, k in ipairs({ "SigBlk", "SigIgn", "SigCgt" }) do
+        m[k] = r.output:match(k .. ":%s*(%x+)")
+      end
+      return m
+    end
+    local zero = ("0"):rep(16)
+    local want = { SigBlk = zero, SigIgn = zero, SigCgt = zero }
+    assert.same(want, masks({}))
+    assert.same(want, masks({ tty = true }))
+    if H.sandbox_usable() then assert.same(want, masks({ sandbox = { mode = "read-only" } })) end
+  end)
+
   it("shows the child only descriptors 0, 1 and 2", function()
     local keep = assert(io.open("/dev/null")) -- an inherited descriptor must not leak
     local r = luxec.run({ FDS })
