@@ -164,6 +164,12 @@ describe("sandbox escapes (workspace-write, network denied)", function()
   end)
 
   it("an i386 int 0x80 socket call", function()
+    local bare = luxec.run({ ESCAPE, "int80" })
+    if bare.code == nil then -- (a kernel without ia32 emulation, or one that turned it off)
+      pending(("skipped: this kernel runs no i386 system calls (int 0x80 without a sandbox: " ..
+        "killed by %s)"):format(tostring(bare.signal_name)))
+      return
+    end
     local out, code, report = jail({ ESCAPE, "int80" })
     assert.equals(1, code, out)
     local d = has_denial(report, { comm = "escape" })
