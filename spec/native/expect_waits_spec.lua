@@ -35,6 +35,8 @@ describe("p:expect(luxec.EOF)", function()
   it("is still EOF when the program goes on with its output closed; status says it runs",
     function()
       local p = sh("echo x; exec >&- 2>&-; sleep 30")
+      -- (the EOF first, however slow the start: the 0.3 s below is the wait for the exit)
+      H.wait_for(function() return p:eof() end, 30000, "the EOF")
       local t0 = H.now_ms()
       assert.equals(1, p:expect(luxec.EOF, { timeout = 0.3 }))
       assert.is_true(H.now_ms() - t0 >= 250, "expect(EOF) waited for the exit within the timeout")
