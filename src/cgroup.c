@@ -32,13 +32,16 @@ static unsigned next_id = 1;
  * a host with a few hundred sessions at once ends together (an empty cgroup costs the
  * kernel a few KiB; the rest are removed at host exit). */
 #define POOL_MAX 256
-static unsigned pool[POOL_MAX];
+static struct {
+  unsigned id;
+  int killed;
+} pool[POOL_MAX];
 static int pooled = 0;
-/* One reusable cgroup keeps its cgroup.procs open: a spawn that reuses it (one session at a
- * time takes the same one back from the pool) opens and closes nothing. One descriptor in
- * all, whatever the number of sessions. */
+/* One reusable cgroup keeps its directory open: a spawn that reuses it (one session at a time
+ * takes the same one back from the pool) opens and closes nothing. One descriptor in all,
+ * whatever the number of sessions. */
 static unsigned kept_id = 0;
-static int kept_procs = -1;
+static int kept_dir = -1;
 /* One inotify descriptor tells when any session's cgroup.events changes (a change of
  * "populated" is a modification of that file): no descriptor per session or per wait. */
 static int inotify_fd = -1;
@@ -47,7 +50,7 @@ static int inotify_fd = -1;
 #define DRAIN_MAX 4096
 static struct {
   unsigned id;
-  int wd, fresh;
+  int wd, fresh, killed;
 } draining[DRAIN_MAX];
 static int ndraining = 0;
 
@@ -281,16 +284,17 @@ static void session_path(unsigned id, const char *file, char *buf, size_t size) 
 }
 
 /* A killed session's cgroup set aside unwatched (cg_session_release) that is empty now, taken
- * back for reuse; 0 when none of the few looked at is. */
-static unsigned reclaim(void) {
+ * back for reuse into s; 0 when none of the few looked at is. */
+static int reclaim(cg_session *s) {
   for (int i = 0, looked = 0; i < ndraining && looked < 4; i++) {
     if (draining[i].wd >= 0) continue;
     looked++;
-    cg_session s = {.id = draining[i].id, .dir_fd = -1};
-    if (cg_session_populated(&s) != 0) continue;
-    unsigned id = draining[i].id;
+    cg_session t = {.id = draining[i].id, .dir_fd = -1};
+    if (cg_session_populated(&t) != 0) continue;
+    s->id = draining[i].id;
+    s->killed = draining[i].killed;
     draining[i] = draining[--ndraining];
-    return id;
+    return 1;
   }
   return 0;
 }
@@ -299,16 +303,15 @@ int cg_session_create(cg_session *s, int fresh) {
   s->id = 0;
   s->dir_fd = -1;
   s->fresh = fresh;
+  s->killed = 0;
   if (!cg_available(NULL)) return -ENOTSUP;
   if (pooled > 0 && !fresh) {
-    s->id = pool[--pooled];
+    pooled--;
+    s->id = pool[pooled].id;
+    s->killed = pool[pooled].killed;
     return 0;
   }
-  unsigned again = fresh ? 0 : reclaim();
-  if (again != 0) {
-    s->id = again;
-    return 0;
-  }
+  if (!fresh && reclaim(s)) return 0;
   unsigned id = next_id++;
   char name[32];
   session_path(id, NULL, name, sizeof name);
@@ -333,18 +336,19 @@ int cg_session_open(const cg_session *s, const char *file, int flags) {
   return fd < 0 ? -errno : fd;
 }
 
-int cg_session_procs(const cg_session *s) {
-  if (s->id != 0 && s->id == kept_id) return kept_procs;
-  return cg_session_open(s, "cgroup.procs", O_WRONLY);
+int cg_session_dir(const cg_session *s) {
+  if (s->id != 0 && s->id == kept_id) return kept_dir;
+  if (s->dir_fd >= 0) return s->dir_fd;
+  return cg_session_open(s, NULL, O_RDONLY | O_DIRECTORY);
 }
 
-void cg_session_launched(const cg_session *s, int procs_fd) {
-  if (procs_fd < 0 || procs_fd == kept_procs) return;
-  if (kept_procs < 0 && !s->fresh && s->id != 0) { /* (a fresh one is removed at its end) */
+void cg_session_launched(const cg_session *s, int dir_fd) {
+  if (dir_fd < 0 || dir_fd == kept_dir || dir_fd == s->dir_fd) return;
+  if (kept_dir < 0 && !s->fresh && s->id != 0) { /* (a fresh one is removed at its end) */
     kept_id = s->id;
-    kept_procs = procs_fd;
+    kept_dir = dir_fd;
   } else {
-    close(procs_fd);
+    close(dir_fd);
   }
 }
 
@@ -364,8 +368,9 @@ int cg_sessions_populated(void) {
   return n < 0 ? -errno : parse_populated(buf, n);
 }
 
-int cg_session_kill(const cg_session *s) {
+int cg_session_kill(cg_session *s) {
   if (s->id == 0) return 0;
+  s->killed = 1;
   char path[64];
   session_path(s->id, "cgroup.kill", path, sizeof path);
   int fd = openat(host_fd, path, O_WRONLY | O_CLOEXEC);
@@ -441,7 +446,8 @@ int cg_watch_read(int *wds, int max) {
 /* Into the pool when it can be reused at once, else removed. */
 static void put_back(cg_session *s) {
   if (!s->fresh && s->dir_fd < 0 && pooled < POOL_MAX && state == 1) {
-    pool[pooled++] = s->id;
+    pool[pooled].id = s->id;
+    pool[pooled++].killed = s->killed;
   } else {
     cg_session_destroy(s);
   }
@@ -457,6 +463,7 @@ int cg_session_release(cg_session *s, int known_empty) {
   if (!known_empty && state == 1 && !s->fresh && ndraining < DRAIN_MAX) {
     draining[ndraining].id = s->id;
     draining[ndraining].wd = -1;
+    draining[ndraining].killed = s->killed;
     draining[ndraining++].fresh = 0;
     s->id = 0;
     return 0;
@@ -467,6 +474,7 @@ int cg_session_release(cg_session *s, int known_empty) {
   if (wd >= 0 && cg_session_populated(s) == 1 && ndraining < DRAIN_MAX) {
     draining[ndraining].id = s->id;
     draining[ndraining].wd = wd;
+    draining[ndraining].killed = s->killed;
     draining[ndraining++].fresh = s->fresh;
     s->id = 0;
     return 0;
@@ -479,7 +487,10 @@ int cg_session_release(cg_session *s, int known_empty) {
 int cg_drain_fired(int wd) {
   for (int i = 0; i < ndraining; i++) {
     if (draining[i].wd != wd) continue;
-    cg_session s = {.id = draining[i].id, .fresh = draining[i].fresh, .dir_fd = -1};
+    cg_session s = {.id = draining[i].id,
+                    .fresh = draining[i].fresh,
+                    .dir_fd = -1,
+                    .killed = draining[i].killed};
     if (cg_session_populated(&s) == 1) return 1;
     cg_unwatch(wd);
     draining[i] = draining[--ndraining];
@@ -495,8 +506,8 @@ int cg_draining(void) {
 
 void cg_session_destroy(cg_session *s) {
   if (s->id != 0 && s->id == kept_id) {
-    close(kept_procs);
-    kept_procs = -1;
+    close(kept_dir);
+    kept_dir = -1;
     kept_id = 0;
   }
   if (s->dir_fd >= 0) close(s->dir_fd);
@@ -513,7 +524,7 @@ void cg_shutdown(void) {
   cgl_shutdown(); /* the cgroup v1 directories of limits, which need no v2 tree */
   if (state != 1) return;
   while (pooled > 0) {
-    cg_session s = {.id = pool[--pooled], .dir_fd = -1};
+    cg_session s = {.id = pool[--pooled].id, .dir_fd = -1};
     cg_session_destroy(&s);
   }
   while (ndraining > 0) { /* killed: what is empty goes now, the rest is the watchdog's */
@@ -522,8 +533,8 @@ void cg_shutdown(void) {
   }
   if (inotify_fd >= 0) close(inotify_fd);
   if (host_events >= 0) close(host_events);
-  if (kept_procs >= 0) close(kept_procs);
-  kept_procs = -1;
+  if (kept_dir >= 0) close(kept_dir);
+  kept_dir = -1;
   kept_id = 0;
   if (host_fd >= 0) close(host_fd);
   rmdir(host_dir);

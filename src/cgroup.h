@@ -9,6 +9,8 @@ typedef struct cg_session {
   unsigned id; /* 0: none; else the directory s<id> in the host's, opened only when needed */
   int fresh;   /* made for this session alone (limits: counters from zero); never pooled */
   int dir_fd;  /* a fresh one's directory, open for its limits' files; else -1 */
+  int killed;  /* cgroup.kill was written to it once: no child is born in it (clone3), as
+                * some kernels kill a child cloned into a cgroup killed before (kill_seq) */
 } cg_session;
 
 /* Whether sessions can have cgroups here; the first call sets up the host's directory and
@@ -18,15 +20,15 @@ int cg_available(const char **reason);
  * with limits, whose event counters must start at zero) */
 int cg_session_create(cg_session *s, int fresh);
 int cg_session_open(const cg_session *s, const char *file, int flags); /* fd or -errno */
-/* Its cgroup.procs open for writing (a launch child joins it through it), or -errno; after
- * the launch cg_session_launched keeps it for the next spawn that reuses the cgroup, or
- * closes it. */
-int cg_session_procs(const cg_session *s);
-void cg_session_launched(const cg_session *s, int procs_fd);
+/* Its directory open (a launch child is born in it, or joins it through its cgroup.procs),
+ * or -errno; after the launch cg_session_launched keeps it for the next spawn that reuses the
+ * cgroup, or closes it (a fresh one's is the session's own, kept until its release). */
+int cg_session_dir(const cg_session *s);
+void cg_session_launched(const cg_session *s, int dir_fd);
 int cg_session_populated(const cg_session *s); /* 1, 0, or -errno */
 int cg_sessions_populated(void); /* any session's cgroup (or a released one): 1, 0, -errno */
 /* SIGKILL everything in it; 0 or -errno (async-signal-safe) */
-int cg_session_kill(const cg_session *s);
+int cg_session_kill(cg_session *s);
 int cg_session_signal(const cg_session *s, int sig); /* every process in it; count or -errno */
 int cg_session_pids(const cg_session *s, pid_t *out, int max);
 /* Let go of it: back to the pool (or removed) when empty (known_empty: the caller saw it),

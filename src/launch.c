@@ -3,6 +3,7 @@
  * system calls on its own stack, and reports a failure through memory it shares with the
  * suspended parent, which is exact (an errno and the stage) and needs no pipe. Under valgrind,
  * which runs such a clone as a plain fork, the report goes through a close-on-exec pipe. */
+#include "clone3.h"
 #include "launch_int.h"
 #include "luxec.h"
 
@@ -85,6 +86,7 @@ static void read_report(child_ctx *c, int fd) {
 
 int launch_child_main(void *arg) {
   child_ctx *c = arg;
+  c->started = 1;
   const launch_req *req = c->req;
   struct kernel_sigaction dfl = {.handler = SIG_DFL};
   for (int sig = 1; sig <= 64; sig++) {
@@ -96,7 +98,8 @@ int launch_child_main(void *arg) {
   /* the host is already gone? (inside a pid namespace the parent is outside: 0, and the
    * namespace's init goes with the host instead) */
   if (getppid() != (c->contained ? 0 : c->parent)) _exit(127);
-  if (!c->in_cgroup && req->cgroup_procs_fd >= 0 && write(req->cgroup_procs_fd, "0", 1) != 1)
+  if (!c->in_cgroup && !c->born_in_cgroup && req->cgroup_fd >= 0 &&
+      launch_join_cgroup(req->cgroup_fd) < 0)
     child_fail(c, "cgroup");
   for (int i = 0; !c->in_cgroup && i < req->ncgroup_more; i++) /* cgroup v1 (limits) */
     if (write(req->cgroup_more_fds[i], "0", 1) != 1) child_fail(c, "cgroup");
@@ -161,6 +164,16 @@ int launch_resolve(const char *file, char *const *envp, char *out, size_t size) 
     path = end + 1;
   }
   return seen_eacces ? EACCES : ENOENT;
+}
+
+int launch_join_cgroup(int cgroup_fd) {
+  int fd = openat(cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  int ok = write(fd, "0", 1) == 1;
+  int e = errno;
+  close(fd);
+  errno = e;
+  return ok ? 0 : -1;
 }
 
 int launch_set_nonblock(int fd) {
@@ -381,8 +394,19 @@ int launch(const launch_req *req, launch_res *res) {
     flags |= CLONE_FILES;
     c.files_shared = 1;
   }
-  pid_t pid = clone(launch_child_main, stack + CHILD_STACK, flags, &c, &pidfd);
-  int clone_errno = errno;
+  pid_t pid = -1;
+  int clone_errno = 0;
+  if (req->cgroup_fd >= 0 && req->cgroup_born && c.report_fd < 0) { /* (not under valgrind) */
+    c.born_in_cgroup = 1;
+    pid = luxec_clone3(launch_child_main, stack, CHILD_STACK, (unsigned long)flags, &c, &pidfd,
+                       req->cgroup_fd);
+    if (pid >= 0 && !c.started) pid = luxec_clone3_killed(pid, &pidfd);
+    if (pid < 0) c.born_in_cgroup = 0; /* (no child: it joins through cgroup.procs) */
+  }
+  if (pid < 0) {
+    pid = clone(launch_child_main, stack + CHILD_STACK, flags, &c, &pidfd);
+    clone_errno = errno;
+  }
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (report[1] >= 0) {
     close(report[1]);

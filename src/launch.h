@@ -15,12 +15,14 @@ typedef struct launch_req {
   const char *cwd; /* NULL: inherit */
   int tty;         /* 1: new PTY with rows x cols */
   unsigned short rows, cols;
-  int no_echo;         /* tty only: the terminal starts without echo */
-  int raw;             /* tty only: the terminal starts in raw mode (cfmakeraw) */
-  int stdin_pipe;      /* pipes only: 1 pipe, 0 /dev/null */
-  int stderr_apart;    /* pipes only: 1 separate stderr pipe, 0 merged into stdout */
-  int cgroup_procs_fd; /* -1, or an open cgroup.procs the child moves itself into */
-  int ncgroup_more;    /* more cgroup.procs to join (cgroup v1 hierarchies of limits) */
+  int no_echo;      /* tty only: the terminal starts without echo */
+  int raw;          /* tty only: the terminal starts in raw mode (cfmakeraw) */
+  int stdin_pipe;   /* pipes only: 1 pipe, 0 /dev/null */
+  int stderr_apart; /* pipes only: 1 separate stderr pipe, 0 merged into stdout */
+  int cgroup_fd;    /* -1, or the session's cgroup (v2 directory): the child is born in it,
+                        * or moves itself in (its cgroup.procs) where clone3 cannot do that */
+  int cgroup_born;  /* it may be born in it: luxec never killed that cgroup (cgroup.h) */
+  int ncgroup_more; /* more cgroup.procs to join (cgroup v1 hierarchies of limits) */
   int cgroup_more_fds[3];
   int nrlimits; /* rlimits set right before exec (limits and the mark without a cgroup) */
   int rlimit_res[4];

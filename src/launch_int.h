@@ -25,11 +25,13 @@ typedef struct child_ctx {
   int ctty;          /* the PTY slave to make the controlling terminal, or -1 */
   volatile int err;  /* written by the child before _exit, read by the parent */
   volatile const char *stage;
-  int report_fd;    /* -1, or the write end of the failure pipe when memory is not shared */
-  int contained;    /* cloned into a sandbox's pid namespace: its parent is outside it */
-  int files_shared; /* started on the host's descriptor table (CLONE_FILES) */
-  int in_cgroup;    /* born in the session's cgroups (the setup child joined them) */
-  uint64_t reset;   /* the signals to put back to their default (bit n - 1: signal n) */
+  int report_fd;        /* -1, or the write end of the failure pipe when memory is not shared */
+  int contained;        /* cloned into a sandbox's pid namespace: its parent is outside it */
+  int files_shared;     /* started on the host's descriptor table (CLONE_FILES) */
+  int in_cgroup;        /* born in the session's cgroups (the setup child joined them) */
+  uint64_t reset;       /* the signals to put back to their default (bit n - 1: signal n) */
+  volatile int started; /* the child ran (a child killed at its birth never does) */
+  int born_in_cgroup;   /* born in the session's cgroup v2 (clone3): its v1 ones still to join */
 } child_ctx;
 
 /* The program's side of a launch: from clone to exec (async-signal-safe). */
@@ -43,6 +45,9 @@ void launch_stack_clean_size(void *stack, size_t size);
 /* The PTY's slave side: IUTF8 and the window size. 0 or -1. */
 int launch_pty_slave_setup(const launch_req *req, int slave);
 int launch_set_nonblock(int fd);
+/* Move the calling process into the cgroup (v2 directory) through its cgroup.procs: 0 or -1
+ * (errno). Async-signal-safe. */
+int launch_join_cgroup(int cgroup_fd);
 /* Into the sandbox's namespaces (launch_ns.c); same contract as launch(). pipes: the child's
  * 0, 1, 2 when not a PTY. */
 int launch_contained(const launch_req *req, launch_res *res, child_ctx *g);

@@ -13,6 +13,7 @@
  *     fresh /proc, applies Landlock and seccomp and execs. Its exit status reaches the host
  *     as from any child.
  * The setup child then exits; the host reaps it. */
+#include "clone3.h"
 #include "launch_int.h"
 
 #include <errno.h>
@@ -45,6 +46,8 @@ typedef struct setup_ctx {
   volatile int pidfd, master, slave;
   volatile int err;
   volatile const char *stage;
+  int in_cgroup;        /* born in the session's cgroup (clone3) */
+  volatile int started; /* it ran (a child killed at its birth never does) */
 } setup_ctx;
 
 /* The write end is never written and never leaves the host (close-on-exec, and every init
@@ -102,11 +105,12 @@ static int open_pty(setup_ctx *s) {
 
 static int setup_main(void *arg) {
   setup_ctx *s = arg;
+  s->started = 1;
   const launch_req *req = s->req;
   sandbox_prep *sp = req->sandbox;
   const char *stage = "sandbox";
   /* into the session's cgroup first: the init and the program are born in it */
-  if (req->cgroup_procs_fd >= 0 && write(req->cgroup_procs_fd, "0", 1) != 1)
+  if (!s->in_cgroup && req->cgroup_fd >= 0 && launch_join_cgroup(req->cgroup_fd) < 0)
     setup_fail(s, "cgroup");
   for (int i = 0; i < req->ncgroup_more; i++)
     if (write(req->cgroup_more_fds[i], "0", 1) != 1) setup_fail(s, "cgroup");
@@ -190,9 +194,20 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  pid_t setup =
-      clone(setup_main, stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &s);
-  int clone_errno = errno;
+  int flags = CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD;
+  pid_t setup = -1;
+  int clone_errno = 0;
+  if (req->cgroup_fd >= 0 && req->cgroup_born) {
+    s.in_cgroup = 1;
+    setup = luxec_clone3(setup_main, stack, CHILD_STACK, (unsigned long)flags, &s, NULL,
+                         req->cgroup_fd);
+    if (setup >= 0 && !s.started) setup = luxec_clone3_killed(setup, NULL);
+    if (setup < 0) s.in_cgroup = 0; /* (no child: it joins through cgroup.procs) */
+  }
+  if (setup < 0) {
+    setup = clone(setup_main, stack + CHILD_STACK, flags, &s);
+    clone_errno = errno;
+  }
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (setup < 0) {
     if (istack) munmap(istack, LAUNCH_INIT_STACK);

@@ -146,7 +146,7 @@ int proc_core_spawn(lua_State *L) {
   if (log_max < 0) return luaL_error(L, "bad option 'log_max' to 'spawn' (negative)");
   int want_cgroup = proc_opt_bool(L, 2, "cgroup", NULL);
   const char *marker = opt_string(L, 2, "marker");
-  req.cgroup_procs_fd = -1;
+  req.cgroup_fd = -1;
 
   char path[4096];
   int rerr = launch_resolve(argv[0], (char *const *)envp, path, sizeof path);
@@ -232,13 +232,14 @@ int proc_core_spawn(lua_State *L) {
     }
   }
   if (want_cgroup && cg_session_create(&p->cg, limited) == 0)
-    req.cgroup_procs_fd = cg_session_procs(&p->cg);
-  if (req.cgroup_procs_fd < 0 && p->cg.id != 0) cg_session_destroy(&p->cg);
+    req.cgroup_fd = cg_session_dir(&p->cg);
+  req.cgroup_born = !p->cg.killed;
+  if (req.cgroup_fd < 0 && p->cg.id != 0) cg_session_destroy(&p->cg);
   if (limited) { /* fail closed: a limit the host cannot enforce is refused unless best_effort */
     char err[1024] = "out of memory";
     p->lim = calloc(1, sizeof *p->lim);
     if (p->lim == NULL || cgl_setup(p->lim, &limits, &p->cg, want_cgroup, err, sizeof err) < 0) {
-      cg_session_launched(&p->cg, req.cgroup_procs_fd);
+      cg_session_launched(&p->cg, req.cgroup_fd);
       sandbox_prep_free(&prep);
       cg_session_destroy(&p->cg);
       for (int j = 0; j < nout; j++) outbuf_free(&p->out[j].buf);
@@ -258,7 +259,7 @@ int proc_core_spawn(lua_State *L) {
   launch_res res;
   int launched = launch(&req, &res);
   for (int i = 0; i < req.ncgroup_more; i++) close(req.cgroup_more_fds[i]);
-  cg_session_launched(&p->cg, req.cgroup_procs_fd);
+  cg_session_launched(&p->cg, req.cgroup_fd);
   if (launched < 0) {
     luxec_push_error(L, res.err); /* (named before prep's strings are freed) */
     const char *what = strcmp(res.stage, "cwd") == 0 ? req.cwd

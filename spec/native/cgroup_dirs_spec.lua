@@ -54,6 +54,30 @@ describe("cgroup directories", function()
     return handle, stdout, outer, inner_dir, function() return exited end
   end
 
+  it("a session whose cgroup held a killed session runs (born in it, or moved in)", function()
+    if not need() then return end
+    local luxec = require("luxec")
+    -- sessions killed in their cgroups (close of a running session writes cgroup.kill), then
+    -- as many new ones, which get those cgroups back from the pool: some kernels kill a child
+    -- cloned straight into a cgroup that was killed before
+    for round = 1, 3 do
+      local ps = {}
+      for i = 1, 4 do
+        ps[i] = assert(luxec.spawn({ "sh", "-c", "echo up; exec sleep 60" }, { tty = i % 2 == 0 }))
+      end
+      for i, p in ipairs(ps) do
+        assert.equals(1, p:expect("up", { timeout = 10 }),
+          ("round %d, session %d: %s"):format(round, i, tostring(p:status().signal_name)))
+        local cg = H.read_file(("/proc/%d/cgroup"):format(p.pid)):match("0::(%S+)")
+        assert.truthy(cg:find("/luxec%.%d+/s%d+$"), cg)
+      end
+      for _, p in ipairs(ps) do p:close() end
+    end
+    local p = assert(luxec.spawn({ "true" }))
+    assert.equals(0, p:wait({ timeout = 10 }).code)
+    p:close()
+  end)
+
   it("the watchdog of a killed host removes every directory below its own", function()
     if not need() then return end
     local handle, stdout, outer, inner, get_exited = nested_host()
