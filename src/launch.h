@@ -33,7 +33,7 @@ typedef struct launch_req {
 /* What a running session holds in the host: its pidfd and the descriptors below. 2 on a PTY
  * (pidfd, master) and on pipes with stdin = "null" and stderr merged (pidfd, output); 3 on the
  * default pipes, whose stdin is a pipe (its write end is how the program gets EOF); 4 with
- * stderr apart. No cgroup file stays open (cgroup.procs only for the launch). While terminate
+ * stderr apart. No cgroup file stays open (its directory only for the launch). While terminate
  * waits for a tree without a cgroup, one pidfd per process of it (proc_end.c). */
 typedef struct launch_res {
   pid_t pid;
