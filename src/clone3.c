@@ -37,20 +37,21 @@ static long clone3_call(struct clone3_args *ca, int (*fn)(void *), void *arg) {
   long ret;
   register int (*r12)(void *) __asm__("r12") = fn;
   register void *r13 __asm__("r13") = arg;
-  __asm__ volatile("syscall\n\t"
-                   "testq %%rax, %%rax\n\t"
-                   "jnz 1f\n\t"
-                   "xorl %%ebp, %%ebp\n\t"
-                   "movq %%r13, %%rdi\n\t"
-                   "callq *%%r12\n\t"
-                   "movl %%eax, %%edi\n\t"
-                   "movl $60, %%eax\n\t" /* exit */
-                   "syscall\n\t"
-                   "hlt\n\t"
-                   "1:\n\t"
-                   : "=a"(ret)
-                   : "0"((long)SYS_clone3), "D"(ca), "S"(sizeof *ca), "r"(r12), "r"(r13)
-                   : "rcx", "r11", "memory", "cc");
+  __asm__ volatile(
+      "syscall\n\t"
+      "testq %%rax, %%rax\n\t"
+      "jnz 1f\n\t"
+      "xorl %%ebp, %%ebp\n\t"
+      "movq %%r13, %%rdi\n\t"
+      "callq *%%r12\n\t"
+      "movl %%eax, %%edi\n\t"
+      "movl $60, %%eax\n\t" /* exit */
+      "syscall\n\t"
+      "hlt\n\t"
+      "1:\n\t"
+      : "=a"(ret)
+      : "0"((long)SYS_clone3), "D"(ca), "S"(sizeof *ca), "r"(r12), "r"(r13)
+      : "rcx", "r11", "memory", "cc");
   return ret;
 }
 #define HAVE_CLONE3_CALL 1

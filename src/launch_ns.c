@@ -106,6 +106,10 @@ static int open_pty(setup_ctx *s) {
 static int setup_main(void *arg) {
   setup_ctx *s = arg;
   s->started = 1;
+  /* A session of its own: if the host is killed while this runs, it ends as an orphan, and a
+   * luxec that adopts it (a subreaper) reaps it only when it is not in its own session (where
+   * its own children, io.popen's, are). */
+  setsid();
   const launch_req *req = s->req;
   sandbox_prep *sp = req->sandbox;
   const char *stage = "sandbox";

@@ -133,14 +133,14 @@ static void send_two(int sock, int a, int b) {
 /* The forked keeper: system calls only (the host had threads). All signals stay blocked as
  * the host blocked them around the fork: only SIGKILL ends it, or EOF. */
 static void keeper_main(int sock, pid_t host, const char *uid_map, const char *gid_map) {
+  /* a session of its own first: no signal for the host's terminal group reaches it, and a
+   * luxec that adopts it when this host is gone (a subreaper) tells it from its own processes
+   * and reaps it, even when it ends at once below (in the host's session it could not) */
+  setsid();
+  prctl(PR_SET_NAME, "luxec-netns"); /* (ps shows what it is) */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != host) _exit(0);
   lowest_priority();
-  /* a session of its own: no signal for the host's terminal group reaches it, and a luxec
-   * that adopts it when this host is gone (a subreaper) tells it from its own processes and
-   * reaps it */
-  setsid();
-  prctl(PR_SET_NAME, "luxec-netns"); /* (ps shows what it is) */
   if (sock > 0) syscall(SYS_close_range, 0U, (unsigned)sock - 1, 0U);
   syscall(SYS_close_range, (unsigned)sock + 1, ~0U, 0U);
   if (unshare(CLONE_NEWUSER) < 0) _exit(1);

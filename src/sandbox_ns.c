@@ -183,6 +183,7 @@ typedef struct probe_ctx {
 static int probe_main(void *arg) {
   probe_ctx *c = arg;
   const char *stage = "";
+  setsid(); /* (see setup_main in launch_ns.c) */
   if (sandbox_ns_setup(&c->prep, &stage) < 0) {
     c->err = errno ? errno : EIO;
     c->stage = stage;
