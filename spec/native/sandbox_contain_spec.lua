@@ -926,7 +926,7 @@ local function drive(ctx, req, hooks, tmpdir)
     end
   end)
   stdin:shutdown()
-  if not pcall(H.wait_for, function() return exited end, 5000, "the luxec host to exit") then
+  if not pcall(H.wait_for, function() return exited end, 20000, "the luxec host to exit") then
     proc:kill("sigkill")
     H.wait_for(function() return exited end, 5000, "the killed luxec host")
   end
