@@ -94,7 +94,7 @@ describe("luxec prompt", function()
     p:send("\3")
     assert(p:expect("interrupted"))
     assert(p:expect(PROMPT))
-    H.wait_for(function() return not H.alive(pid) end, 2000, "the end of sleep") -- a kill
+    H.wait_for(function() return not H.alive(pid) end, 10000, "the end of sleep") -- a kill
     assert.equals(0, quit(p).code)
   end)
 
