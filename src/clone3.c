@@ -9,7 +9,7 @@
 #include "clone3.h"
 
 #include <errno.h>
-#include <signal.h>
+#include <sched.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -57,17 +57,18 @@ static long clone3_call(struct clone3_args *ca, int (*fn)(void *), void *arg) {
 #define HAVE_CLONE3_CALL 1
 #endif
 
-pid_t luxec_clone3_killed(pid_t pid, int *pidfd) {
+/* A child clone3 made that never ran: reaped, and clone3 not used again. */
+static void killed_at_birth(pid_t pid, int *pidfd) {
   while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR) {
   }
   if (pidfd != NULL && *pidfd >= 0) close(*pidfd);
   if (pidfd != NULL) *pidfd = -1;
   unusable = 1;
-  return -EAGAIN;
 }
 
-pid_t luxec_clone3(int (*fn)(void *), char *stack, size_t size, unsigned long flags, void *arg,
-                   int *pidfd, int cgroup_fd) {
+/* clone3 into cgroup_fd: the pid, or -errno (-ENOSYS without a call once it is unusable). */
+static pid_t clone_into(int (*fn)(void *), char *stack, size_t size, unsigned long flags, void *arg,
+                        int *pidfd, int cgroup_fd) {
 #ifdef HAVE_CLONE3_CALL
   if (unusable) return -ENOSYS;
   struct clone3_args ca;
@@ -86,13 +87,23 @@ pid_t luxec_clone3(int (*fn)(void *), char *stack, size_t size, unsigned long fl
   if (ret == -ENOSYS || ret == -E2BIG) unusable = 1;
   return (pid_t)ret;
 #else
-  (void)fn;
-  (void)stack;
-  (void)size;
-  (void)flags;
-  (void)arg;
-  (void)pidfd;
-  (void)cgroup_fd;
+  (void)fn, (void)stack, (void)size, (void)flags, (void)arg, (void)pidfd, (void)cgroup_fd;
   return -ENOSYS;
 #endif
+}
+
+pid_t luxec_clone_in(int (*fn)(void *), char *stack, size_t size, int flags, void *arg, int *pidfd,
+                     int cgroup_fd, int *born, volatile int *started) {
+  pid_t pid = -1;
+  if (cgroup_fd >= 0) {
+    *born = 1;
+    pid = clone_into(fn, stack, size, (unsigned long)flags, arg, pidfd, cgroup_fd);
+    if (pid >= 0 && !*started) {
+      killed_at_birth(pid, pidfd);
+      pid = -1;
+    }
+  }
+  if (pid >= 0) return pid;
+  *born = 0; /* (no child: the next one joins the cgroup itself) */
+  return clone(fn, stack + size, flags, arg, pidfd);
 }

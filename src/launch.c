@@ -394,19 +394,10 @@ int launch(const launch_req *req, launch_res *res) {
     flags |= CLONE_FILES;
     c.files_shared = 1;
   }
-  pid_t pid = -1;
-  int clone_errno = 0;
-  if (req->cgroup_fd >= 0 && req->cgroup_born && c.report_fd < 0) { /* (not under valgrind) */
-    c.born_in_cgroup = 1;
-    pid = luxec_clone3(launch_child_main, stack, CHILD_STACK, (unsigned long)flags, &c, &pidfd,
-                       req->cgroup_fd);
-    if (pid >= 0 && !c.started) pid = luxec_clone3_killed(pid, &pidfd);
-    if (pid < 0) c.born_in_cgroup = 0; /* (no child: it joins through cgroup.procs) */
-  }
-  if (pid < 0) {
-    pid = clone(launch_child_main, stack + CHILD_STACK, flags, &c, &pidfd);
-    clone_errno = errno;
-  }
+  int cgroup = req->cgroup_born && c.report_fd < 0 ? req->cgroup_fd : -1; /* (not valgrind) */
+  pid_t pid = luxec_clone_in(launch_child_main, stack, CHILD_STACK, flags, &c, &pidfd, cgroup,
+                             &c.born_in_cgroup, &c.started);
+  int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (report[1] >= 0) {
     close(report[1]);

@@ -199,19 +199,9 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int flags = CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD;
-  pid_t setup = -1;
-  int clone_errno = 0;
-  if (req->cgroup_fd >= 0 && req->cgroup_born) {
-    s.in_cgroup = 1;
-    setup = luxec_clone3(setup_main, stack, CHILD_STACK, (unsigned long)flags, &s, NULL,
-                         req->cgroup_fd);
-    if (setup >= 0 && !s.started) setup = luxec_clone3_killed(setup, NULL);
-    if (setup < 0) s.in_cgroup = 0; /* (no child: it joins through cgroup.procs) */
-  }
-  if (setup < 0) {
-    setup = clone(setup_main, stack + CHILD_STACK, flags, &s);
-    clone_errno = errno;
-  }
+  pid_t setup = luxec_clone_in(setup_main, stack, CHILD_STACK, flags, &s, NULL,
+                               req->cgroup_born ? req->cgroup_fd : -1, &s.in_cgroup, &s.started);
+  int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (setup < 0) {
     if (istack) munmap(istack, LAUNCH_INIT_STACK);
