@@ -384,7 +384,8 @@ describe("exec engine improvements", function()
     r = assert(e:write_stdin({ session_id = r.session_id, chars = "print(6*7)\n" }))
     assert.matches("42\r\n>>> $", r.output)
     assert.equals("waiting_for_input", r.state)
-    r = assert(e:write_stdin({ session_id = r.session_id, chars = "exit()\n", yield_time_ms = 30000 }))
+    r = assert(e:write_stdin({ session_id = r.session_id, chars = "exit()\n",
+      yield_time_ms = 30000 }))
     assert.equals(0, r.exit_code)
   end)
 
