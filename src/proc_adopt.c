@@ -70,13 +70,8 @@ static void chld_cb(uv_signal_t *h, int sig) {
 void proc_adopt(uv_loop_t *loop, pid_t pid) {
   unsigned long long start = start_of(pid); /* unreaped, so still this process */
   if (start == 0) return;
-  if (waitpid(pid, NULL, WNOHANG) == pid) {
-    proc_orphans_forget(pid);
-    return;
-  }
-  if (nadopted >= MAX_ADOPTED) return;
-  adopted[nadopted].pid = pid;
-  adopted[nadopted++].start = start;
+  /* SIGCHLD is caught before the look below: a child that ends between the look and the
+   * catching would leave no signal to say so, and its zombie would wait for another's */
   if (!chld_open && uv_signal_init(loop, &chld) == 0) {
     chld_open = 1;
     uv_check_init(loop, &chld_check);
@@ -84,6 +79,13 @@ void proc_adopt(uv_loop_t *loop, pid_t pid) {
     uv_signal_start(&chld, chld_cb, SIGCHLD);
     uv_unref((uv_handle_t *)&chld);
   }
+  if (waitpid(pid, NULL, WNOHANG) == pid) {
+    proc_orphans_forget(pid);
+    return;
+  }
+  if (nadopted >= MAX_ADOPTED) return;
+  adopted[nadopted].pid = pid;
+  adopted[nadopted++].start = start;
 }
 
 void proc_adopt_shutdown(void) {
