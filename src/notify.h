@@ -4,8 +4,8 @@
  * kernel would give (the call never runs) and records it; every other call goes on to the
  * kernel (CONTINUE) unrecorded. Records are distinct (op, target) pairs with a count, so a
  * flood of one kind cannot push a later, different refusal out. A thread of its own serves
- * each listener (the loop's wake-ups cost several times more per call); it touches no Lua
- * and no loop handle. */
+ * each listener while it runs (the loop's wake-ups cost several times more per call), taken
+ * from the threads earlier sessions let go; it touches no Lua and no loop handle. */
 #ifndef LUXEC_NOTIFY_H
 #define LUXEC_NOTIFY_H
 
@@ -41,12 +41,19 @@ typedef struct sbx_overflow {
   long long count;
 } sbx_overflow;
 
+struct server {          /* a serving thread (notify.c) */
+  int wake_fd;           /* an eventfd: a session given to it, or its session's stop */
+  struct sbx_monitor *m; /* the session it serves, or NULL (idle) */
+  struct server *next;   /* in the idle list */
+};
+
 typedef struct sbx_monitor {
-  pthread_t thread;
+  struct server *server;     /* the thread serving it, until it is done with it */
+  int stopping;              /* the session stops it (atomic) */
+  int closed;                /* the session let go of it (under lock) */
   pthread_mutex_t lock;      /* guards the records and counts below */
   pthread_mutex_t answering; /* held from answering a call to keeping its record */
   int fd;
-  int stop_fd;     /* an eventfd: written to end the thread */
   int mountns;     /* the read-only mount layer is in place */
   int net_deny;    /* the network is denied (in a network namespace) */
   int proxy_port;  /* network by name: connects to 127.0.0.1:port (the proxy) go on */

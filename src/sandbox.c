@@ -41,9 +41,14 @@ struct ruleset_attr { /* the ABI 6 layout; older kernels get a prefix of it */
   uint64_t scoped;
 };
 
+/* The kernel's Landlock ABI does not change while the host runs: asked once. */
 int sandbox_landlock_abi(void) {
-  long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
-  return abi < 0 ? 0 : (int)abi;
+  static int abi = -1;
+  if (abi < 0) {
+    long v = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    abi = v < 0 ? 0 : (int)v;
+  }
+  return abi;
 }
 
 int sandbox_can_unshare(void) {
@@ -61,17 +66,24 @@ static uint64_t fs_rights(int abi) {
   return r;
 }
 
+/* A rule on a file may carry only file rights. */
+static uint64_t rights_for(int fd, uint64_t access) {
+  struct stat st;
+  if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode))
+    access &= LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+              LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE | ACCESS_FS_IOCTL_DEV;
+  return access;
+}
+
+static int add_fd_rule(int ruleset, int fd, uint64_t access) {
+  struct landlock_path_beneath_attr pb = {.allowed_access = access, .parent_fd = fd};
+  return (int)syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &pb, 0);
+}
+
 static int add_path_rule(int ruleset, const char *path, uint64_t access) {
   int fd = open(path, O_PATH | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT ? 0 : -1; /* a device this machine lacks is no error */
-  struct stat st;
-  if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) {
-    /* a rule on a file may carry only file rights */
-    access &= LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |
-              LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE | ACCESS_FS_IOCTL_DEV;
-  }
-  struct landlock_path_beneath_attr pb = {.allowed_access = access, .parent_fd = fd};
-  int rc = (int)syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &pb, 0);
+  int rc = add_fd_rule(ruleset, fd, rights_for(fd, access));
   int e = errno;
   close(fd);
   errno = e;
@@ -112,8 +124,38 @@ static int build_ruleset(const sandbox_spec *s, int abi, char *err, size_t errle
       {"/dev/ptmx", rw_dev | ioctl},
       {"/dev/pts", rw_dev | ioctl},
   };
-  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
-    if (add_path_rule(rs, fixed[i].path, fixed[i].access) < 0) {
+  /* The system's own paths are opened once for the host's life (a rule names an inode: one
+   * replaced since is only left out, never widened). -2: not opened yet, -1: missing. Each
+   * is checked to be what was opened (one fstat, where a new open costs three calls): a
+   * descriptor number closed by mistake elsewhere in the host and given to another file must
+   * not carry the rule to that file. */
+  enum { NFIXED = sizeof fixed / sizeof fixed[0] };
+  static int fixed_fd[NFIXED] = {[0 ... NFIXED - 1] = -2};
+  static uint64_t fixed_access[NFIXED];
+  static struct stat fixed_st[NFIXED];
+  for (size_t i = 0; i < NFIXED; i++) {
+    struct stat now;
+    if (fixed_fd[i] >= 0 &&
+        (fstat(fixed_fd[i], &now) < 0 || now.st_dev != fixed_st[i].st_dev ||
+         now.st_ino != fixed_st[i].st_ino || now.st_mode != fixed_st[i].st_mode))
+      fixed_fd[i] = -2; /* (not closed: the number is no longer this code's) */
+    if (fixed_fd[i] == -2) {
+      int fd = open(fixed[i].path, O_PATH | O_CLOEXEC);
+      if (fd < 0 && errno != ENOENT) { /* (a device this machine lacks is no error) */
+        snprintf(err, errlen, "landlock: rule for %s: %s", fixed[i].path, strerror(errno));
+        close(rs);
+        return -1;
+      }
+      if (fd >= 0 && fstat(fd, &fixed_st[i]) < 0) {
+        snprintf(err, errlen, "landlock: rule for %s: %s", fixed[i].path, strerror(errno));
+        close(fd);
+        close(rs);
+        return -1;
+      }
+      if (fd >= 0) fixed_access[i] = rights_for(fd, fixed[i].access);
+      fixed_fd[i] = fd < 0 ? -1 : fd;
+    }
+    if (fixed_fd[i] >= 0 && add_fd_rule(rs, fixed_fd[i], fixed_access[i]) < 0) {
       snprintf(err, errlen, "landlock: rule for %s: %s", fixed[i].path, strerror(errno));
       close(rs);
       return -1;
