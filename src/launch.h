@@ -53,7 +53,8 @@ typedef struct launch_res {
 #define LAUNCH_INIT_STACK (16 * 1024)
 
 /* Release a sandbox init's stack once the init is killed (it runs no more code). */
-void launch_init_stack_free(void *stack);
+/* reaped: the init ended (its stack may serve another); else it was only killed */
+void launch_init_stack_free(void *stack, int reaped);
 
 /* 0 on success; -1 with res->err and res->stage set (nothing left running or open). */
 int launch(const launch_req *req, launch_res *res);

@@ -55,7 +55,7 @@ static void proc_free_if_done(proc *p) {
   proc_orphans_init_done(p);
   if (p->init_pid > 0) proc_orphans_forget(p->init_pid);
   live_remove(p);
-  launch_init_stack_free(p->init_stack); /* it runs no more code */
+  launch_init_stack_free(p->init_stack, 0); /* killed: it runs no more code */
   for (int i = 0; i < p->nout; i++) outbuf_free(&p->out[i].buf);
   proc_io_free_queue(p);
   free(p->lim);

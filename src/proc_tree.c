@@ -59,7 +59,7 @@ static void init_end_cb(uv_poll_t *h, int status, int events) {
   memset(&si, 0, sizeof si);
   int rc = waitid(P_PIDFD, (id_t)ie->fd, &si, WEXITED | WNOHANG | __WALL);
   if ((rc == 0 && si.si_pid == 0) || (rc < 0 && errno == EINTR)) return; /* not yet */
-  launch_init_stack_free(ie->stack); /* reaped here, or (ECHILD) by another: dead either way */
+  launch_init_stack_free(ie->stack, 1); /* reaped here, or (ECHILD) by another: dead either way */
   init_end_forget(ie);
 }
 
