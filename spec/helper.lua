@@ -352,11 +352,14 @@ function H.run(args, opts)
       env[#env + 1] = k .. "=" .. v
     end
   end
+  -- (a group of its own: a command that runs out of time is killed with what it started,
+  -- where killing it alone left its children to this host, whose session they share)
   proc, perr = uv.spawn(cmd, {
     args = args,
     stdio = { stdin, stdout, stderr },
     env = env,
     cwd = opts.cwd,
+    detached = true,
   }, function(code, signal)
     result.code, result.signal = code, signal
   end)
@@ -373,10 +376,12 @@ function H.run(args, opts)
     return result.code ~= nil and eof == 2
   end, opts.timeout or 10000, "luxec " .. table.concat(args, " "))
   if not ok then
-    proc:kill("sigkill")
+    uv.kill(-proc:get_pid(), "sigkill")
     H.wait_for(function()
       return result.code ~= nil
     end, 2000, "killed child")
+    -- (killed: its exit status is no answer; a check of it says why)
+    result.code = ("timed out after %d ms and killed"):format(opts.timeout or 10000)
   end
   proc:close()
   stdout:close()
