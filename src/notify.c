@@ -233,6 +233,10 @@ static void handle(sbx_call *c) {
 static void serve(sbx_monitor *m, struct server *sv) {
   struct pollfd pf[2] = {{.fd = m->fd, .events = POLLIN}, {.fd = sv->wake_fd, .events = POLLIN}};
   for (;;) {
+    /* looked at each time round, not only when the wake descriptor is readable: the one
+     * read that took the session's assignment may have taken its stop along (the count of
+     * both) */
+    if (__atomic_load_n(&m->stopping, __ATOMIC_ACQUIRE)) break;
     if (poll(pf, 2, -1) < 0) {
       if (errno == EINTR) continue;
       break;
@@ -240,7 +244,7 @@ static void serve(sbx_monitor *m, struct server *sv) {
     if (pf[1].revents & POLLIN) {
       uint64_t n;
       if (read(sv->wake_fd, &n, sizeof n) < 0 && errno != EAGAIN) break;
-      if (__atomic_load_n(&m->stopping, __ATOMIC_ACQUIRE)) break;
+      continue; /* (a stop, or a count left from an earlier session's) */
     }
     /* every filtered process is gone, and no process can take the filter again: nothing more
      * comes (closing the session then finds this thread done with it, with nothing to wait
@@ -282,6 +286,22 @@ static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct server *idle = NULL;
 static int nidle = 0;
 
+/* Take an idle server off the list; 0 when it is not there (a session was given to it). */
+static int leave_idle(struct server *sv) {
+  pthread_mutex_lock(&pool_lock);
+  int found = 0;
+  for (struct server **pp = &idle; *pp != NULL; pp = &(*pp)->next) {
+    if (*pp == sv) {
+      *pp = sv->next;
+      nidle--;
+      found = 1;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&pool_lock);
+  return found;
+}
+
 static void *server_main(void *arg) {
   struct server *sv = arg;
   for (;;) {
@@ -303,6 +323,7 @@ static void *server_main(void *arg) {
       }
       pthread_mutex_unlock(&m->lock);
       if (fd >= 0) close(fd);
+      emu_thread_reset(); /* nothing of the session's stays with the thread */
       pthread_mutex_lock(&pool_lock);
       sv->m = NULL;
       m->server = NULL;
@@ -319,7 +340,10 @@ static void *server_main(void *arg) {
       if (!keep) break;
     }
     struct pollfd pf = {.fd = sv->wake_fd, .events = POLLIN};
-    if (poll(&pf, 1, -1) < 0 && errno != EINTR) break;
+    if (poll(&pf, 1, -1) < 0 && errno != EINTR) {
+      if (leave_idle(sv)) break; /* (else a session was just given to it) */
+      continue;
+    }
     uint64_t n;
     if (pf.revents & POLLIN) (void)!read(sv->wake_fd, &n, sizeof n);
   }
@@ -338,9 +362,19 @@ static int server_take(sbx_monitor *m) {
     sv->m = m;
     m->server = sv;
     m->refs++; /* the thread's hold, until it is done with m (m is not shared yet) */
-    pthread_mutex_unlock(&pool_lock);
     uint64_t one = 1;
-    return write(sv->wake_fd, &one, sizeof one) == sizeof one ? 0 : -1;
+    if (write(sv->wake_fd, &one, sizeof one) != sizeof one) { /* (it never wakes: undone) */
+      sv->m = NULL;
+      m->server = NULL;
+      m->refs--;
+      sv->next = idle;
+      idle = sv;
+      nidle++;
+      pthread_mutex_unlock(&pool_lock);
+      return -1;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return 0;
   }
   pthread_mutex_unlock(&pool_lock);
   sv = calloc(1, sizeof *sv);
@@ -425,11 +459,16 @@ void sbx_monitor_retain(sbx_monitor *m) {
   pthread_mutex_unlock(&m->lock);
 }
 
+static void monitor_free(sbx_monitor *m);
+
 void sbx_monitor_release(sbx_monitor *m) {
   pthread_mutex_lock(&m->lock);
   int last = --m->refs == 0;
   pthread_mutex_unlock(&m->lock);
-  if (!last) return;
+  if (last) monitor_free(m);
+}
+
+static void monitor_free(sbx_monitor *m) {
   if (m->fd >= 0) close(m->fd);
   if (m->diag_fd >= 0) close(m->diag_fd);
   pthread_mutex_destroy(&m->lock);
@@ -461,8 +500,9 @@ void sbx_monitor_close(sbx_monitor *m) {
     (void)!write(m->server->wake_fd, &one, sizeof one);
   }
   pthread_mutex_unlock(&pool_lock);
-  pthread_mutex_lock(&m->lock);
+  pthread_mutex_lock(&m->lock); /* (one step: the thread sees both or neither) */
   m->closed = 1;
+  int last = --m->refs == 0;
   pthread_mutex_unlock(&m->lock);
-  sbx_monitor_release(m);
+  if (last) monitor_free(m);
 }

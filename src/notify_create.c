@@ -45,8 +45,8 @@ static int caller_umask(pid_t tid) {
 /* As the caller: its umask, no effective capability. 0, or -errno. */
 int emu_begin(sbx_call *c, emu_state *s) {
   s->dropped = 0;
-  if (own_fs < 0) own_fs = unshare(CLONE_FS) == 0;
-  if (!own_fs) return -EPERM;
+  if (own_fs < 0 && unshare(CLONE_FS) == 0) own_fs = 1;
+  if (own_fs != 1) return -EPERM; /* (tried again at the next call) */
   int um = caller_umask((pid_t)c->req->pid);
   if (um < 0) return -ESRCH;
   umask((mode_t)um);
@@ -59,6 +59,12 @@ int emu_begin(sbx_call *c, emu_state *s) {
   if (syscall(SYS_capset, &h, none) < 0) return -errno;
   s->dropped = 1;
   return 0;
+}
+
+/* A serving thread done with a session: its directory (emu_bind_at's, in the session's
+ * mount namespace, which it would keep in use) goes back to the host's root. */
+void emu_thread_reset(void) {
+  if (own_fs == 1) (void)!chdir("/");
 }
 
 void emu_end(emu_state *s) {

@@ -112,6 +112,8 @@ typedef struct emu_state {
 /* As the caller (its umask, no effective capability) until emu_end. 0, or -errno. */
 int emu_begin(sbx_call *c, emu_state *s);
 void emu_end(emu_state *s);
+/* A serving thread done with its session lets go of what an emulation left it (its cwd). */
+void emu_thread_reset(void);
 /* Answer with a system call's result (rc < 0: errno). */
 void emu_answer(sbx_call *c, int rc);
 /* The host's descriptor fd (closed) becomes the caller's, the call's result. */

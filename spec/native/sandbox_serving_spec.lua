@@ -94,6 +94,27 @@ describe("the sandbox's serving threads", function()
     end
   end)
 
+  it("keep nothing of a session: no thread stays in a directory of one", function()
+    -- a bind of a unix socket is made by the serving thread itself, from the socket's
+    -- directory in the session's mount namespace
+    local p = assert(luxec.spawn({ "python3", "-c",
+      "import socket; s = socket.socket(socket.AF_UNIX); s.bind('sock'); print('bound')" },
+      opts()))
+    local st = assert(p:wait({ timeout = 20 }))
+    assert.same({ 0, "bound\n" }, { st.code, (p:read()) })
+    p:close()
+    assert.is_truthy(uv.fs_lstat(root .. "/sock"))
+    -- (a directory in another mount namespace reads as a path of that namespace's mount, so
+    -- each thread's is compared with the two a thread of the host may have)
+    local host_cwd = assert(uv.cwd())
+    local req = assert(uv.fs_scandir("/proc/self/task"))
+    for tid in function() return uv.fs_scandir_next(req) end do
+      local cwd = uv.fs_readlink("/proc/self/task/" .. tid .. "/cwd")
+      assert.is_true(cwd == nil or cwd == host_cwd or cwd == "/",
+        ("thread %s is still in %s"):format(tid, tostring(cwd)))
+    end
+  end)
+
   it("let go of a session closed while one of its calls waits on a thread of its own",
     function()
       -- a FIFO opened for writing waits for a reader on its own thread; the session is closed
