@@ -199,6 +199,29 @@ function H.sandbox_usable()
   return true
 end
 
+--- Inside a describe: when the sandbox cannot run here, one pending test says why, and true
+--- (the describe returns then).
+function H.skip_without_sandbox()
+  local ok, why = H.sandbox_usable()
+  if ok then return false end
+  it("runs where the kernel offers every layer", function()
+    pending("skipped: " .. why)
+  end)
+  return true
+end
+
+--- A workspace under the temporary directory and a directory outside every writable root
+--- (/var/tmp), both by their real paths; remove them with H.rmtree and H.rm_outside.
+function H.workspace_and_outside()
+  local root = assert(uv.fs_realpath(H.tmpdir()))
+  local outside = assert(uv.fs_realpath(assert(uv.fs_mkdtemp("/var/tmp/luxec-outside-XXXXXX"))))
+  return root, outside
+end
+
+function H.rm_outside(outside)
+  os.execute("rm -rf '" .. outside .. "'")
+end
+
 --- Write text to a file (mode: chmod it after), read a whole file (nil when missing).
 function H.write_file(path, text, mode)
   local f = assert(io.open(path, "wb"))

@@ -11,8 +11,6 @@ local sandbox = require("luxec.sandbox")
 local EV = H.fixture("evidence")
 local ESCAPE = H.fixture("escape")
 
-local usable = H.sandbox_usable
-
 local write_file = H.write_file
 local read_file = H.read_file
 local function exists(path)
@@ -54,18 +52,11 @@ local function only(report, want)
 end
 
 describe("sandbox evidence (workspace-write, network denied)", function()
-  local ok, why = usable()
-  if not ok then
-    it("runs where the kernel offers every layer", function()
-      pending("skipped: " .. why)
-    end)
-    return
-  end
+  if H.skip_without_sandbox() then return end
 
   local root, outside
   before_each(function()
-    root = assert(uv.fs_realpath(H.tmpdir()))
-    outside = assert(uv.fs_realpath(assert(uv.fs_mkdtemp("/var/tmp/luxec-outside-XXXXXX"))))
+    root, outside = H.workspace_and_outside()
     write_file(outside .. "/existing", "original\n")
     assert(uv.fs_chmod(outside .. "/existing", 420))
     assert(uv.fs_mkdir(outside .. "/dir", 493))
@@ -73,7 +64,7 @@ describe("sandbox evidence (workspace-write, network denied)", function()
   end)
   after_each(function()
     H.rmtree(root)
-    os.execute("rm -rf '" .. outside .. "'")
+    H.rm_outside(outside)
     H.assert_clean()
   end)
 

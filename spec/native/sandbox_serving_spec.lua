@@ -21,22 +21,15 @@ local function paths(report)
 end
 
 describe("the sandbox's serving threads", function()
-  local ok, why = H.sandbox_usable()
-  if not ok then
-    it("runs where the kernel offers every layer", function()
-      pending("skipped: " .. why)
-    end)
-    return
-  end
+  if H.skip_without_sandbox() then return end
 
   local root, outside
   before_each(function()
-    root = assert(uv.fs_realpath(H.tmpdir()))
-    outside = assert(uv.fs_realpath(assert(uv.fs_mkdtemp("/var/tmp/luxec-outside-XXXXXX"))))
+    root, outside = H.workspace_and_outside()
   end)
   after_each(function()
     H.rmtree(root)
-    os.execute("rm -rf '" .. outside .. "'")
+    H.rm_outside(outside)
     H.assert_clean()
   end)
 
