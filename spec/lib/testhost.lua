@@ -63,11 +63,16 @@ function T.sweep()
   end
 end
 
+-- lo..hi from the kernel's generator (a spec may have seeded math.random)
+local function pick(lo, hi)
+  return lo + tonumber(H.rand_digits(9)) % (hi - lo + 1)
+end
+
 -- A /30 of 10.240.0.0/12 not in use here: the host's end .1, the namespace's .2.
 local function free_subnet()
   local _, used = sh("ip -4 -o addr show")
   for _ = 1, 100 do
-    local a, b, c = math.random(240, 255), math.random(0, 255), math.random(0, 63) * 4
+    local a, b, c = pick(240, 255), pick(0, 255), pick(0, 63) * 4
     local net = ("10.%d.%d.%d"):format(a, b, c)
     local prefix = ("10.%d.%d."):format(a, b)
     if not used:find(prefix .. (c + 1) .. "/", 1, true)

@@ -23,9 +23,7 @@ local function sh_quote(s)
   return "'" .. s:gsub("'", "'\\''") .. "'"
 end
 
-local function rand(n)
-  return ("%d"):format(math.random(10 ^ (n - 1), 10 ^ n - 1))
-end
+local rand = H.rand_digits
 
 -- The absolute path of a tool on PATH, or nil.
 local function have(tool)

@@ -407,7 +407,7 @@ for _, user in ipairs(users()) do
     lazy_teardown(function() luxec.run({ "rm", "-rf", ctx.out }) end)
     before_each(function()
       ctx.ws = H.tmpdir()
-      ctx.marker = ctx.out .. "/ran-" .. math.random(1e9)
+      ctx.marker = ctx.out .. "/ran-" .. H.rand_digits(9)
       give(ctx, ctx.ws)
     end)
     after_each(function()

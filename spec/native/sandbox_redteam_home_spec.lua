@@ -186,5 +186,8 @@ evidence("truncate(1) of a missing file outside: made on a read-only file system
     end,
   })
 
-D.run("red team (HOME, evidence)", ATTEMPTS, { describe = describe, it = it, pending = pending,
+D.run("red team (HOME, evidence)", ATTEMPTS, { describe = describe, it = it,
+  -- looked up when called: the pending() of the test running then (the one of the file's
+  -- top level, called inside a test, would let it pass)
+  pending = function(why) pending(why) end,
   lazy_setup = lazy_setup, lazy_teardown = lazy_teardown, assert = assert })

@@ -340,7 +340,7 @@ attempt("what other tools run later", "a socket in luxec's daemon directory, mad
 
 -- Another session of the same user and policy, alive meanwhile: its abstract and pathname
 -- sockets, its SysV IPC, its /dev/shm and its processes are not this one's
-local XS = tostring(math.random(10 ^ 8))
+local XS = H.rand_digits(8)
 local XS_SOCK = "/tmp/luxec-xs-" .. XS .. ".sock"
 local SERVE = "import ctypes, os, socket, sys, threading\n"
   .. "libc = ctypes.CDLL(None)\n"

@@ -228,5 +228,8 @@ attempt("terminals", "a new session opening its terminal by path, then TIOCSTI",
   records = function() return {} end,
 })
 
-D.run("red team", ATTEMPTS, { describe = describe, it = it, pending = pending,
+D.run("red team", ATTEMPTS, { describe = describe, it = it,
+  -- looked up when called: the pending() of the test running then (the one of the file's
+  -- top level, called inside a test, would let it pass)
+  pending = function(why) pending(why) end,
   lazy_setup = lazy_setup, lazy_teardown = lazy_teardown, assert = assert })
