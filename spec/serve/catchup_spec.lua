@@ -24,7 +24,15 @@ local function read_all(p)
     parts[#parts + 1], dropped, len = data, dropped + d, len + #data
     if data == "" then
       if p:eof() then break end
-      assert.is_true(p:wait_output({ timeout = 60 }), "no output came")
+      if not p:wait_output({ timeout = 60 }) then
+        -- (what the client's catching up was doing, to tell where it stopped)
+        local c = p._core
+        error(("no output came in 60 s: %d bytes read; client: seen %s, exit_seq %s, "
+          .. "exited %s, closed %s, filling %s, lagging %s, waiting for room %s, taken %d, "
+          .. "held %d..%d"):format(len, tostring(c.seen), tostring(c.exit_seq),
+          tostring(c.exited), tostring(c.closed), tostring(c.filling), tostring(c.lagging),
+          tostring(c.room_wake ~= nil), c.taken[1], b.base, b.total))
+      end
     end
   end
   return table.concat(parts), dropped, gap_at, most
