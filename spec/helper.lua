@@ -33,11 +33,15 @@ H.now_ms = now_ms
 
 --- How the CPU time of run(make(n)) grows from n to 4n: about 4 when linear, 16 when
 --- quadratic. A complexity check that holds on a slow machine or under valgrind, where an
---- absolute time limit does not. Each size is timed best of two; inputs are made untimed.
+--- absolute time limit does not. n is doubled (up to 64 times) until one run takes 20 ms:
+--- a run of a few ms is within the noise of a loaded machine (a cache flushed by another
+--- process, a page fault), which turned 4x into 8x once. Each size is timed best of three,
+--- after a full collection; inputs are made untimed.
 function H.growth(make, run, n)
   local function best(m)
     local input, b = make(m), math.huge
-    for _ = 1, 2 do
+    for _ = 1, 3 do
+      collectgarbage() -- (the garbage of the input's making, or of the last run, untimed)
       local t0 = os.clock()
       run(input)
       b = math.min(b, os.clock() - t0)
@@ -45,6 +49,11 @@ function H.growth(make, run, n)
     return b
   end
   local t1 = best(n)
+  for _ = 1, 6 do
+    if t1 >= 0.02 then break end
+    n = 2 * n
+    t1 = best(n)
+  end
   local t4 = best(4 * n)
   return t4 / math.max(t1, 1e-3), ("%.3f s for n=%d, %.3f s for 4n"):format(t1, n, t4)
 end
