@@ -47,6 +47,15 @@ function Conn:hold(delta)
   self.transport.ref(self.holds > 0)
 end
 
+-- A notification about session `id`, which has no session here: kept while an attach to it
+-- waits for its answer (the server subscribes this connection before it answers, so what the
+-- session does meanwhile can come in the same read as the answer, before the attach has made
+-- the session here), and given to it then (see Host:attach); dropped otherwise.
+function Conn:_early(id, handler, ...)
+  local kept = id ~= nil and self.early[id]
+  if kept then kept[#kept + 1] = table.pack(handler, ...) end
+end
+
 function Conn:_line(line)
   local msg = proto.decode(line)
   if type(msg) ~= "table" then return end
@@ -55,6 +64,8 @@ function Conn:_line(line)
     local c = self.cores[p.processId]
     if c then
       c:_chunk(p.seq, p.stream, base64.decode(p.chunk) or "", p.luxec and p.luxec.offset)
+    else
+      self:_early(p.processId, "_line", line)
     end
     return
   end
@@ -68,7 +79,11 @@ function Conn:_frame(kind, a, b, c, d, e)
     if type(msg) == "table" then self:_message(msg) end
   elseif kind == "output" then
     local core = self.cores[a]
-    if core then core:_chunk(b, c, e, d) end
+    if core then
+      core:_chunk(b, c, e, d)
+    else
+      self:_early(a, "_frame", kind, a, b, c, d, e)
+    end
   end
 end
 
@@ -92,7 +107,10 @@ function Conn:_message(msg)
   end
   local p = msg.params
   local c = type(p) == "table" and self.cores[p.processId]
-  if not c then return end
+  if not c then
+    if type(p) == "table" then self:_early(p.processId, "_message", msg) end
+    return
+  end
   if msg.method == "process/exited" then
     c:_exited(p)
   elseif msg.method == "process/closed" then
@@ -268,7 +286,8 @@ function M.connect(target)
   if type(target) ~= "table" or (target.command == nil) == (target.socket == nil) then
     error("bad argument #1 to 'connect' (a table with 'command' or 'socket' expected)", 2)
   end
-  local conn = setmetatable({ pending = {}, cores = {}, next_id = 0, holds = 0, fills = 0,
+  local conn = setmetatable({ pending = {}, cores = {}, early = {}, next_id = 0, holds = 0,
+    fills = 0,
     writing = 0, write_waiters = {}, window = core_mod.WINDOW }, Conn)
   conn.name = target.name or target.socket
     or table.concat(target.command, " ")
@@ -459,7 +478,11 @@ end
 ---@param cursor {seq: integer, offsets: integer[]}|nil
 function Host:attach(id, cursor)
   if cursor ~= nil then cursor = check_cursor(cursor) end
-  local r, err = self.conn:call("process/attach", { processId = id })
+  local conn = self.conn
+  local early = conn.cores[id] == nil and {} or nil -- (see Conn:_early)
+  conn.early[id] = early
+  local r, err = conn:call("process/attach", { processId = id })
+  if conn.early[id] == early then conn.early[id] = nil end
   if not r then return nil, err end
   if cursor and cursor.seq > r.nextSeq - 1 then
     return nil, ("%s: the cursor (seq %d) is past the output of process %s (its last seq is "
@@ -478,6 +501,11 @@ function Host:attach(id, cursor)
   sched.suspend(function(wake) c:_fill(wake) end)
   if r.exited then c:_exited({ seq = r.nextSeq - 1, exitCode = r.exitCode }) end
   if r.closed then c:_closed() end
+  -- what the session did after the answer, and came before the session was here (the exit,
+  -- the close: no read brings them again)
+  for _, m in ipairs(early or {}) do
+    conn[m[1]](conn, table.unpack(m, 2, m.n))
+  end
   return p
 end
 
