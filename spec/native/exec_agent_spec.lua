@@ -28,7 +28,7 @@ describe("until", function()
     assert.is_number(r.session_id)
     assert.matches("Output matched `until`: listening on 8080\n", exec.format(r), 1, true)
     -- write_stdin takes it too: the next match, in new output only
-    r = assert(e:write_stdin({ session_id = r.session_id, chars = "", yield_time_ms = 20000,
+    r = assert(e:write_stdin({ session_id = r.session_id, chars = "", yield_time_ms = 5000,
       ["until"] = "listening" }))
     assert.equals("running", r.state)
     assert.is_true(r.wall_time >= 4.9, "no old output matches: it polled to the end")
