@@ -41,7 +41,7 @@ describe("luxec prompt with a daemon", function()
   it(":ps lists its sessions, :attach ID takes one over and gives it back, :kill ID", function()
     local sh = assert(host:spawn({ "sh" }, { tty = true, env = { PS1 = "$ ",
       PATH = os.getenv("PATH") } }))
-    sh:expect("$ ")
+    assert(sh:expect("$ "))
     repl = assert(luxec.spawn({ H.luxec }, { tty = { rows = 30, cols = 100 },
       inherit_env = true, env = { XDG_STATE_HOME = dir, LUXEC_HISTORY = false, TERM = "xterm",
         LUA_INIT = false, LUA_INIT_5_4 = false, HOME = dir, XDG_RUNTIME_DIR = run } }))
@@ -56,7 +56,7 @@ describe("luxec prompt with a daemon", function()
       :format(sh.id)))
     repl:send("echo inside-$((6 * 7))\r")
     assert(repl:expect("inside-42"))
-    sh:expect("inside-42") -- (this client sees it as well)
+    assert(sh:expect("inside-42")) -- (this client sees it as well)
     repl:send("\29")
     assert(repl:expect(("[detached from session %s, which keeps running in the daemon]")
       :format(sh.id)))
@@ -64,7 +64,7 @@ describe("luxec prompt with a daemon", function()
     -- still running in the daemon, and still answering
     assert.is_true(sh:status().running)
     sh:sendline("echo after-$((2 + 3))")
-    sh:expect("after-5")
+    assert(sh:expect("after-5"))
     assert.matches(sh.id:gsub("%p", "%%%0") .. "%s+%d+%s+running", eval(repl, ":ps"))
     assert.matches("session " .. sh.id:gsub("%p", "%%%0") .. ": .*SIGHUP",
       eval(repl, ":kill " .. sh.id))

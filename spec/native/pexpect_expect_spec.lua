@@ -263,7 +263,7 @@ sys.stdin.readline()
     function()
       local p = assert(luxec.spawn({ "sh", "-c", "echo READY; read x; echo END" }))
       p.timeout = 5
-      p:expect("READY")
+      assert(p:expect("READY"))
       local t = uv.new_timer()
       t:start(50, 0, function()
         uv.kill(uv.os_getpid(), "sigwinch")

@@ -130,9 +130,9 @@ describe("pexpect's test_misc.py", function()
         "while True: print('<out>' + input('<in >'), flush=True)" }, { tty = true }))
       pid = p.pid
       p.timeout = 5
-      p:expect("<in >")
+      assert(p:expect("<in >"))
       p:sendline("alpha")
-      p:expect("<out>alpha")
+      assert(p:expect("<out>alpha"))
       assert.is_true(p:status().running)
     end
     assert(H.wait_for(function() return not H.alive(pid) end, 5000, "the end of the program"))
@@ -151,14 +151,14 @@ describe("pexpect's test_misc.py", function()
     -- ignores the signal; docs/pexpect.md)
     local p = assert(luxec.spawn({ "python3", "-c",
       "import sys; print('READY', flush=True); sys.stdin.read(1)" }, { tty = true }))
-    p:expect("READY", { timeout = 5 })
+    assert(p:expect("READY", { timeout = 5 }))
     p:signal("HUP")
     local st = assert(p:wait({ timeout = 5 }))
     assert.equals("HUP", st.signal_name)
     p:close()
     p = assert(luxec.spawn({ "sh", "-c", "trap '' HUP; exec python3 -c \"import sys; " ..
       "print('READY', flush=True); sys.stdin.read(1)\"" }, { tty = true }))
-    p:expect("READY", { timeout = 5 })
+    assert(p:expect("READY", { timeout = 5 }))
     p:signal("HUP")
     assert.is_nil(p:wait({ timeout = 0.3 })) -- still running
     p:close()
@@ -307,7 +307,7 @@ describe("pexpect's test_isalive.py", function()
       "for s in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):\n" ..
       "    signal.signal(s, signal.SIG_IGN)\n" ..
       "print('READY', flush=True)\ntime.sleep(30)" }, { tty = true }))
-    p:expect("READY", { timeout = 5 })
+    assert(p:expect("READY", { timeout = 5 }))
     local r = p:terminate({ grace_ms = 100 })
     assert.is_false(r.graceful) -- it ignored TERM: killed after the grace
     dead_after_eof(p)

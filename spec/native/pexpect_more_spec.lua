@@ -25,7 +25,7 @@ finally:
 local function getch()
   local p = assert(luxec.spawn(GETCH, { tty = true, echo = false }))
   p.timeout = 5
-  p:expect("READY")
+  assert(p:expect("READY"))
   return p
 end
 
@@ -125,7 +125,7 @@ while True:
     time.sleep(10)
 ]] }, { tty = true }))
     p.timeout = 10
-    p:expect("READY")
+    assert(p:expect("READY"))
     for _, size in ipairs({ { 11, 22 }, { 24, 80 } }) do
       assert(p:resize(size[1], size[2]))
       assert.equals(1, p:expect({ re = [[SIGWINCH: \((\d*), (\d*)\)]] }))
@@ -147,7 +147,7 @@ describe("pexpect's test_log.py", function()
   it("test_log: log = path", function()
     local p = assert(luxec.spawn({ "echo", "This is a test." }, { tty = true,
       log = dir .. "/log" }))
-    p:expect(EOF, { timeout = 5 })
+    assert(p:expect(EOF, { timeout = 5 }))
     p:close()
     assert.equals("This is a test.", (H.read_file(dir .. "/log"):gsub("%s+$", "")))
   end)
@@ -157,7 +157,7 @@ describe("pexpect's test_log.py", function()
     local p = assert(luxec.spawn({ "cat" }, { tty = true, log_to = f }))
     p:sendline("This is a test.")
     p:sendeof()
-    p:expect(EOF, { timeout = 5 })
+    assert(p:expect(EOF, { timeout = 5 }))
     p:close()
     f:close()
     local lf = H.read_file(dir .. "/log")
@@ -171,7 +171,7 @@ describe("pexpect's test_log.py", function()
     local p = assert(luxec.spawn({ "cat" }, { tty = true, record = dir .. "/rec.cast" }))
     p:sendline("This is a test.")
     p:sendeof()
-    p:expect(EOF, { timeout = 5 })
+    assert(p:expect(EOF, { timeout = 5 }))
     p:wait({ timeout = 5 })
     p:close()
     local json = require("luxec.json")

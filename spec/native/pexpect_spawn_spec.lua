@@ -184,9 +184,9 @@ describe("pexpect's test_env.py", function()
     local d = script("a", "spawn_uses_env.sh", "$PEXPECT_TEST_KEY")
     local p = assert(luxec.spawn({ d .. "/spawn_uses_env.sh" }, { tty = true,
       env = { PEXPECT_TEST_KEY = "pexpect test value" } }))
-    p:expect("\n", { timeout = 5 })
+    assert(p:expect("\n", { timeout = 5 }))
     local out = p.before
-    p:expect(EOF, { timeout = 5 })
+    assert(p:expect(EOF, { timeout = 5 }))
     assert.equals(0, assert(p:wait({ timeout = 5 })).code)
     assert.equals("pexpect test value", (out:gsub("%s+$", "")))
     p:close()

@@ -225,7 +225,7 @@ describe("network by name: request bodies", function()
     local srv = assert(luxec.spawn({ "python3", "-c", BODY_SERVER, tostring(port) },
       { env = { PATH = PATH } }))
     finally(function() srv:close() end)
-    srv:expect("UP\n", { timeout = 10 })
+    assert(srv:expect("UP\n", { timeout = 10 }))
     H.write_file(dir .. "/slow.py", table.concat({
       "import socket, sys, time",
       "s = socket.create_connection(('127.0.0.1', 3128))",

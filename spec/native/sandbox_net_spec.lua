@@ -239,7 +239,7 @@ describe("network by name", function()
     local a = assert(luxec.spawn({ "sh", "-c", "echo up; sleep 30" }, { cwd = "/",
       env = { PATH = PATH }, sandbox = { mode = "read-only",
         network = { allow = { "registry.test" }, resolve = names() } } }))
-    a:expect("up", { timeout = 10 })
+    assert(a:expect("up", { timeout = 10 }))
     local url = ("http://registry.test:%d/"):format(srv.port)
     -- the same address inside another session is that session's proxy, with its policy
     local b = run(("curl -sS -x http://127.0.0.1:3128 %s"):format(url),

@@ -92,7 +92,7 @@ describe("network by name without the proxy variables", function()
       "srv.serve_forever()", "" }, "\n"))
     tls = assert(luxec.spawn({ "python3", dir .. "/server.py", dir, OK_ADDR },
       { env = { PATH = PATH } }))
-    tls:expect("UP", { timeout = 10 })
+    assert(tls:expect("UP", { timeout = 10 }))
     plain = assert(counter(OK_ADDR, 80, HELLO))
     evil = assert(counter(EVIL_ADDR, 443, HELLO))
     evil80 = assert(counter(EVIL_ADDR, 80, HELLO))

@@ -31,10 +31,10 @@ describe("luxec.remote over ssh", function()
     local host = connect()
     local py = assert(host:spawn({ "python3", "-i" }, { tty = true,
       env = { PATH = os.getenv("PATH"), TERM = "dumb" } }))
-    py:expect(">>> ", { timeout = 30 })
+    assert(py:expect(">>> ", { timeout = 30 }))
     py:sendline("print(6*7)")
-    py:expect("42\r\n")
-    py:expect(">>> ")
+    assert(py:expect("42\r\n"))
+    assert(py:expect(">>> "))
     py:sendeof()
     assert.equals(0, py:wait({ timeout = 30 }).code)
     local r = assert(host:run({ "sh", "-c", "echo $((40+2)); echo $SSH_CONNECTION; exit 7" }))
@@ -48,7 +48,7 @@ describe("luxec.remote over ssh", function()
     local host = connect()
     local p = assert(host:spawn({ "sh", "-c", "sleep 1000 & sleep 1000 & echo children $!; "
       .. "wait" }))
-    p:expect({ lua = "children (%d+)\n" })
+    assert(p:expect({ lua = "children (%d+)\n" }))
     local tree = { p.pid, tonumber(p.captures[1]) }
     if box.netns then -- (the host's own view: its processes)
       local there = {}
@@ -77,9 +77,9 @@ describe("luxec.remote over ssh", function()
     local host = connect()
     local p = assert(host:spawn({ "sh", "-c", "sleep 1000 & echo child $!; while :; do "
       .. "echo tick; sleep 0.05; done" }))
-    p:expect({ lua = "child (%d+)\n" })
+    assert(p:expect({ lua = "child (%d+)\n" }))
     local tree = { p.pid, tonumber(p.captures[1]) }
-    p:expect("tick")
+    assert(p:expect("tick"))
     local run_result
     local task = require("luxec").go(function()
       run_result = host:run({ "sleep", "1000" })
