@@ -113,7 +113,7 @@ describe("luxec.sleep", function()
     end)
     H.wait_for(function()
       return err ~= nil
-    end, 1000, "the timer")
+    end, 10000, "the timer")
     assert.matches("cannot wait inside a loop callback", err)
   end)
 end)
