@@ -234,13 +234,22 @@ describe("the Debian package (cpack -G DEB)", function()
         return
       end
     end
+    -- (a copy of the suite beside this one installs and removes the same package: one at a
+    -- time, from the look at what is installed to the removal)
+    local release = H.machine_lock("dpkg")
+    local dir, installed
+    finally(function()
+      if installed then sh("dpkg --purge luxec", DPKG) end
+      if dir then H.rmtree(dir) end
+      release()
+    end)
     local status = sh("dpkg-query -W -f='${Status}' luxec 2>/dev/null").stdout
     if status:find(" installed$") or status:find("config%-files$") or uv.fs_stat("/usr/bin/luxec")
     then
       pending("a luxec is installed in /usr already; this spec would replace it")
       return
     end
-    local dir = H.tmpdir()
+    dir = H.tmpdir()
     local r = H.run({ cmd = "cpack", "-G", "DEB", "-B", dir }, { cwd = H.build, timeout = 300000 })
     assert.equals(0, r.code, r.stdout .. r.stderr)
     local deb = r.stdout:match("package: (%S+%.deb) generated")
@@ -266,10 +275,7 @@ describe("the Debian package (cpack -G DEB)", function()
         .. "Depends: " .. depends)
     end
 
-    finally(function()
-      sh("dpkg --purge luxec", DPKG)
-      H.rmtree(dir)
-    end)
+    installed = true -- (from here on, whatever fails: purged)
     r = sh("dpkg -i '" .. deb .. "'", DPKG)
     assert.equals(0, r.code, r.stdout .. r.stderr)
     local env = env_with({})

@@ -162,7 +162,7 @@ describe("clean: across reads", function()
       assert.equals(100000, #cleaned(("B\0\0f"):rep(50000)))
       -- where a block may end is found in linear time
       local ratio, times = H.growth(function(n) return ("B\0\0f"):rep(n) end, cleaned, 40000)
-      assert.is_true(ratio < 8, times)
+      assert.is_true(ratio < 10, times) -- (linear: 4; quadratic: 16)
     end)
 
   it("holds back a string with the sequence a read cut that cuts it short (fuzz_truncate)",
@@ -258,7 +258,7 @@ describe("clean: map back to raw offsets", function()
     end
     assert.truthy(utf8.len((C.clean(binary(300000)))))
     local ratio, times = H.growth(binary, C.clean, 50000)
-    assert.is_true(ratio < 8, times)
+    assert.is_true(ratio < 10, times) -- (linear: 4; quadratic: 16)
   end)
 
   it("maps into a rewritten line as the whole raw line", function()
