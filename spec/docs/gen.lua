@@ -224,6 +224,9 @@ function M.config_table(root)
   local function default_text(section, key)
     if section == nil and key == "cwd" then return "the server's working directory" end
     if section == nil and key == "shell" then return "`/bin/bash`, else `/bin/sh`" end
+    if section == "output" and key == "clean_pipe" then
+      return "`true`, but `false` with `text = \"codex\"`"
+    end
     local v
     if section then v = defaults[section][key] else v = defaults[key] end
     if v == nil then return "—" end

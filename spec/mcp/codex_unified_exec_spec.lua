@@ -145,7 +145,7 @@ describe("Codex's unified-exec tests through luxec mcp", function()
     assert.equals(0, r.exit_code)
     assert.matches("END-EVENT", r.output, 1, true)
     -- the process ended inside the call: it has no session to poll
-    assert.equals("Unknown process id 1000",
+    assert.equals("write_stdin failed: Unknown process id 1000",
       write_error({ chars = "", session_id = 1000, yield_time_ms = 250 }))
   end)
 
@@ -661,7 +661,7 @@ PY
     local id = bash_i()
     local r = write({ session_id = id, chars = "exit\n", yield_time_ms = 2500 })
     assert.equals(0, r.exit_code)
-    assert.equals(("Unknown process id %d"):format(id),
+    assert.equals(("write_stdin failed: Unknown process id %d"):format(id),
       write_error({ session_id = id, chars = "", yield_time_ms = 100 }))
     assert.same({}, P:tool("list_sessions", {}).structuredContent.sessions)
   end)

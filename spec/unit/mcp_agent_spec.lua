@@ -93,10 +93,54 @@ describe("the MCP server's tools for an agent (fake process, fake clock)", funct
       assert.matches("^Chunk ID: %x%x%x%x%x%x\nWall time: [%d.]+ seconds\nProcess running "
         .. "with session ID %d+\nOriginal token count: 0\nOutput:\n$", r.content[1].text)
       assert.equals(2, #r.content)
-      assert.matches("^The maximum number of unified exec processes you can keep open is 2 ",
-        r.content[2].text)
+      -- (Codex's record_model_warning: "Warning: " and the message)
+      assert.matches("^Warning: The maximum number of unified exec processes you can keep "
+        .. "open is 2 ", r.content[2].text)
       assert.matches("^The maximum number", r.structuredContent.warnings[1])
       assert.equals("/", fake.spawned[1].argv[1]:sub(1, 1)) -- the shell's absolute path
       assert.equals("1", fake.spawned[1].opts.env.CODEX_CI)
+    end)
+
+  it("in Codex's text mode words a failed call as Codex does (write_stdin failed: …, "
+    .. "exec_command failed for `…`: …); luxec's own text keeps the bare reason", function()
+    fake.program("nostart", { fail = "ENOENT: no such file or directory" })
+    fake.program("pipe", { steps = { { at = 60000, exit = 0 } } })
+    for _, mode in ipairs({ "codex", "luxec" }) do
+      local srv, sent = server({ output = { text = mode }, login = true })
+      local r = tool(srv, sent, "write_stdin", { session_id = 4242, chars = "" })
+      assert.is_true(r.isError)
+      local prefix = mode == "codex" and "write_stdin failed: " or ""
+      assert.equals(prefix .. "Unknown process id 4242", r.content[1].text)
+      r = tool(srv, sent, "exec_command", { cmd = "pipe", yield_time_ms = 250 })
+      local id = assert(r.structuredContent.session_id)
+      r = tool(srv, sent, "write_stdin", { session_id = id, chars = "x" })
+      assert.is_true(r.isError)
+      assert.equals(prefix .. "stdin is closed for this session; rerun exec_command with "
+        .. "tty=true to keep stdin open", r.content[1].text)
+      r = tool(srv, sent, "exec_command", { cmd = "nostart" })
+      assert.is_true(r.isError)
+      if mode == "codex" then
+        -- the command line as Codex shows it: each word quoted as a shell would need it
+        assert.matches("^exec_command failed for `/%S+ %-lc nostart`: ENOENT: no such file or "
+          .. "directory$", r.content[1].text)
+      else
+        assert.equals("failed to start `nostart`: ENOENT: no such file or directory",
+          r.content[1].text)
+      end
+      M.shutdown()
+    end
+  end)
+
+  it("in Codex's text mode gives a pipe's bytes as they came (no cleaning unless asked)",
+    function()
+      local raw = "a\rb\n\27[31mred\27[0m\nx\bY\n"
+      fake.program("esc", { output = raw, exit = 0 })
+      for _, case in ipairs({ { "codex", nil, raw }, { "luxec", nil, "b\nred\nY\n" },
+        { "codex", true, "b\nred\nY\n" }, { "luxec", false, raw } }) do
+        local srv, sent = server({ output = { text = case[1], clean_pipe = case[2] } })
+        local r = tool(srv, sent, "exec_command", { cmd = "esc", yield_time_ms = 250 })
+        assert.equals(case[3], r.structuredContent.output, case[1])
+        M.shutdown()
+      end
     end)
 end)

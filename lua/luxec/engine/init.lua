@@ -134,6 +134,15 @@ function Engine:_log_path(id)
   return path
 end
 
+-- A word as Codex shows it in a command line (shlex's quoting): bare when every character
+-- is safe, else in single quotes, or in double quotes when it holds a single quote.
+local function shell_word(w)
+  if w == "" then return "''" end
+  if not w:find("[^%w,._+:@%%/=-]") then return w end
+  if not w:find("'", 1, true) then return "'" .. w .. "'" end
+  return '"' .. w:gsub('[\\"$`]', "\\%0") .. '"'
+end
+
 local function label(cmd)
   return ("`%s`"):format(#cmd > 60 and cmd:sub(1, 60) .. "…" or cmd)
 end
@@ -179,7 +188,13 @@ function Engine:_exec(args, ctx, lim, no_sandbox)
   if not ok or not p then
     if log then os.remove(log) end
     self._store:release(id)
-    return nil, ("failed to start `%s`: %s"):format(a.cmd, tostring(ok and serr or p))
+    local why = tostring(ok and serr or p)
+    if cfg.text == "codex" then -- Codex's words for a command that could not start
+      local words = {}
+      for i, w in ipairs(argv) do words[i] = shell_word(w) end
+      return nil, ("exec_command failed for `%s`: %s"):format(table.concat(words, " "), why)
+    end
+    return nil, ("failed to start `%s`: %s"):format(a.cmd, why)
   end
   local start = self._now()
   local do_clean = a.clean

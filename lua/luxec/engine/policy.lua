@@ -45,7 +45,8 @@ M.defaults = {
   truncation = "luxec", -- "luxec" | "codex-tokens" | "codex-bytes"
   text = "luxec", -- the result's text: "luxec" (compact) | "codex" (Codex's, exactly)
   chunk_id = false, -- "luxec" text: start with Codex's "Chunk ID" line
-  clean_pipe = true, -- clean output of pipe sessions
+  clean_pipe = nil, ---@type boolean|nil  clean output of pipe sessions (default: true, but
+  -- false with text = "codex": Codex gives a pipe's bytes as they came)
   clean_tty = false, -- and of terminal sessions
   early_return = true, -- end a wait when the program waits for input
   input_poll_ms = 15,
@@ -117,6 +118,7 @@ function M.config(config)
     error(("bad config 'text' for luxec.engine (\"luxec\" or \"codex\" expected, got %q)")
       :format(cfg.text), 0)
   end
+  if cfg.clean_pipe == nil then cfg.clean_pipe = cfg.text ~= "codex" end
   if cfg.pipe_stdin ~= "null" and cfg.pipe_stdin ~= "pipe" then
     error(("bad config 'pipe_stdin' for luxec.engine (\"null\" or \"pipe\" expected, got %q)")
       :format(cfg.pipe_stdin), 0)

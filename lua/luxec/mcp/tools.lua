@@ -89,12 +89,14 @@ end
 local PRUNING = "^The maximum number of unified exec processes"
 
 -- In Codex's text mode the pruning warning comes as Codex sends it: a message of its own
--- (here a second text item), never a line inside the result's text.
+-- (here a second text item) that starts "Warning: ", never a line inside the result's text.
 local function exec_result(srv, r)
   local res = text_result(srv.engine:format(r), M.structured_exec(r))
   if srv.engine:text_mode() == "codex" then
     for _, w in ipairs(r.warnings or {}) do
-      if w:find(PRUNING) then res.content[#res.content + 1] = { type = "text", text = w } end
+      if w:find(PRUNING) then
+        res.content[#res.content + 1] = { type = "text", text = "Warning: " .. w }
+      end
     end
   end
   return res
@@ -237,7 +239,10 @@ function tools.write_stdin(srv, call, args)
   if call.cancelled then return nil end
   local res, err = srv.engine:write_stdin(args, call.ctx)
   if call.cancelled then return nil end -- the engine keeps what it read for the next call
-  if not res then return error_result(err) end
+  if not res then
+    -- (Codex's words: "write_stdin failed: Unknown process id 1000")
+    return error_result(srv.engine:text_mode() == "codex" and "write_stdin failed: " .. err or err)
+  end
   return exec_result(srv, res)
 end
 
