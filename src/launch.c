@@ -111,6 +111,8 @@ int launch_child_main(void *arg) {
     if (sandbox_child_apply(req->sandbox, &stage) < 0) child_fail(c, stage);
     if (c->files_shared && unshare(CLONE_FILES) < 0) child_fail(c, "unshare files");
   }
+  if (c->null_inside && (c->fd0 = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+    child_fail(c, "/dev/null");
   if (c->ctty >= 0 && ioctl(c->ctty, TIOCSCTTY, 0) < 0) child_fail(c, "controlling terminal");
   if (dup2(c->fd0, 0) < 0 || dup2(c->fd1, 1) < 0 || dup2(c->fd2, 2) < 0) child_fail(c, "dup2");
   /* after the sandbox: a new mount namespace needs the working directory looked up again */
@@ -340,6 +342,10 @@ int launch(const launch_req *req, launch_res *res) {
       devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
       if (devnull < 0) FAIL("/dev/null");
       c.fd0 = devnull;
+      /* The host's /dev/null lies on the host's writable /dev: a descriptor of it would let
+       * the program chmod or touch the host's device (fchmod, utimensat on /proc/self/fd/0). A
+       * contained program gets the one of its own /dev, a read-only bind. */
+      c.null_inside = contained;
     }
     if (pipe2(p, O_CLOEXEC) < 0) FAIL("pipe");
     fds[OUT_R] = p[0];

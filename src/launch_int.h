@@ -32,6 +32,7 @@ typedef struct child_ctx {
   uint64_t reset;       /* the signals to put back to their default (bit n - 1: signal n) */
   volatile int started; /* the child ran (a child killed at its birth never does) */
   int born_in_cgroup;   /* born in the session's cgroup v2 (clone3): its v1 ones still to join */
+  int null_inside;      /* stdin is /dev/null: opened again inside the sandbox's mount tree */
 } child_ctx;
 
 /* The program's side of a launch: from clone to exec (async-signal-safe). */

@@ -39,6 +39,10 @@ static char **copy(char **in, int n) {
   return out;
 }
 
+/* Whether a read of the calling task's memory failed while this thread judged its call
+ * (see handle). */
+static _Thread_local int unreadable;
+
 /* Read a NUL-terminated string from the target, page by page (the next page may not be
  * mapped). */
 int read_string(pid_t pid, uint64_t addr, char *out, size_t size) {
@@ -48,7 +52,10 @@ int read_string(pid_t pid, uint64_t addr, char *out, size_t size) {
     size_t want = size - 1 - got < page_left ? size - 1 - got : page_left;
     struct iovec local = {out + got, want}, remote = {(void *)(uintptr_t)(addr + got), want};
     ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (n <= 0) return -1;
+    if (n <= 0) {
+      unreadable = 1;
+      return -1;
+    }
     if (memchr(out + got, '\0', (size_t)n) != NULL) return 0;
     got += (size_t)n;
   }
@@ -57,7 +64,9 @@ int read_string(pid_t pid, uint64_t addr, char *out, size_t size) {
 
 int read_mem(pid_t pid, uint64_t addr, void *out, size_t len) {
   struct iovec local = {out, len}, remote = {(void *)(uintptr_t)addr, len};
-  return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len) return 0;
+  unreadable = 1;
+  return -1;
 }
 
 void answer(sbx_call *c, int err) {
@@ -223,7 +232,16 @@ static void handle(sbx_call *c) {
     refuse(c, name, EPERM, NULL, NULL);
     return;
   }
-  if (notify_net_call(c) || notify_file_call(c) || notify_meta_call(c)) return;
+  unreadable = 0;
+  if (notify_net_call(c) || notify_file_call(c) || notify_meta_call(c)) {
+    /* Never let a call go on whose arguments the host could not read: the kernel may read
+     * what the host cannot (memory of another kind, or changed meanwhile) and then act on
+     * arguments nobody judged. Where the kernel cannot read them either, EFAULT is its own
+     * answer. */
+    if (unreadable && !c->handed_off && (c->resp->flags & SECCOMP_USER_NOTIF_FLAG_CONTINUE))
+      answer(c, EFAULT);
+    return;
+  }
   /* a notified call nobody judges would pass unseen: refuse it, and say which */
   snprintf(other, sizeof other, "syscall %d", req->data.nr);
   refuse(c, other, EPERM, NULL, NULL);

@@ -356,7 +356,8 @@ static int namespace_rules(sandbox_prep *p) {
 int sandbox_child_apply(sandbox_prep *p, const char **stage) {
   sandbox_stamp(p, SBX_T_CHILD);
   /* the first process of the new pid namespace: its /proc shows that namespace only */
-  if (p->pidns_ok && mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+  if (p->pidns_ok &&
+      mount("proc", "/proc", "proc", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
     *stage = "sandbox /proc";
     return -1;
   }

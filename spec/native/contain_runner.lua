@@ -31,7 +31,7 @@ local function finish(res)
 end
 
 local ok, p, err = pcall(luxec.spawn, argv, { cwd = req.cwd, tty = req.tty == true,
-  sandbox = req.sandbox, env = req.env })
+  stdin = req.stdin, sandbox = req.sandbox, env = req.env })
 if not ok or not p then
   finish({ error = tostring(ok and err or p) })
 end

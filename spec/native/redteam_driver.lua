@@ -7,7 +7,8 @@
 --- records(ctx, mode, st) -> the exact records ({op, path[, to]}; {} for none; `loose`: each
 --- record one of them; loose = "present": these among others; loose = "pattern": paths are
 --- patterns, each record one of them, none at all allowed); refused (a pattern of the
---- output); home(ctx) -> the session's HOME; tty; policy (added to the sandbox's); check;
+--- output); home(ctx) -> the session's HOME; tty; stdin ("null" or "pipe", spawn's option);
+--- policy (added to the sandbox's); check;
 --- hold(ctx, st, pid): called while the command, having printed HELD, waits for a line (pid:
 --- the attempt's luxec host).
 local H = require("helper")
@@ -51,11 +52,11 @@ local function give(ctx, ...)
 end
 
 local SECRET = "luxec-host-secret-" .. H.rand_digits(8)
-local function jail(ctx, argv, mode, home, tty, extra, hold)
+local function jail(ctx, argv, mode, home, tty, extra, hold, stdin)
   local policy = { mode = mode, network = "deny" }
   for k, v in pairs(extra or {}) do policy[k] = v end
   -- the luxec host has a secret in its environment that the session is not given
-  local req = json.encode({ argv = argv, cwd = ctx.ws, tty = tty == true,
+  local req = json.encode({ argv = argv, cwd = ctx.ws, tty = tty == true, stdin = stdin,
     env = { PATH = PATH, HOME = home or ctx.home, LANG = "C.UTF-8" },
     sandbox = policy })
   local cmd = {}
@@ -204,7 +205,7 @@ local function run_attempt(ctx, a, mode)
   reset_home(ctx)
   snapshot_home(ctx, home or ctx.home)
   local res = jail(ctx, a.argv(ctx, st), mode, home, a.tty, a.policy,
-    a.hold and function(pid) a.hold(ctx, st, pid) end)
+    a.hold and function(pid) a.hold(ctx, st, pid) end, a.stdin)
   local out = res.output or ""
   local what = a.effect(ctx, st, res)
   H.write_file(ctx.target, ctx.target_text)

@@ -447,5 +447,69 @@ py("utime, chmod, chown, setxattr of a file outside: one record each",
     { "chown", function(ctx) return ctx.target end },
     { "setxattr", function(ctx) return ctx.target end } })
 
+-- Inodes the session shares with the host on a mount it can write: a file of /proc outside
+-- a process's directory is one inode for every procfs (root owns them, and owning is all
+-- chmod asks), and a descriptor the host opened is on the host's own mount.
+-- (read in a procfs of its own: one mounted before the change keeps the mode it read)
+local FRESH_PROC = (uv.getuid() == 0 and "unshare -mpf" or "unshare -Urmpf") .. " --mount-proc "
+local function proc_mode()
+  local f = assert(io.popen(FRESH_PROC .. "stat -c %a /proc/buddyinfo"))
+  local mode = f:read("a"):match("^(%d+)")
+  f:close()
+  return assert(mode, "no mode of /proc/buddyinfo")
+end
+for _, evidence in ipairs({ true, false }) do
+  -- (without evidence nothing judges the call: the mount tree alone refuses it)
+  local how = evidence and "" or ", evidence off"
+  attempt("shared inodes", "chmod a file of /proc (every procfs shares its mode)" .. how, {
+    argv = function() return { "chmod", "400", "/proc/buddyinfo" } end,
+    prepare = function() return { mode = proc_mode() } end,
+    effect = function(_, st)
+      local now = proc_mode()
+      if now ~= st.mode then
+        os.execute(FRESH_PROC .. "chmod " .. st.mode .. " /proc/buddyinfo")
+        return ("/proc/buddyinfo's mode became %s"):format(now)
+      end
+    end,
+    policy = { evidence = evidence },
+    records = evidence and records({ "chmod", "/proc/buddyinfo" }) or records(),
+  })
+end
+local function null_times()
+  local s = uv.fs_stat("/dev/null")
+  return s and ("%d.%d/%d.%d"):format(s.mtime.sec, s.mtime.nsec, s.ctime.sec, s.ctime.nsec)
+end
+for _, evidence in ipairs({ true, false }) do
+  attempt("shared inodes", "touch and chmod the /dev/null of stdin (= \"null\") by its "
+    .. "descriptor" .. (evidence and "" or ", evidence off"), {
+    stdin = "null",
+    argv = function()
+      return { "sh", "-c", "touch -d 2001-01-01 /proc/self/fd/0; chmod 666 /proc/self/fd/0" }
+    end,
+    prepare = function() return { t = null_times() } end,
+    effect = function(_, st)
+      if null_times() ~= st.t then return "the host's /dev/null changed: " .. null_times() end
+    end,
+    policy = { evidence = evidence },
+    records = evidence and records({ "utime", "/dev/null" }, { "chmod", "/dev/null" })
+      or records(),
+  })
+end
+-- Memory the host cannot read (memfd_secret) would hold arguments the kernel reads and the
+-- host judging the call does not: the call is not there, as on a kernel without it
+attempt("shared inodes", "memfd_secret (arguments the host could not read)", {
+  argv = function()
+    return { "python3", "-c", "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+      .. "fd = libc.syscall(447, 0)\nprint('ok' if fd >= 0 else os.strerror(ctypes.get_errno()))" }
+  end,
+  refused = "^Function not implemented",
+  records = records(),
+})
+py("chattr -v (FS_IOC_SETVERSION) of a file outside: its record; 32-bit FS_IOC32_SETFLAGS: "
+  .. "ENOTTY, no record", "import fcntl, struct\nfd = os.open(O + '/target', os.O_RDONLY)\n"
+  .. try("fcntl.ioctl(fd, 0x40087602, struct.pack('l', 5))") .. "\n"
+  .. try("fcntl.ioctl(fd, 0x40046602, struct.pack('i', 0))"),
+  { { "chattr", function(ctx) return ctx.target end } })
+
 D.run("red team (kernel interfaces)", ATTEMPTS, { describe = describe, it = it,
   pending = pending, lazy_setup = lazy_setup, lazy_teardown = lazy_teardown, assert = assert })
