@@ -213,6 +213,31 @@ describe("sandbox paths (workspace-write)", function()
     assert.is_true(contains(report.protected, ws .. "/githooks"))
   end)
 
+  it("keeps the files the repository's configured commands run read-only (fsmonitor, a "
+    .. "filter's script, an alias's script): the host's git runs nothing the command wrote",
+    function()
+      assert(uv.fs_mkdir(ws .. "/tools", 493))
+      write_file(ws .. "/tools/clean.py", "import sys\nsys.stdout.write(sys.stdin.read())\n")
+      local out, code = host("git config core.fsmonitor ./tools/fsmon.sh"
+        .. " && git config filter.strip.clean 'python3 tools/clean.py'"
+        .. " && git config alias.go '!sh scripts/go.sh'", ws)
+      assert(code == 0, out)
+      local touch = "#!/bin/sh\ntouch " .. marker .. "\n"
+      local _, _, report = jail(("mkdir -p scripts; for f in tools/fsmon.sh scripts/go.sh; do "
+        .. "printf %s > $f; chmod +x $f; done; printf 'open(%s, \"w\")\\n' > tools/clean.py; "
+        .. "true"):format(q(touch), q(q(marker))))
+      assert.is_nil(uv.fs_stat(ws .. "/tools/fsmon.sh"))
+      assert.is_nil(uv.fs_stat(ws .. "/scripts/go.sh"))
+      assert.equal("import sys\nsys.stdout.write(sys.stdin.read())\n",
+        read_file(ws .. "/tools/clean.py"))
+      assert.is_true(contains(report.protected, ws .. "/tools"))
+      -- what the host's git then runs: the fsmonitor (status), the filter (add), the alias
+      write_file(ws .. "/f.txt", "x\n")
+      write_file(ws .. "/.gitattributes", "f.txt filter=strip\n")
+      host("git status --short; git add f.txt; git go", ws)
+      assert.is_nil(uv.fs_stat(marker))
+    end)
+
   it("keeps a config file the repository includes read-only", function()
     write_file(ws .. "/shared.gitconfig", "[user]\n\tname = t\n")
     local out, code = host("git config include.path ../shared.gitconfig", ws)
@@ -294,6 +319,27 @@ describe("sandbox paths (workspace-write)", function()
     assert.is_nil(uv.fs_stat(ws .. "/gone"))
     for _, p in ipairs({ "/.mcp.json", "/.claude", "/.vscode" }) do
       assert.is_true(contains(report.protected, ws .. p), p)
+    end
+  end)
+
+  it("refuses to make any default protected single name, at the top or in a subdirectory "
+    .. "(editors', agents' and tool managers' files the host runs later)", function()
+    local names = {}
+    for _, e in ipairs(require("luxec.sandbox.paths").DEFAULT_PROTECT) do
+      if not e:find("/", 1, true) then names[#names + 1] = e end
+    end
+    for _, n in ipairs({ ".devcontainer", "mise.toml", ".tool-versions", ".aider.conf.yml",
+      ".run", ".windsurf" }) do
+      assert.is_true(contains(names, n), n)
+    end
+    local script = { "mkdir -p sub" }
+    for _, n in ipairs(names) do
+      script[#script + 1] = ("echo x > %s; mkdir %s; echo x > sub/%s"):format(q(n), q(n), q(n))
+    end
+    jail(table.concat(script, " 2>/dev/null; ") .. " 2>/dev/null; true")
+    for _, n in ipairs(names) do
+      assert.is_nil(uv.fs_lstat(ws .. "/" .. n), n)
+      assert.is_nil(uv.fs_lstat(ws .. "/sub/" .. n), "sub/" .. n)
     end
   end)
 

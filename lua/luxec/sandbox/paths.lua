@@ -32,6 +32,12 @@ M.DEFAULT_PROTECT = {
   ".kiro",                   -- Kiro: settings/mcp.json, hooks
   ".continue",               -- Continue: mcpServers
   "opencode.json", ".opencode", -- opencode: MCP servers, commands, plugins
+  ".windsurf", ".clinerules", ".fleet", -- Windsurf, Cline, Fleet: rules, MCP servers, tasks
+  ".run",                    -- JetBrains run configurations kept with the project
+  ".aider.conf.yml",         -- aider: lint-cmd, test-cmd (run after each edit)
+  ".devcontainer", ".devcontainer.json", -- initializeCommand runs on the host
+  "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml", ".mise", -- mise: hooks,
+  ".tool-versions",          -- tasks and env it runs on cd (and asdf's versions)
   -- In the session's HOME, when HOME is in a writable root (a workspace that is the home
   -- directory, a HOME under /tmp): what the host's shells, ssh, git, editors, agents and
   -- desktop run or load later, and the directories on a usual PATH.
@@ -271,7 +277,47 @@ function Found:protect(path, top)
   self:reserve(path)
 end
 
--- git config: the values of `core.hooksPath` and of include paths, in file order.
+-- The keys whose value is a command git (or a tool it starts) runs, as "section.key", or
+-- "section.*.key" for a section with a subsection (lower case); `pager.<cmd>`, and aliases and
+-- submodule updates that start with "!", besides.
+local COMMAND_KEYS = {}
+for _, k in ipairs({ "core.fsmonitor", "core.editor", "core.pager", "core.sshcommand",
+  "core.askpass", "core.gitproxy", "core.alternaterefscommand", "sequence.editor",
+  "diff.external", "diff.*.command", "diff.*.textconv", "merge.*.driver", "filter.*.clean",
+  "filter.*.smudge", "filter.*.process", "credential.helper", "credential.*.helper",
+  "gpg.program", "gpg.*.program", "gpg.*.defaultkeycommand", "difftool.*.cmd",
+  "difftool.*.path", "mergetool.*.cmd", "mergetool.*.path", "interactive.difffilter",
+  "remote.*.uploadpack", "remote.*.receivepack", "uploadpack.packobjectshook",
+  "trailer.*.command", "trailer.*.cmd", "web.browser", "browser.*.cmd", "browser.*.path",
+  "man.*.cmd", "man.*.path", "sendemail.smtpserver", "sendemail.*.smtpserver",
+  "sendemail.tocmd", "sendemail.cccmd", "sendemail.headercmd" }) do
+  COMMAND_KEYS[k] = true
+end
+local MAX_COMMAND_PATHS = 64 -- per file: each path costs a mount at every spawn
+
+local function is_command(section, key, value)
+  local top = section:match("^([^%.]+)%.")
+  if section == "pager" then return true end
+  if section == "alias" or (top == "submodule" and key == "update") then
+    return value:match("^%s*!") ~= nil
+  end
+  return COMMAND_KEYS[top and (top .. ".*." .. key) or (section .. "." .. key)] == true
+end
+
+-- The words of a command that name a file (a "/" in them): the program, or a script an
+-- interpreter reads. (A word that only looks like one costs a name refused, no more.)
+local function command_paths(value, out)
+  for word in value:gsub("^%s*!", ""):gmatch("[^%s;&|()<>`$'\"=]+") do
+    if #out >= MAX_COMMAND_PATHS then return end
+    if word:find("/", 1, true) and not word:find("://", 1, true) and not word:find("[*?%[]")
+      and word:sub(1, 1) ~= "-" then
+      out[#out + 1] = { kind = "command", value = word }
+    end
+  end
+end
+
+-- git config: the values of `core.hooksPath` and of include paths, and the files the
+-- commands it names run (kind "command"), in file order.
 local function config_values(file)
   local fd = deps.open(file, "rb")
   if not fd then return {} end
@@ -280,10 +326,13 @@ local function config_values(file)
   fd:seek("set")
   local text = size > 0 and fd:read(size) or ""
   fd:close()
-  local out, section = {}, ""
-  -- neither key can be in a file without these words (names are whole, in any case)
+  local out, commands, section = {}, {}, ""
+  -- (a value that names a file has a "/": without one, only hooksPath and includes count)
   local low = text:lower()
-  if not (low:find("hookspath", 1, true) or low:find("include", 1, true)) then return out end
+  if not (low:find("hookspath", 1, true) or low:find("include", 1, true)
+    or text:find("/", 1, true)) then
+    return out
+  end
   for line in (text:gsub("\\\r?\n", "")):gmatch("[^\n]+") do
     local sec, rest = line:match("^%s*%[([^%]]*)%](.*)$")
     if sec then
@@ -297,7 +346,8 @@ local function config_values(file)
       key = key:lower()
       local top = section:match("^[^%.]+") or section
       kind = section == "core" and key == "hookspath" and "hooks"
-        or (top == "include" or top == "includeif") and key == "path" and "include" or nil
+        or (top == "include" or top == "includeif") and key == "path" and "include"
+        or value:find("/", 1, true) and is_command(section, key, value) and "command" or nil
     end
     if kind then -- (only these values are read: a spawn reads every repository's config)
       -- a value: quotes removed, escapes kept as the character, a comment cut
@@ -318,9 +368,15 @@ local function config_values(file)
         end
         i = i + 1
       end
-      out[#out + 1] = { kind = kind, value = (table.concat(v):gsub("%s+$", "")) }
+      local text_v = table.concat(v):gsub("%s+$", "")
+      if kind == "command" then
+        command_paths(text_v, commands)
+      else
+        out[#out + 1] = { kind = kind, value = text_v }
+      end
     end
   end
+  for _, c in ipairs(commands) do out[#out + 1] = c end
   return out
 end
 
@@ -332,7 +388,8 @@ local function expand_home(path, home)
 end
 
 -- The settings that name code git runs, from a config file and the files it includes.
--- hooks: the core.hooksPath values with the directory they are relative to.
+-- hooks: the core.hooksPath values, and the files named in commands git runs (core.fsmonitor,
+-- filter and diff drivers, …), each relative to the top of the worktree (where git runs them).
 function Found:read_config(file, home, hooks, depth, gitdir)
   if not (gitdir and under(file, gitdir)) then self:protect(file) end
   if depth > 8 then return end
