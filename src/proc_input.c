@@ -120,7 +120,21 @@ static int proc_tty_raw(lua_State *L) {
   return 1;
 }
 
+/* p:tty_size() -> rows, cols as the terminal has them now (the program may have set them:
+ * stty rows N), or nil, message, code for a pipe session or a terminal that is gone. */
+static int proc_tty_size(lua_State *L) {
+  proc *p = proc_check(L, 1);
+  struct winsize ws;
+  int fd = p->out[0].fd >= 0 ? p->out[0].fd : p->in_fd;
+  if (!p->tty || fd < 0) return luxec_push_error(L, ENOTTY);
+  if (ioctl(fd, TIOCGWINSZ, &ws) != 0) return luxec_push_error(L, errno);
+  lua_pushinteger(L, ws.ws_row);
+  lua_pushinteger(L, ws.ws_col);
+  return 2;
+}
+
 const luaL_Reg proc_input_methods[] = {{"input_unread", proc_input_unread},
+                                       {"tty_size", proc_tty_size},
                                        {"tty_raw", proc_tty_raw},
                                        {"tty_char", proc_tty_char},
                                        {"tty_echo", proc_tty_echo},

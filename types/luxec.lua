@@ -158,12 +158,13 @@ function Reader:read() end
 ---@field pid integer
 ---@field timeout number|false|nil  expect's timeout in seconds (30; false: none)
 ---@field before string|nil  expect: the output before the last match
----@field after string|luxec.Sentinel|nil  expect: the last match
+---@field after string|luxec.Sentinel|nil  expect: the last match (luxec.EOF or luxec.TIMEOUT when the output ended or the time ran out)
 ---@field match string|luxec.Sentinel|nil  expect: the last match (pexpect's name)
 ---@field captures string[]|nil  expect: the last match's captures
 local Process = {}
 
---- Wait until finished (exited and every stream at EOF); timeout in seconds.
+--- Wait until finished (exited and every stream at EOF); timeout in seconds. After close(),
+--- the status the session had then, at once.
 ---@param opts {timeout: number|nil}|nil
 ---@return luxec.Status|nil status
 ---@return "timeout"|nil err
@@ -245,6 +246,8 @@ function Process:resize(rows, cols) end
 ---@return luxec.Process self
 function Process:on(event, fn, opts) end
 
+--- The session's status; after close(), the status it had then (a program still running
+--- then as killed by SIGKILL, killed_by "close").
 ---@return luxec.Status
 function Process:status() end
 
@@ -311,6 +314,15 @@ function Process:sendeof() end
 ---@return string|nil err
 ---@return "timeout"|"eof"|nil kind
 function Process:wait_input(opts) end
+
+--- Wait until the terminal's echo is off (pexpect's waitnoecho), whether or not the program
+--- reads yet: true, or nil, "timeout: ...", "timeout" / nil, "eof: ...", "eof" / nil,
+--- "ENOTTY: ...", "ENOTTY" for a pipe session.
+---@param opts {timeout: number|false|nil}|nil
+---@return boolean|nil ok
+---@return string|nil err
+---@return "timeout"|"eof"|"ENOTTY"|nil kind
+function Process:wait_echo_off(opts) end
 
 --- Turn the terminal's echo on or off: true, or nil, "ENOTTY: ...", "ENOTTY" for a pipe
 --- session.

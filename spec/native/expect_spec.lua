@@ -120,7 +120,7 @@ describe("p:expect", function()
     assert.matches("bad argument #1 to 'expect' %(no pattern given%)", err_of(p.expect, p, {}))
     assert.matches("pattern a string, {lua = pattern}, {re = regex}, luxec.EOF or luxec.TIMEOUT " ..
       "expected, got number", err_of(p.expect, p, 42))
-    assert.matches("bad option 'timeout' to 'expect'", err_of(p.expect, p, "x", { timeout = -1 }))
+    assert.matches("bad option 'timeout' to 'expect'", err_of(p.expect, p, "x", { timeout = -2 }))
     assert.matches("unknown option 'tiemout'", err_of(p.expect, p, "x", { tiemout = 1 }))
     assert.matches("bad argument #1 to 'expect_exact' %(pattern a string, luxec.EOF or " ..
       "luxec.TIMEOUT expected, got table", err_of(p.expect_exact, p, { re = "x" }))

@@ -194,3 +194,68 @@ describe("pexpect's test_log.py", function()
     assert.equals("This is a test.\r\nThis is a test.\r\n", o)
   end)
 end)
+
+describe("pexpect's test_misc.py, test_expect.py and test_winsize.py: what a session says "
+  .. "after the fact", function()
+  after_each(function() H.assert_clean() end)
+
+  it("test_with: after close, the status says not alive, with the exit status it had",
+    function()
+      local p = assert(luxec.spawn({ "sh", "-c", "exit 3" }, { tty = true }))
+      assert(p:wait({ timeout = 10 }))
+      p:close()
+      local st = p:status()
+      assert.same({ false, 3 }, { st.running, st.code })
+      assert.equals(3, p:wait().code)
+      -- a program still running at the close: killed by it
+      local q = assert(luxec.spawn({ "sleep", "30" }))
+      q:close()
+      st = q:status()
+      assert.same({ false, "KILL", "close" }, { st.running, st.signal_name, st.killed_by })
+      assert.has_error(function() q:expect("x") end)
+    end)
+
+  it("test_waitnoecho_order: wait_echo_off returns once echo is off, the program reading "
+    .. "or not (echo_wait.py sleeps without reading)", function()
+      local p = assert(luxec.spawn({ "python3", "-c", "import sys, termios, time\n"
+        .. "a = termios.tcgetattr(0)\ntime.sleep(1)\na[3] &= ~termios.ECHO\n"
+        .. "termios.tcsetattr(0, termios.TCSANOW, a)\nprint('off', flush=True)\n"
+        .. "time.sleep(30)" }, { tty = true }))
+      assert.is_true(p:getecho())
+      assert.is_true(p:wait_echo_off({ timeout = 20 }))
+      assert.is_false(p:getecho())
+      assert(p:expect("off", { timeout = 10 }))
+      p:close()
+      local q = assert(luxec.spawn({ "sleep", "30" }))
+      local none, _, code = q:wait_echo_off()
+      assert.same({ nil, "ENOTTY" }, { none, code })
+      q:close()
+    end)
+
+  it("getwinsize: the terminal's size as the program set it (stty rows 11 cols 22)", function()
+    local p = assert(luxec.spawn({ "sh", "-c", "stty rows 11 cols 22; echo set; sleep 30" },
+      { tty = true }))
+    assert(p:expect("set", { timeout = 10 }))
+    assert.same({ 11, 22 }, { p:size() })
+    p:close()
+    assert.same({ 24, 80 }, { p:size() }) -- (closed: as last set)
+  end)
+
+  it("after is EOF or TIMEOUT when the wait ended so; timeout = -1 is p.timeout; a timeout "
+    .. "of 0 sees output that came while top-level code blocked", function()
+      local p = assert(luxec.spawn({ "sh", "-c", "echo hello; exec sleep 30" }))
+      p.timeout = 1
+      os.execute("sleep 0.5") -- (nothing turns the loop meanwhile)
+      assert.equals(1, p:expect("hello", { timeout = 0 }))
+      local ok, _, kind = p:expect("nothing", { timeout = -1 })
+      assert.same({ nil, "timeout" }, { ok, kind })
+      assert.equals(luxec.TIMEOUT, p.after)
+      assert.is_nil(p.match)
+      p:close()
+      local q = assert(luxec.spawn({ "true" }))
+      ok, _, kind = q:expect("never")
+      assert.same({ nil, "eof" }, { ok, kind })
+      assert.equals(EOF, q.after)
+      q:close()
+    end)
+end)

@@ -304,7 +304,8 @@ local function ended(p, x, pats, kind, timeout)
     p.match, p.index = p.after, idx
     return idx, p.after
   end
-  p.after, p.match, p.index = nil, nil, nil
+  -- (as pexpect: after says what ended the wait; match and index say nothing matched)
+  p.after, p.match, p.index = kind == "eof" and M.EOF or M.TIMEOUT, nil, nil
   if kind == "eof" then
     set_pending(x, "")
     local st = p:status()
@@ -332,7 +333,8 @@ local function check_opts(fname, p, opts)
     for k in pairs(opts) do
       if not EXPECT_OPTIONS[k] then argerror(fname, 2, ("unknown option '%s'"):format(k)) end
     end
-    if opts.timeout ~= nil then timeout = opts.timeout end
+    -- (-1: the session's own, p.timeout, as pexpect's expect takes it)
+    if opts.timeout ~= nil and opts.timeout ~= -1 then timeout = opts.timeout end
     window = opts.window or window
   end
   if timeout ~= false and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
@@ -418,6 +420,7 @@ function M.run(p, pats, timeout, window)
     at_start = #all <= overlap
   end
   local data, dropped, gap_at = read(p, x)
+  local looked = false
   while true do
     if dropped > 0 then
       -- Bytes the session dropped from memory before we read them: nothing matches across
@@ -470,7 +473,12 @@ function M.run(p, pats, timeout, window)
       return ended(p, x, pats, "eof")
     else
       local left = deadline and deadline - hrtime() / 1e6
-      if left and left <= 0 then return ended(p, x, pats, "timeout", timeout) end
+      if left and left <= 0 then
+        -- (a timeout of 0, or one that passed before any wait: one look that does not block)
+        if looked then return ended(p, x, pats, "timeout", timeout) end
+        left = 0
+      end
+      looked = true
       -- (p:wait_output without an options table per wait, and the read after it)
       local next_cursor
       data, next_cursor, dropped, gap_at = p:_wait_read_ms(left, x.cursor, deadline)

@@ -167,6 +167,41 @@ return function(Process)
     end
   end
 
+  --- Wait until the terminal's echo is off (pexpect's waitnoecho): true as soon as it is,
+  --- whether or not the program reads yet (to send a password only once the program reads
+  --- it, wait_input{echo_off = true}); nil, "timeout: ...", "timeout"; nil, "eof: ...", "eof"
+  --- when the session ends first; nil, "ENOTTY: ...", "ENOTTY" for a pipe session (pipes
+  --- never echo). opts: timeout (seconds or false; default p.timeout or 30).
+  ---@param opts {timeout: number|false|nil}|nil
+  ---@return boolean|nil, string|nil, string|nil
+  function Process:wait_echo_off(opts)
+    closed_error(self, "wait_echo_off")
+    if opts ~= nil and type(opts) ~= "table" then
+      error(("bad argument #1 to 'wait_echo_off' (options table expected, got %s)")
+        :format(type(opts)), 2)
+    end
+    if not self:size() then
+      return nil, "ENOTTY: a pipe session has no terminal echo", "ENOTTY"
+    end
+    local timeout = timeout_of(self, "wait_echo_off", opts or {})
+    local deadline = timeout and uv.hrtime() / 1e6 + timeout * 1000 or nil
+    while true do
+      if self._core:tty_echo() == false then return true end
+      if self:finished() then
+        return nil, "eof: the session ended before its terminal's echo was turned off", "eof"
+      end
+      local left = deadline and deadline - uv.hrtime() / 1e6
+      if left and left <= 0 then
+        return nil, ("timeout: the terminal's echo was still on after %g s"):format(timeout),
+          "timeout"
+      end
+      local step = expect.defaults.input_poll_ms
+      step = left and math.min(left, step) or step
+      self:wait_output({ timeout = step / 1000 }) -- (output wakes the look at once)
+      if self:closed() then error("wait_echo_off: the process was closed while waiting", 2) end
+    end
+  end
+
   --- Turn the terminal's echo on or off (pexpect's setecho): what is written to the session
   --- from then on is (not) shown back in its output. Returns true, or nil, "ENOTTY: ...",
   --- "ENOTTY" for a pipe session (pipes never echo). A program may set its own terminal

@@ -441,7 +441,8 @@ function Process:finished()
 end
 
 --- Whether close() was called (or the host closed the session): no method but close,
---- finished and closed works any more.
+--- finished, closed, status and wait works any more (status and wait give the status the
+--- session had when it was closed, a program still running then as killed by close).
 ---@return boolean
 function Process:closed()
   return self._core == nil
@@ -469,6 +470,7 @@ end
 ---@param opts {timeout: number|false|nil}|nil
 ---@return luxec.Status|nil, string|nil
 function Process:wait(opts)
+  if not self._core and self._final then return self:status() end
   check_open(self, "wait")
   local ms = check_timeout("wait", opts)
   if not self:_wait_until(is_finished, ms, true) then
@@ -568,6 +570,10 @@ function Process:close()
     end
     -- (wake_all below finds no core: a wait of top-level code in a turn ends it now)
     if self._top_wait then self._core:end_turn() end
+    -- kept for status() and wait() after the close (pexpect's isalive() and exitstatus
+    -- after close())
+    local ok, st = pcall(self._final_status, self)
+    if ok then self._final = st end
     self._core:close()
     self._core = nil
     if self._proxy then self._proxy:close() end

@@ -134,10 +134,16 @@ return function(Process, check_open)
     return ok, err, code
   end
 
-  --- The terminal's size (rows, cols) as last set; nil for a pipe session.
+  --- The terminal's size (rows, cols) as it is now — the program may set its own (`stty rows
+  --- 40`); as last set once the session is closed; nil for a pipe session.
   ---@return integer|nil, integer|nil
   function Process:size()
     if not self._rows then return nil end
+    local core = self._core
+    if core and core.tty_size then
+      local rows, cols = core:tty_size()
+      if rows then return rows, cols end
+    end
     return self._rows, self._cols
   end
 end

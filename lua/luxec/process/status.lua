@@ -43,6 +43,12 @@ return function(Process, check_open)
   ---  limit ended or throttled the session (nil when none did)
   ---@return luxec.Status
   function Process:status()
+    local final = self._final
+    if final and not self._core then -- (closed: the status it had then, a copy)
+      local st = {}
+      for k, v in pairs(final) do st[k] = v end
+      return st
+    end
     check_open(self, "status")
     local st = self._core:status()
     st.finished = self._finished
@@ -58,6 +64,28 @@ return function(Process, check_open)
     else
       st.waiting_for_input = false
     end
+    return st
+  end
+
+  --- The status a session being closed keeps for status() and wait() after the close: a
+  --- program still running is killed by the close (SIGKILL to its tree). Nothing of the
+  --- input state (no program reads any more).
+  ---@return luxec.Status
+  function Process:_final_status()
+    local st = self._core:status()
+    st.finished = self._finished
+    st.holders = self._holders
+    st.killed_by = st.killed_by or self._killed_by
+    st.sandbox = self._core:sandbox_report()
+    if st.sandbox and self._sbx then sandbox.annotate(st.sandbox, self._sbx, self._proxy) end
+    if st.sandbox and st.sandbox.limits then
+      st.sandbox.limits_hit = limits.explain(st.sandbox.limits)
+    end
+    if st.running then
+      st.running, st.signal, st.signal_name = false, 9, "KILL"
+      st.killed_by = st.killed_by or "close"
+    end
+    st.waiting_for_input = false
     return st
   end
 

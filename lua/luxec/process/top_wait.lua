@@ -26,9 +26,13 @@ function M.wait(self, core, pred, timeout_ms, a, b)
   local deadline = timeout_ms and (hrtime() / 1e6 + timeout_ms)
   local gen = self._interrupts or 0
   local left = timeout_ms -- (the first turn's: no clock read before it)
+  local first = true
   self._top_wait = true
   repeat
-    if left and left <= 0 then break end
+    -- (a wait of 0 still takes one turn that does not block: it sees what the kernel holds
+    -- now, output that came while top-level code ran and nothing turned the loop)
+    if left and left <= 0 and not first then break end
+    first = false
     if (self._interrupts or 0) ~= gen then break end -- see Process:_interrupt_waits
     local alive, now, before = core:run_once(left, pred == nil and a or nil)
     if self._core ~= core then break end -- closed meanwhile
@@ -59,9 +63,12 @@ function M.read(self, core, ms, cursor, deadline)
   deadline = deadline or ms and (hrtime() / 1e6 + ms)
   local gen = self._interrupts or 0
   local left = ms
+  local first = true
   self._top_wait = true -- (see M.wait)
   repeat
-    if left and left <= 0 then break end
+    if left and left <= 0 and not first then break end -- (see M.wait: one look)
+    if left and left < 0 then left = 0 end
+    first = false
     if (self._interrupts or 0) ~= gen then break end -- see Process:_interrupt_waits
     local alive, data, next_cursor, dropped, gap_at = core:run_read(left, 1, cursor)
     if self._core ~= core then break end -- closed meanwhile
