@@ -53,6 +53,24 @@ static int ro_ro_path(const sbx_monitor *m, const char *path) {
   return 0;
 }
 
+/* Whether `path` is, or is a directory above, one of `list`. */
+static int at_or_above(const char *path, char *const *list, int n) {
+  size_t len = strlen(path);
+  for (int i = 0; i < n; i++)
+    if (strncmp(list[i], path, len) == 0 && (list[i][len] == '\0' || list[i][len] == '/')) return 1;
+  return 0;
+}
+
+/* Whether moving `path` would move a mount of the sandbox's tree (a read-only path, a mask,
+ * a writable root) or a directory above one. The kernel refuses to move a mount point
+ * (EBUSY); the host, which makes the move on the host's tree where no mount pins anything,
+ * would move it, and a directory above it, so that the protected path is free to make again
+ * where it was (a new tools/fsmon.sh that core.fsmonitor runs, a new ~/.bashrc, a secret read
+ * at its new place by the next session). */
+static int pins_mount(const sbx_monitor *m, const char *path) {
+  return at_or_above(path, m->ro_paths, m->nro) || at_or_above(path, m->roots, m->nroots);
+}
+
 static int has(sbx_task *t, sbx_loc *l, const char *name) {
   struct stat st;
   int fd = loc_dirfd(t, l);
@@ -427,7 +445,8 @@ static void judge_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, 
   loc_path(&a, from, sizeof from);
   loc_path(&b, to, sizeof to);
   int wa = path_writable(c->m, a.dir), wb = path_writable(c->m, b.dir);
-  int pinned = ro_ro_path(c->m, from) || ro_ro_path(c->m, to);
+  int pinned = pins_mount(c->m, from) || ro_ro_path(c->m, to) ||
+               ((flags & RENAME_EXCHANGE) && pins_mount(c->m, to));
   /* a new name onto a reserved one (an exchange puts something at both) */
   int res = reserved(&t, c->m, &b, to, 1) ||
             ((flags & RENAME_EXCHANGE) && reserved(&t, c->m, &a, from, 1));
@@ -563,16 +582,6 @@ int notify_file_call(sbx_call *c) {
       judge_open(c, at, a[0], O_CREAT | O_WRONLY | O_TRUNC, (unsigned)a[1], 0);
       return 1;
     case SYS_openat: judge_open(c, (int)a[0], a[1], a[2], (unsigned)a[3], 0); return 1;
-    case SYS_openat2: {
-      struct open_how how;
-      memset(&how, 0, sizeof how);
-      size_t size = a[3] < sizeof how ? (size_t)a[3] : sizeof how;
-      if (size >= 8 && read_mem((pid_t)c->req->pid, a[2], &how, size) == 0)
-        judge_open(c, (int)a[0], a[1], how.flags, (unsigned)how.mode, how.resolve);
-      else if (how.flags & O_CREAT) /* (never CONTINUE a call that may make a name) */
-        answer(c, EFAULT);
-      return 1;
-    }
     case SYS_mkdir: create_call(c, "mkdir", at, a[0], MK_DIR, (unsigned)a[1], 0); return 1;
     case SYS_mkdirat: create_call(c, "mkdir", (int)a[0], a[1], MK_DIR, (unsigned)a[2], 0); return 1;
     case SYS_mknod: create_call(c, "mknod", at, a[0], MK_NODE, (unsigned)a[1], 0); return 1;

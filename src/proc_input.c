@@ -133,9 +133,6 @@ static int proc_tty_size(lua_State *L) {
   return 2;
 }
 
-const luaL_Reg proc_input_methods[] = {{"input_unread", proc_input_unread},
-                                       {"tty_size", proc_tty_size},
-                                       {"tty_raw", proc_tty_raw},
-                                       {"tty_char", proc_tty_char},
-                                       {"tty_echo", proc_tty_echo},
-                                       {NULL, NULL}};
+const luaL_Reg proc_input_methods[] = {
+    {"input_unread", proc_input_unread}, {"tty_size", proc_tty_size}, {"tty_raw", proc_tty_raw},
+    {"tty_char", proc_tty_char},         {"tty_echo", proc_tty_echo}, {NULL, NULL}};

@@ -60,12 +60,12 @@ static int file_rules(scmp_filter_ctx ctx) {
     rc |= seccomp_rule_add_array(ctx, n, nr, 1, &tr);
   }
   static const char *const calls[] = {
-      "creat",     "openat2",     "mkdir",        "mkdirat",      "unlink",   "unlinkat",
-      "rmdir",     "rename",      "renameat",     "renameat2",    "link",     "linkat",
-      "symlink",   "symlinkat",   "truncate",     "mknod",        "mknodat",  "chmod",
-      "fchmodat",  "fchmod",      "chown",        "lchown",       "fchownat", "fchown",
-      "utime",     "utimes",      "futimesat",    "utimensat",    "setxattr", "lsetxattr",
-      "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "bind",     NULL};
+      "creat",       "mkdir",        "mkdirat",      "unlink",   "unlinkat",  "rmdir",
+      "rename",      "renameat",     "renameat2",    "link",     "linkat",    "symlink",
+      "symlinkat",   "truncate",     "mknod",        "mknodat",  "chmod",     "fchmodat",
+      "fchmod",      "chown",        "lchown",       "fchownat", "fchown",    "utime",
+      "utimes",      "futimesat",    "utimensat",    "setxattr", "lsetxattr", "fsetxattr",
+      "removexattr", "lremovexattr", "fremovexattr", "bind",     NULL};
   for (int i = 0; calls[i]; i++) {
     int nr = seccomp_syscall_resolve_name(calls[i]);
     if (nr != __NR_SCMP_ERROR) rc |= seccomp_rule_add(ctx, n, nr, 0);
@@ -94,9 +94,9 @@ static int create_rules(scmp_filter_ctx ctx) {
   struct scmp_arg_cmp cr2 = {2, SCMP_CMP_MASKED_EQ, O_CREAT, O_CREAT};
   rc |= seccomp_rule_add_array(ctx, n, seccomp_syscall_resolve_name("open"), 1, &cr1);
   rc |= seccomp_rule_add_array(ctx, n, seccomp_syscall_resolve_name("openat"), 1, &cr2);
-  static const char *const calls[] = {"creat",     "openat2",   "mkdir",   "mkdirat", "rename",
-                                      "renameat",  "renameat2", "link",    "linkat",  "symlink",
-                                      "symlinkat", "mknod",     "mknodat", "bind",    NULL};
+  static const char *const calls[] = {"creat",     "mkdir",   "mkdirat", "rename",  "renameat",
+                                      "renameat2", "link",    "linkat",  "symlink", "symlinkat",
+                                      "mknod",     "mknodat", "bind",    NULL};
   for (int i = 0; calls[i]; i++) {
     int nr = seccomp_syscall_resolve_name(calls[i]);
     if (nr != __NR_SCMP_ERROR) rc |= seccomp_rule_add(ctx, n, nr, 0);
@@ -166,10 +166,13 @@ static int build_filter(const sandbox_spec *s, int notify, int netns, struct soc
   for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0]; i++)
     RULE(deny, clone, 1, SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
   RULE(SCMP_ACT_ERRNO(ENOSYS), clone3, 0); /* its flags are in memory: libc falls back */
-  /* Memory no other process can read: an argument put there (a path, openat2's flags) is
-   * read by the kernel but not by the host judging the call. As if the kernel had none. */
+  /* Memory no other process can read: an argument put there (a path) is read by the kernel
+   * but not by the host judging the call. openat2's flags are in memory too: another thread
+   * could turn O_RDONLY into O_CREAT between the host's read and the kernel's. As if the kernel
+   * had neither (programs fall back to openat, whose flags the filter sees). */
   int secret = seccomp_syscall_resolve_name("memfd_secret");
   rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), secret != __NR_SCMP_ERROR ? secret : 447, 0);
+  RULE(SCMP_ACT_ERRNO(ENOSYS), openat2, 0);
   /* unshare(CLONE_FILES) only: the launcher's last step before exec, and harmless */
   RULE(deny, unshare, 1, SCMP_A0(SCMP_CMP_NE, (uint64_t)CLONE_FILES));
   /* Typing into a terminal (TIOCSTI) or the console's selection (TIOCLINUX) reaches whoever

@@ -238,6 +238,36 @@ describe("sandbox paths (workspace-write)", function()
       assert.is_nil(uv.fs_stat(marker))
     end)
 
+  it("refuses to move a directory above a protected path or a secret, and openat2 is not "
+    .. "there (its flags are in memory another thread can change)", function()
+      assert(uv.fs_mkdir(ws .. "/tools", 493))
+      write_file(ws .. "/tools/fsmon.sh", "#!/bin/sh\nexit 1\n")
+      local out, code = host("git config core.fsmonitor ./tools/fsmon.sh", ws)
+      assert(code == 0, out)
+      assert(uv.fs_mkdir(ws .. "/home", 493))
+      assert(uv.fs_mkdir(ws .. "/home/.ssh", 448))
+      write_file(ws .. "/home/.ssh/id_ed25519", "SECRET-KEY\n")
+      write_file(ws .. "/home/.bashrc", "# rc\n")
+      local said, _, report = jail("mv tools t2; mkdir -p x/y; mv x z; python3 -c 'import ctypes, "
+        .. "os; l = ctypes.CDLL(None, use_errno=True); print(\"openat2\", l.syscall(437, -100, "
+        .. "b\".mcp.json\", b\"\\0\" * 24, 24), os.strerror(ctypes.get_errno()))'",
+        nil, { env = { HOME = ws .. "/home", PATH = os.getenv("PATH") } })
+      local rep2 = select(3, jail("mv home home.old; true", nil,
+        { env = { HOME = ws .. "/home", PATH = os.getenv("PATH") } }))
+      assert.equal("#!/bin/sh\nexit 1\n", read_file(ws .. "/tools/fsmon.sh"))
+      assert.equal("SECRET-KEY\n", read_file(ws .. "/home/.ssh/id_ed25519"))
+      assert.is_nil(uv.fs_stat(ws .. "/t2"))
+      assert.is_nil(uv.fs_stat(ws .. "/home.old"))
+      assert.is_not_nil(uv.fs_stat(ws .. "/z/y")) -- (an unprotected directory moves)
+      assert.matches("openat2 %-1 Function not implemented", said)
+      assert.is_nil(uv.fs_stat(ws .. "/.mcp.json"))
+      local found = {}
+      for _, d in ipairs(report.denials) do found[d.op .. " " .. d.path] = d.error end
+      for _, d in ipairs(rep2.denials) do found[d.op .. " " .. d.path] = d.error end
+      assert.equal("EBUSY", found["rename " .. ws .. "/tools"])
+      assert.equal("EBUSY", found["rename " .. ws .. "/home"])
+    end)
+
   it("keeps a config file the repository includes read-only", function()
     write_file(ws .. "/shared.gitconfig", "[user]\n\tname = t\n")
     local out, code = host("git config include.path ../shared.gitconfig", ws)

@@ -343,9 +343,16 @@ end
 -- Bytes that may not reach a terminal or a model as they are: C0 and C1 controls, DEL, the
 -- backslash (so an escape cannot be forged), bidirectional overrides, and bytes that are
 -- no UTF-8. Each becomes \n, \t, \\ or \xNN (every byte of a bad sequence).
-local BIDI = { [0x200E] = true, [0x200F] = true, [0x202A] = true, [0x202B] = true,
-  [0x202C] = true, [0x202D] = true, [0x202E] = true, [0x2066] = true, [0x2067] = true,
-  [0x2068] = true, [0x2069] = true }
+-- Code points that show nothing (or reorder what follows) but a model reads: bidi controls,
+-- zero-width characters, line and paragraph separators, and the tag characters (U+E0000-
+-- E007F, which can spell a whole hidden text)
+local BIDI = { [0x061C] = true, [0x200B] = true, [0x200C] = true, [0x200D] = true,
+  [0x200E] = true, [0x200F] = true, [0x2028] = true, [0x2029] = true, [0x202A] = true,
+  [0x202B] = true, [0x202C] = true, [0x202D] = true, [0x202E] = true, [0x2060] = true,
+  [0x2061] = true, [0x2062] = true, [0x2063] = true, [0x2064] = true, [0x2066] = true,
+  [0x2067] = true, [0x2068] = true, [0x2069] = true, [0x206A] = true, [0x206B] = true,
+  [0x206C] = true, [0x206D] = true, [0x206E] = true, [0x206F] = true, [0xFEFF] = true,
+  [0xFFF9] = true, [0xFFFA] = true, [0xFFFB] = true, [0x180E] = true, [0x00AD] = true }
 local NAMED = { ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r", ["\\"] = "\\\\" }
 
 local function hex(s)
@@ -353,7 +360,8 @@ local function hex(s)
 end
 
 --- A path, command name or address as printable text: nothing in it can move a cursor,
---- end a line, or pass for an escape. Valid UTF-8 text is kept as it is.
+--- end a line, pass for an escape or hide (zero-width, bidi and tag characters are shown as
+--- their bytes). Other valid UTF-8 text is kept as it is.
 ---@param s string
 ---@return string
 function M.escape(s)
@@ -370,7 +378,8 @@ function M.escape(s)
     else
       if NAMED[ch] then
         out[#out + 1] = NAMED[ch]
-      elseif cp < 0x20 or cp == 0x7F or (cp >= 0x80 and cp <= 0x9F) or BIDI[cp] then
+      elseif cp < 0x20 or cp == 0x7F or (cp >= 0x80 and cp <= 0x9F) or BIDI[cp]
+        or (cp >= 0xE0000 and cp <= 0xE007F) then
         out[#out + 1] = hex(ch)
       else
         out[#out + 1] = ch
