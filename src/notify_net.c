@@ -134,13 +134,32 @@ static void judge_sendmmsg(sbx_call *c, uint64_t vec, unsigned vlen, sock_kind k
   }
 }
 
+/* Whether the call's address (connect's, sendto's, sendmsg's, one of sendmmsg's) is a unix
+ * one, as the host reads it now. */
+static int unix_address(sbx_call *c, int nr, const __u64 *a) {
+  pid_t pid = (pid_t)c->req->pid;
+  struct sockaddr_storage ss;
+  if (nr == SYS_connect) return read_addr(c, a[1], a[2], &ss) > 0 && ss.ss_family == AF_UNIX;
+  if (nr == SYS_sendto) return read_addr(c, a[4], a[5], &ss) > 0 && ss.ss_family == AF_UNIX;
+  unsigned n = nr == SYS_sendmmsg ? (unsigned)a[2] : 1;
+  if (n > MMSG_MAX) n = MMSG_MAX;
+  for (unsigned i = 0; i < n; i++) {
+    struct mmsghdr mh; /* (a msghdr first: sendmsg's is read as the first entry's) */
+    if (read_mem(pid, a[1] + i * sizeof mh, &mh.msg_hdr, sizeof mh.msg_hdr) < 0) return 0;
+    if (read_addr(c, (uint64_t)(uintptr_t)mh.msg_hdr.msg_name, mh.msg_hdr.msg_namelen, &ss) > 0 &&
+        ss.ss_family == AF_UNIX)
+      return 1;
+  }
+  return 0;
+}
+
 /* The domain of the target's socket fd (fixed when it was made: not raceable), its type and
- * protocol in *k; an AF_UNIX socket's duplicate in *dup. -1 when it is no socket (the kernel
- * fails the call itself), -2 when it cannot be looked at (the call is refused: never let
- * through unjudged). */
+ * protocol in *k; an AF_UNIX socket's duplicate in *dup. -1 when it is no socket, -3 when the
+ * descriptor is not open (the kernel's ENOTSOCK, EBADF), -2 when it cannot be looked at (the
+ * call is refused: never let through unjudged). */
 static int socket_domain(const sbx_call *c, int fd, int *dup, sock_kind *k) {
   *dup = unix_target_fd((pid_t)c->req->pid, fd);
-  if (*dup < 0) return errno == EBADF ? -1 : -2;
+  if (*dup < 0) return errno == EBADF ? -3 : -2;
   int domain = -1;
   socklen_t len = sizeof domain;
   if (getsockopt(*dup, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0)
@@ -197,8 +216,8 @@ static void bind_call(sbx_call *c, int fd, uint64_t addr, uint64_t len) {
   if (c->m->mediate_unix) {
     sock_kind k;
     int domain = socket_domain(c, fd, &dup, &k);
-    if (domain == -1 || domain == -2) { /* no socket: the kernel's answer; unknown: refused */
-      answer(c, domain == -2 ? EPERM : errno == EBADF ? EBADF : ENOTSOCK);
+    if (domain < 0 && domain != AF_UNIX) { /* no socket: the kernel's answer; unknown: refused */
+      answer(c, domain == -2 ? EPERM : domain == -3 ? EBADF : ENOTSOCK);
       return;
     }
     if (dup >= 0) { /* AF_UNIX */
@@ -242,7 +261,13 @@ int notify_net_call(sbx_call *c) {
   if (nr == SYS_connect || nr == SYS_sendto || nr == SYS_sendmsg || nr == SYS_sendmmsg) {
     int dup;
     int domain = socket_domain(c, (int)a[0], &dup, &k);
-    if (domain == -1) return 1; /* no socket: the kernel says so (CONTINUE) */
+    /* Never left to the kernel, which looks the descriptor up again: another thread could
+     * have put a unix socket there meanwhile (dup2), and the call would reach the address
+     * unjudged. No socket, or no descriptor: the kernel's own answer, given here. */
+    if (domain == -1 || domain == -3) {
+      answer(c, domain == -3 ? EBADF : ENOTSOCK);
+      return 1;
+    }
     if (domain == -2) {
       answer(c, EPERM);
       return 1;
@@ -254,7 +279,13 @@ int notify_net_call(sbx_call *c) {
         close(dup);
       return 1;
     }
-    /* another family cannot reach a socket file; with the network allowed it may go out */
+    /* another family cannot reach a socket file, nor take a unix address (the kernel's
+     * EAFNOSUPPORT, given here: left to the kernel, a unix socket swapped in meanwhile would
+     * take it); with the network allowed it may go out */
+    if (c->m->mediate_unix && unix_address(c, nr, a)) {
+      answer(c, EAFNOSUPPORT);
+      return 1;
+    }
     if (!c->m->net_deny) return 1;
   }
   switch (c->req->data.nr) {

@@ -502,6 +502,23 @@ static void set_result(sbx_call *c, long rc) {
     c->resp->val = rc;
 }
 
+/* Whether a send carries an address (sendto's, or sendmsg's or one of sendmmsg's msg_name),
+ * as the host reads it now. */
+static int stream_addressed(sbx_call *c, int nr, const __u64 *a) {
+  if (nr == SYS_sendto) return a[4] != 0 && a[5] != 0;
+  if (nr != SYS_sendmsg && nr != SYS_sendmmsg) return 0;
+  unsigned n = nr == SYS_sendmmsg ? (unsigned)a[2] : 1;
+  if (n > 1024) n = 1024;
+  for (unsigned i = 0; i < n; i++) {
+    struct msghdr h;
+    if (read_mem((pid_t)c->req->pid, a[1] + i * (nr == SYS_sendmmsg ? sizeof(struct mmsghdr) : 0),
+                 &h, sizeof h) < 0)
+      return 0;
+    if (h.msg_name != NULL && h.msg_namelen > 0) return 1;
+  }
+  return 0;
+}
+
 /* The target's call on an AF_UNIX socket (sock: the host's duplicate of it). Always answers:
  * c->resp filled, or c->handed_off when a thread answers later (it then owns sock). */
 void notify_unix_call(sbx_call *c, int sock) {
@@ -518,7 +535,18 @@ void notify_unix_call(sbx_call *c, int sock) {
     if (!c->handed_off) close(sock);
     return;
   }
-  /* stream and seqpacket sockets ignore an address; sendto without one goes to the peer */
+  /* A stream socket refuses an address (EISCONN, EOPNOTSUPP), given here: left to the
+   * kernel, a datagram socket swapped in meanwhile (dup2) would send to it unjudged. A
+   * seqpacket socket sends to its peer whatever the address: refused the same way. */
+  if (type != SOCK_DGRAM && stream_addressed(c, nr, a)) {
+    struct sockaddr_un peer;
+    socklen_t pl = sizeof peer;
+    c->resp->flags = 0;
+    c->resp->error = getpeername(sock, (struct sockaddr *)&peer, &pl) == 0 ? -EISCONN : -EOPNOTSUPP;
+    close(sock);
+    return;
+  }
+  /* sendto without an address goes to the peer, judged at its connect */
   if (type != SOCK_DGRAM || (nr == SYS_sendto && a[4] == 0) ||
       (nr != SYS_sendto && nr != SYS_sendmsg && nr != SYS_sendmmsg)) {
     close(sock);

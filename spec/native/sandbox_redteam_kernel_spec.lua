@@ -9,6 +9,7 @@
 local H = require("helper")
 local uv = require("luv")
 local D = require("native.redteam_driver")
+local luxec = require("luxec")
 
 local ATTEMPTS = {}
 local function attempt(class, name, a)
@@ -385,6 +386,45 @@ attempt("another session", "its sockets, SysV IPC, /dev/shm and processes", {
     return { { "connect", XS_SOCK } }
   end,
 })
+
+-- A descriptor swapped under the call: a pipe and a unix socket in turn at one descriptor
+-- while connect or sendto aims it at a host socket outside the roots (a judge that looked at
+-- the descriptor and let the kernel look again would let one through)
+local SWAP_DIR = "/run/luxec-rt-" .. H.rand_digits(8)
+local HOST_SERVE = "import os, socket, sys, threading\n"
+  .. "d = sys.argv[1]\n"
+  .. "st = socket.socket(socket.AF_UNIX); st.bind(d + '/s.sock'); st.listen(64)\n"
+  .. "dg = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); dg.bind(d + '/d.sock')\n"
+  .. "for f in ('s.sock', 'd.sock'): os.chmod(d + '/' + f, 0o777)\n"
+  .. "def acc():\n  while True:\n    st.accept(); print('accepted', flush=True)\n"
+  .. "def rcv():\n  while True:\n    dg.recv(16); print('received', flush=True)\n"
+  .. "threading.Thread(target=acc, daemon=True).start()\n"
+  .. "threading.Thread(target=rcv, daemon=True).start()\n"
+  .. "print('listening', flush=True); sys.stdin.read()\n"
+for _, how in ipairs({ { "connect", "s.sock", "connect" }, { "dgram", "d.sock", "sendto" } }) do
+  attempt("descriptor swaps", ("%s a host socket outside through a descriptor swapped between a "
+    .. "pipe and a unix socket"):format(how[3]), {
+    prepare = function()
+      os.execute("rm -rf " .. SWAP_DIR .. "; mkdir -m 0777 " .. SWAP_DIR)
+      local srv = assert(luxec.spawn({ "python3", "-c", HOST_SERVE, SWAP_DIR }))
+      assert(srv:expect("listening", { timeout = 20 }))
+      return { srv = srv }
+    end,
+    argv = function() return { RT, "fd-swap", how[1], SWAP_DIR .. "/" .. how[2], "20000" } end,
+    effect = function(_, st, res)
+      st.srv:close_stdin()
+      st.srv:wait({ timeout = 10 })
+      local heard = st.srv:read()
+      st.srv:close()
+      os.execute("rm -rf " .. SWAP_DIR)
+      if heard:find("accepted") or heard:find("received") or res.output:match("^ok") then
+        return "the host socket was reached: " .. heard .. res.output
+      end
+    end,
+    loose = true,
+    records = function() return { { how[3], SWAP_DIR .. "/" .. how[2] } } end,
+  })
+end
 
 -- The evidence: a call the kernel fails for its own reason, or one that works, has no record;
 -- one the sandbox refused has exactly its record
