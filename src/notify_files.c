@@ -146,6 +146,14 @@ static void task_resolve(sbx_task *t, uint64_t resolve) {
   if (resolve & RESOLVE_IN_ROOT) t->flags |= W_INROOT;
 }
 
+/* Whether l is a memfd reached through /proc/<pid>/fd ("/memfd:name (deleted)"): in no file
+ * system, so nothing a root or a mount decides. */
+static int memfd_obj(const sbx_loc *l) {
+  size_t n = strlen(l->dir);
+  return l->type == LAST_OBJ && strncmp(l->dir, "/memfd:", 7) == 0 && n > 10 &&
+         strcmp(l->dir + n - 10, " (deleted)") == 0;
+}
+
 /* An open that makes a name (O_CREAT): judged, then performed here (notify_create.c):
  * never left to the kernel, which would read the path again. */
 static void open_create(sbx_call *c, int dirfd, const char *path, int flags, unsigned mode,
@@ -218,7 +226,8 @@ static void open_create(sbx_call *c, int dirfd, const char *path, int flags, uns
   int special =
       S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
   int writes = acc != O_RDONLY || ((flags & O_TRUNC) && !special);
-  if (!S_ISDIR(st.st_mode) && writes && full[0] == '/' && !path_writable(c->m, full)) {
+  if (!S_ISDIR(st.st_mode) && writes && full[0] == '/' && !memfd_obj(&l) &&
+      !path_writable(c->m, full)) {
     /* a device, a fifo or a socket is written without the file system's write access:
      * only Landlock refuses it */
     deny(c, "open", special ? EACCES : write_errno(&t, &l, 1), full, NULL);
@@ -290,6 +299,7 @@ static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, un
   }
   if (S_ISDIR(st.st_mode)) goto out;                                        /* EISDIR */
   if ((l.slash || (flags & O_DIRECTORY)) && !S_ISDIR(st.st_mode)) goto out; /* ENOTDIR */
+  if (memfd_obj(&l)) goto out;
   loc_path(&l, full, sizeof full);
   /* a pipe or socket reopened through /proc/<pid>/fd is in no file system */
   if (full[0] != '/' || path_writable(c->m, full)) goto out;

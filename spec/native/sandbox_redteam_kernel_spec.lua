@@ -545,6 +545,10 @@ attempt("shared inodes", "memfd_secret (arguments the host could not read)", {
   refused = "^Function not implemented",
   records = records(),
 })
+py("reopen a memfd for writing through /proc/self/fd: works, no record",
+  "fd = os.memfd_create('x')\nfor fl in (os.O_WRONLY, os.O_RDWR | os.O_CREAT, os.O_WRONLY | "
+  .. "os.O_TRUNC):\n  os.close(os.open('/proc/self/fd/%d' % fd, fl))\nprint('reopened')", {},
+  { refused = "reopened" })
 py("chattr -v (FS_IOC_SETVERSION) of a file outside: its record; 32-bit FS_IOC32_SETFLAGS: "
   .. "ENOTTY, no record", "import fcntl, struct\nfd = os.open(O + '/target', os.O_RDONLY)\n"
   .. try("fcntl.ioctl(fd, 0x40087602, struct.pack('l', 5))") .. "\n"
