@@ -142,7 +142,9 @@ static void keep(sbx_monitor *m, sbx_denial *d) {
       __atomic_fetch_add(&r->count, 1, __ATOMIC_RELAXED);
       return;
     }
-    of_op += strcmp(r->op, d->op) == 0;
+    /* (an op's kinds apart: refused inet connects by the hundred hide no unix one) */
+    of_op += strcmp(r->op, d->op) == 0 && strcmp(r->family, d->family) == 0 &&
+             (r->path == NULL) == (d->path == NULL);
   }
   int room = of_op < SBX_KEEP_PER_OP &&
              (n < SBX_KEEP || (n < SBX_KEEP + SBX_KEEP_SPARE && of_op < SBX_KEEP_FIRST &&

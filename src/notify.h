@@ -13,7 +13,7 @@
 #include <sys/types.h>
 
 #define SBX_KEEP 512       /* distinct records kept in all */
-#define SBX_KEEP_PER_OP 32 /* of one op: past it, that op's new records are only counted */
+#define SBX_KEEP_PER_OP 32 /* of one op and kind (a family, or a path): past it, only counted */
 /* The first records of each named op are kept past SBX_KEEP, in SBX_KEEP_SPARE more slots: a
  * flood of many kinds must not hide the first refusal of another (a connect after 512
  * distinct file refusals). Ops of another ABI ("syscall N of x32", one per number) do not

@@ -426,6 +426,31 @@ for _, how in ipairs({ { "connect", "s.sock", "connect" }, { "dgram", "d.sock", 
   })
 end
 
+attempt("descriptor swaps", "a unix connect to a host socket after 40 refused inet connects: "
+  .. "its record is kept (a flood of one kind hides none of another)", {
+  prepare = function()
+    os.execute("rm -rf " .. SWAP_DIR .. "; mkdir -m 0777 " .. SWAP_DIR)
+    local srv = assert(luxec.spawn({ "python3", "-c", HOST_SERVE, SWAP_DIR }))
+    assert(srv:expect("listening", { timeout = 20 }))
+    return { srv = srv }
+  end,
+  argv = function()
+    return { "python3", "-c", "import socket\nfor i in range(40):\n  s = socket.socket()\n"
+      .. "  try:\n    s.connect(('10.9.9.%d' % i, 80))\n  except OSError:\n    pass\n"
+      .. "u = socket.socket(socket.AF_UNIX)\ntry:\n  u.connect('" .. SWAP_DIR .. "/s.sock'); "
+      .. "print('ok connected')\nexcept OSError as e:\n  print(e)" }
+  end,
+  effect = function(_, st, res)
+    st.srv:close_stdin()
+    st.srv:wait({ timeout = 10 })
+    st.srv:close()
+    os.execute("rm -rf " .. SWAP_DIR)
+    return D.worked(nil, nil, res)
+  end,
+  loose = "present",
+  records = function() return { { "connect", SWAP_DIR .. "/s.sock" } } end,
+})
+
 -- The evidence: a call the kernel fails for its own reason, or one that works, has no record;
 -- one the sandbox refused has exactly its record
 local function py(name, code, want, extra)
