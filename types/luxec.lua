@@ -498,7 +498,7 @@ function luxec.ssh.login(opts) end
 ---@field prompt string  the prompt the REPL shows (or the one init sets)
 ---@field continuation string|nil  its continuation prompt
 ---@field init string|nil  a line sent at orig_prompt that sets the prompt
----@field orig_prompt string|nil  the first prompt (needed with init)
+---@field orig_prompt string|table|nil  the first prompt, or a pattern of it ({re = "[$#] "}; needed with init)
 ---@field finish string|nil  a line sent once when the code ends inside a statement
 ---@field cancel string|false|nil  the line that abandons an open statement (^C by default; false: the repl is closed)
 ---@field timeout number|nil  seconds for the start and each run (30)

@@ -91,6 +91,17 @@ describe("luxec.replwrap", function()
     r:close()
   end)
 
+  it("any REPL: its first prompt given as a pattern (pexpect's test_existing_spawn passes "
+    .. "re.compile('[$#]'))", function()
+      local r = assert(luxec.replwrap({ "sh", "-i" }, { env = { PS1 = "orig# ", HOME = home },
+        orig_prompt = { re = "[$#] " }, init = "PS1='[new''-2]> '", prompt = "[new-2]> ",
+        timeout = 5 }))
+      assert.equals("x y\n", r:run("echo x y"))
+      r:close()
+      assert.equals("bad option 'orig_prompt' to 'replwrap' (string or table expected, got "
+        .. "number)", err_of(luxec.replwrap, { "sh" }, { prompt = "$ ", orig_prompt = 3 }))
+    end)
+
   it("names bad options", function()
     assert.equals("bad option 'prompt' to 'replwrap' (the prompt the REPL shows expected)",
       err_of(luxec.replwrap, { "sh" }, {}))

@@ -25,7 +25,8 @@ local Repl = {}
 Repl.__index = Repl
 
 local OPTIONS = {
-  prompt = "string", continuation = "string", init = "string", orig_prompt = "string",
+  prompt = "string", continuation = "string", init = "string",
+  orig_prompt = { "string", "table" }, -- (a pattern: {re = "[$#] "}, as pexpect's regex)
   timeout = "number", env = "table", cwd = "string", command = "string", args = "table",
   finish = "string", cancel = { "string", "boolean" },
 }
@@ -45,8 +46,10 @@ local function check(fname, opts, need_prompt, level)
     local want = OPTIONS[k]
     if type(want) == "table" then want = type(v) == want[1] and want[1] or want[2] end
     if type(v) ~= want or v == true then
-      error(("bad option '%s' to '%s' (%s expected, got %s)"):format(k, fname,
-        type(OPTIONS[k]) == "table" and "string or false" or want, tostring(type(v))), level)
+      local what = type(OPTIONS[k]) ~= "table" and want
+        or k == "cancel" and "string or false" or table.concat(OPTIONS[k], " or ")
+      error(("bad option '%s' to '%s' (%s expected, got %s)"):format(k, fname, what,
+        tostring(type(v))), level)
     end
   end
   if need_prompt and (not opts.prompt or opts.prompt == "") then
