@@ -216,7 +216,7 @@ static void bind_call(sbx_call *c, int fd, uint64_t addr, uint64_t len) {
   if (c->m->mediate_unix) {
     sock_kind k;
     int domain = socket_domain(c, fd, &dup, &k);
-    if (domain < 0 && domain != AF_UNIX) { /* no socket: the kernel's answer; unknown: refused */
+    if (domain < 0) { /* no socket: the kernel's answer; unknown: refused */
       answer(c, domain == -2 ? EPERM : domain == -3 ? EBADF : ENOTSOCK);
       return;
     }
