@@ -93,10 +93,12 @@ function C.fd_count(pid)
   return n
 end
 
---- What PID's descriptors are, by kind: {pipe=, pty=, pidfd=, cgroup=, socket=, other=}.
+--- What PID's descriptors are, by kind: {pipe=, pty=, pidfd=, cgroup=, socket=, eventfd=,
+--- netns=, other=}.
 function C.fd_kinds(pid)
   local dir = ("/proc/%s/fd"):format(pid or "self")
-  local kinds = { pipe = 0, pty = 0, pidfd = 0, cgroup = 0, socket = 0, other = 0 }
+  local kinds = { pipe = 0, pty = 0, pidfd = 0, cgroup = 0, socket = 0, eventfd = 0, netns = 0,
+    other = 0 }
   for _, name in ipairs(scandir(dir)) do
     local target = uv.fs_readlink(dir .. "/" .. name)
     local kind = "other"
@@ -112,6 +114,10 @@ function C.fd_kinds(pid)
       kind = "cgroup"
     elseif target:find("^socket:") then
       kind = "socket"
+    elseif target == "anon_inode:[eventfd]" then
+      kind = "eventfd"
+    elseif target:find("^net:%[") then
+      kind = "netns"
     end
     if kind then kinds[kind] = kinds[kind] + 1 end
   end
