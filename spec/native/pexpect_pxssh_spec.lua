@@ -26,6 +26,27 @@ tty.setraw(0)
 os.execvp("bash", ["bash", "--noprofile", "--rcfile", os.environ["FAKE_RC"], "-i"])
 ]]
 
+-- The other kind of fake pexpect's test_pxssh.py uses (tests/fakessh/ssh, described, not
+-- copied): the terminal stays cooked all along; after the password a "$" prompt, a line
+-- `PS1=<a Python string literal>` sets the prompt as the literal reads (no $? expanded),
+-- "ping" answers "pong", "exit" ends it.
+local COOKED_SSH = [[#!/usr/bin/env python3
+import getpass, sys
+print("a fake ssh that keeps the terminal cooked")
+if getpass.getpass("password:") != "s3cret":
+    print("Permission denied!")
+    sys.exit(1)
+prompt = "$"
+while True:
+    line = input(prompt)
+    if line.startswith("PS1="):
+        prompt = eval(line[4:])
+    elif line == "ping":
+        print("pong")
+    elif line in ("exit", "logout"):
+        break
+]]
+
 describe("pexpect's test_pxssh.py", function()
   local dir
   before_each(function()
@@ -52,6 +73,22 @@ describe("pexpect's test_pxssh.py", function()
     assert.same({ "pong\n", 0 }, { s:run("ping") })
     assert(s:logout())
   end)
+
+  it("test_fake_ssh, with pexpect's kind of fake: a session that never makes the terminal "
+    .. "raw is open at its prompt once it echoes again and waits for a line", function()
+      H.write_file(dir .. "/cooked-ssh", COOKED_SSH, tonumber("755", 8))
+      local s = assert(luxec.ssh.login({ host = "server", user = "me", password = "s3cret",
+        ssh = dir .. "/cooked-ssh", timeout = 10 }))
+      s.process:sendline("ping")
+      assert(s.process:expect("pong", { timeout = 10 }))
+      assert(s:prompt({ timeout = 10 }))
+      -- (this shell does not expand $? in its prompt: no status)
+      assert.same({ "pong\n" }, { s:run("ping") })
+      assert(s:logout())
+      local none, _, code = luxec.ssh.login({ host = "server", user = "me", password = "wr0ng",
+        ssh = dir .. "/cooked-ssh", timeout = 10 })
+      assert.same({ nil, "auth" }, { none, code })
+    end)
 
   it("test_wrong_pw", function()
     local s, msg, code = login("wr0ng")

@@ -23,6 +23,8 @@ M.defaults = {
 local HOST_KEY_QUESTION = { re = [[\(yes/no(/\[fingerprint\])?\)\? ?$]] }
 local SECRET_PROMPT = { re = [[(?i)(password|passphrase for key '([^'\n]*)')[^\n]*: ?$]] }
 local DENIED = { re = [[Permission denied[^\r\n]*]] }
+-- a shell's prompt at the end of the output (for a session that keeps the terminal cooked)
+local SHELL_PROMPT = { re = [[[#$%>] ?$]] }
 local CHANGED = "REMOTE HOST IDENTIFICATION HAS CHANGED"
 local VERIFY_FAILED = "Host key verification failed."
 
@@ -137,7 +139,7 @@ end
 -- message, code.
 local function authenticate(p, opts, deadline, timeout)
   local pats = { HOST_KEY_QUESTION, SECRET_PROMPT, DENIED, CHANGED, VERIFY_FAILED,
-    expect.EOF, expect.TIMEOUT }
+    expect.EOF, expect.TIMEOUT, SHELL_PROMPT }
   local secrets_sent = 0
   while true do
     local st = p:status()
@@ -188,6 +190,15 @@ local function authenticate(p, opts, deadline, timeout)
       return nil, ("host key: the host key of %s has changed (possible man-in-the-middle, or " ..
         "the host was reinstalled); ssh refused to connect. Remove the old key with " ..
         "ssh-keygen -R if the change is expected"):format(where(opts)), "host_key"
+    elseif i == 8 then
+      -- A prompt after the password was taken, the terminal still cooked: a session that
+      -- never puts it in raw mode (a restricted shell, a test double such as pexpect's fake
+      -- ssh) is open once the program echoes again and waits for a line.
+      st = p:status()
+      if st.running and st.canonical == false then return true end
+      if secrets_sent > 0 and st.running and st.waiting_for_input and not st.echo_off then
+        return true
+      end
     elseif i == 6 then -- (the output ends before the exit is reaped: wait for the code)
       local how = p:wait({ timeout = math.max(0.1, left / 1000) }) or p:status()
       return nil, ("eof: ssh to %s ended before a shell session (exit code %s): %s")
@@ -219,14 +230,20 @@ function M.login(opts)
   if not p then return nil, err, code end
   local ok, aerr, acode = authenticate(p, opts, deadline, timeout)
   if not ok then return fail(p, aerr, acode) end
+  -- (a session on a cooked terminal echoes what is sent: this terminal stops, as pxssh's)
+  if p:getecho() then p:setecho(false) end
   -- The unique prompt, with the exit status of the last command. The line as typed reads
   -- differently from the prompt it sets (the quotes split the token), so its echo never
   -- matches. The remote terminal stops echoing; PS2 is empty (no continuation prompts).
+  -- PS1 is set by a line of its own: a shell that does not take the first line whole (a
+  -- test double that knows only `PS1=...`, as pexpect's fake ssh) still sets it; one that
+  -- does not expand $? in it shows "$?" where the status would be (run's status is then nil).
   local token = ("%08x"):format(math.random(0, 0x7fffffff))
   local s = setmetatable({ process = p, timeout = opts.timeout or M.defaults.timeout,
-    prompt_re = ("\\[luxec-%s:(\\d+)\\] "):format(token), _where = where(opts) }, Session)
-  p:sendline(("stty -echo; unset PROMPT_COMMAND; PS2=''; PS1='[luxec''-%s:$?] '")
-    :format(token))
+    prompt_re = ("\\[luxec-%s:(\\d+|\\$\\?)\\] "):format(token), _where = where(opts) },
+    Session)
+  p:sendline("stty -echo; unset PROMPT_COMMAND; PS2=''")
+  p:sendline(("PS1='[luxec''-%s:$?] '"):format(token))
   local left = (deadline - uv.hrtime() / 1e6) / 1000
   local i = p:expect({ { re = s.prompt_re }, expect.EOF, expect.TIMEOUT },
     { timeout = math.max(left, 0) })
