@@ -1,5 +1,5 @@
 /* notify_files.c: file calls that write (open for writing, create, remove, rename, link,
- * truncate), judged as the kernel would: the path is resolved as the calling task sees it,
+ * truncate; rename and link in notify_rename.c), judged as the kernel would: the path is resolved as the calling task sees it,
  * following a final symbolic link only where the call does; the kernel's own errors that
  * come before the sandbox's (EEXIST, ENOENT, EISDIR...) are left to it, unrecorded; a call
  * the policy refuses is answered here with the errno the kernel layers would give (EROFS
@@ -27,13 +27,13 @@
 #endif
 
 /* The task's path argument at addr; -1 when unreadable (the kernel says EFAULT). */
-static int arg_path(sbx_call *c, uint64_t addr, char *out) {
+int file_arg_path(sbx_call *c, uint64_t addr, char *out) {
   if (addr == 0) return -1;
   return read_string((pid_t)c->req->pid, addr, out, PATH_MAX);
 }
 
 /* Resolve to the object (following final links when follow). 0 or -errno. */
-static int resolve_obj(sbx_task *t, sbx_loc *l, int follow, struct stat *st) {
+int file_resolve_obj(sbx_task *t, sbx_loc *l, int follow, struct stat *st) {
   for (;;) {
     int rc = loc_lstat(t, l, st);
     if (rc < 0) return rc;
@@ -47,28 +47,10 @@ static int resolve_obj(sbx_task *t, sbx_loc *l, int follow, struct stat *st) {
   }
 }
 
-static int ro_ro_path(const sbx_monitor *m, const char *path) {
+int file_ro_path(const sbx_monitor *m, const char *path) {
   for (int i = 0; i < m->nro; i++)
     if (strcmp(path, m->ro_paths[i]) == 0) return 1;
   return 0;
-}
-
-/* Whether `path` is, or is a directory above, one of `list`. */
-static int at_or_above(const char *path, char *const *list, int n) {
-  size_t len = strlen(path);
-  for (int i = 0; i < n; i++)
-    if (strncmp(list[i], path, len) == 0 && (list[i][len] == '\0' || list[i][len] == '/')) return 1;
-  return 0;
-}
-
-/* Whether moving `path` would move a mount of the sandbox's tree (a read-only path, a mask,
- * a writable root) or a directory above one. The kernel refuses to move a mount point
- * (EBUSY); the host, which makes the move on the host's tree where no mount pins anything,
- * would move it, and a directory above it, so that the protected path is free to make again
- * where it was (a new tools/fsmon.sh that core.fsmonitor runs, a new ~/.bashrc, a secret read
- * at its new place by the next session). */
-static int pins_mount(const sbx_monitor *m, const char *path) {
-  return at_or_above(path, m->ro_paths, m->nro) || at_or_above(path, m->roots, m->nroots);
 }
 
 static int has(sbx_task *t, sbx_loc *l, const char *name) {
@@ -96,7 +78,7 @@ static int completes_gitdir(sbx_task *t, sbx_loc *l) {
  * that would complete a git directory, or a missing protected path; with ancestor, also a
  * directory above such a path (a rename or a symbolic link there would put the path in
  * place). Outside the roots the kernel refuses. */
-static int reserved(sbx_task *t, const sbx_monitor *m, sbx_loc *l, char *full, int ancestor) {
+int file_reserved(sbx_task *t, const sbx_monitor *m, sbx_loc *l, char *full, int ancestor) {
   if (m->nreserved == 0 || l->type != LAST_NORM) return 0;
   /* A reserved path is compared as a path: the directory's, read back from the descriptor
    * the call will be made on (a cwd moved, or a directory renamed, since the walk read it
@@ -125,7 +107,7 @@ static int reserved(sbx_task *t, const sbx_monitor *m, sbx_loc *l, char *full, i
 
 /* A refusal of the policy (not of a reserved name): recorded only with file evidence (the
  * kernel would refuse it unrecorded). */
-static void deny(sbx_call *c, const char *op, int err, const char *path, const char *to) {
+void file_deny(sbx_call *c, const char *op, int err, const char *path, const char *to) {
   if (c->m->reserve_only)
     answer(c, err);
   else
@@ -133,7 +115,7 @@ static void deny(sbx_call *c, const char *op, int err, const char *path, const c
 }
 
 /* The errno of a write refused in dir (obj: on the last component itself). */
-static int write_errno(sbx_task *t, sbx_loc *l, int obj) {
+int file_write_errno(sbx_task *t, sbx_loc *l, int obj) {
   return loc_readonly(t, l, obj) ? EROFS : EACCES;
 }
 
@@ -190,10 +172,10 @@ static void open_create(sbx_call *c, int dirfd, const char *path, int flags, uns
     loc_path(&l, full, sizeof full);
     rc = loc_lstat(&t, &l, &st);
     if (rc == -ENOENT) { /* a new name */
-      if (reserved(&t, c->m, &l, full, 0)) {
+      if (file_reserved(&t, c->m, &l, full, 0)) {
         refuse(c, "open", EACCES, full, NULL);
       } else if (!path_writable(c->m, l.dir)) {
-        deny(c, "open", write_errno(&t, &l, 0), full, NULL);
+        file_deny(c, "open", file_write_errno(&t, &l, 0), full, NULL);
       } else {
         int dfd = loc_dirfd(&t, &l);
         if (dfd < 0 || (rc = emu_begin(c, &es)) < 0) {
@@ -230,11 +212,11 @@ static void open_create(sbx_call *c, int dirfd, const char *path, int flags, uns
       !path_writable(c->m, full)) {
     /* a device, a fifo or a socket is written without the file system's write access:
      * only Landlock refuses it */
-    deny(c, "open", special ? EACCES : write_errno(&t, &l, 1), full, NULL);
+    file_deny(c, "open", special ? EACCES : file_write_errno(&t, &l, 1), full, NULL);
     goto out;
   }
   if (loc_proc_foreign(&t, &l)) { /* another process's environ, memory...: ptrace's */
-    deny(c, "open", EACCES, full, NULL);
+    file_deny(c, "open", EACCES, full, NULL);
     goto out;
   }
   int dfd = loc_dirfd(&t, &l);
@@ -258,7 +240,7 @@ static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, un
   if (acc == O_RDONLY && !(flags & (O_CREAT | O_TRUNC)) && !tmpfile) return;
   char *path = c->path;
   if (creat) { /* never CONTINUE: the path is read once, here */
-    if (arg_path(c, addr, path) < 0) {
+    if (file_arg_path(c, addr, path) < 0) {
       answer(c, EFAULT);
       return;
     }
@@ -272,7 +254,7 @@ static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, un
     }
   }
   if (c->m->reserve_only) return; /* no evidence: the reserved names alone */
-  if (arg_path(c, addr, path) < 0 || path[0] == '\0') return;
+  if (file_arg_path(c, addr, path) < 0 || path[0] == '\0') return;
   sbx_task t;
   task_init(&t, (pid_t)c->req->pid);
   task_resolve(&t, resolve);
@@ -282,9 +264,9 @@ static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, un
   int rc = loc_parent(&t, dirfd, path, &l);
   if (rc < 0) goto out;
   if (tmpfile) { /* an unnamed file made in the directory path names */
-    if (resolve_obj(&t, &l, 1, &st) < 0 || !S_ISDIR(st.st_mode)) goto out;
+    if (file_resolve_obj(&t, &l, 1, &st) < 0 || !S_ISDIR(st.st_mode)) goto out;
     loc_path(&l, full, sizeof full);
-    if (!path_writable(c->m, full)) refuse(c, "open", write_errno(&t, &l, 1), full, NULL);
+    if (!path_writable(c->m, full)) refuse(c, "open", file_write_errno(&t, &l, 1), full, NULL);
     goto out;
   }
   for (;;) { /* (no O_CREAT here) */
@@ -308,7 +290,7 @@ static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, un
   if (special && acc == O_RDONLY) goto out; /* O_TRUNC means nothing there */
   /* a device, a fifo or a socket is written without the file system's write access:
    * only Landlock refuses it */
-  refuse(c, "open", special ? EACCES : write_errno(&t, &l, 1), full, NULL);
+  refuse(c, "open", special ? EACCES : file_write_errno(&t, &l, 1), full, NULL);
 out:
   loc_free(&l);
   task_free(&t);
@@ -320,7 +302,8 @@ out:
  * kernel, which would read the path again. */
 static void create_call(sbx_call *c, const char *op, int dirfd, uint64_t addr, int kind,
                         unsigned mode, uint64_t target) {
-  if (arg_path(c, addr, c->to) < 0 || (kind == MK_LINK && arg_path(c, target, c->path) < 0)) {
+  if (file_arg_path(c, addr, c->to) < 0 ||
+      (kind == MK_LINK && file_arg_path(c, target, c->path) < 0)) {
     answer(c, EFAULT);
     return;
   }
@@ -360,12 +343,12 @@ void make_name(sbx_call *c, const char *op, int dirfd, int kind, unsigned mode, 
     goto out;
   }
   loc_path(&l, full, sizeof full);
-  if (reserved(&t, c->m, &l, full, kind == MK_LINK)) {
+  if (file_reserved(&t, c->m, &l, full, kind == MK_LINK)) {
     refuse(c, op, EACCES, full, NULL);
     goto out;
   }
   if (!path_writable(c->m, l.dir) || device) {
-    deny(c, op, write_errno(&t, &l, 0), full, NULL);
+    file_deny(c, op, file_write_errno(&t, &l, 0), full, NULL);
     goto out;
   }
   int dfd = loc_dirfd(&t, &l);
@@ -393,7 +376,7 @@ out:
 static void judge_remove(sbx_call *c, const char *op, int dirfd, uint64_t addr) {
   char *path = c->to;
   if (c->m->reserve_only) return;
-  if (arg_path(c, addr, path) < 0 || path[0] == '\0') return;
+  if (file_arg_path(c, addr, path) < 0 || path[0] == '\0') return;
   sbx_task t;
   task_init(&t, (pid_t)c->req->pid);
   sbx_loc l;
@@ -402,7 +385,7 @@ static void judge_remove(sbx_call *c, const char *op, int dirfd, uint64_t addr) 
   if (loc_parent(&t, dirfd, path, &l) < 0 || l.type != LAST_NORM) goto out;
   int inside = path_writable(c->m, l.dir);
   loc_path(&l, full, sizeof full);
-  if (inside && !ro_ro_path(c->m, full)) goto out;
+  if (inside && !file_ro_path(c->m, full)) goto out;
   int rc = loc_lstat(&t, &l, &st);
   if (rc == -ENOENT) {
     /* nothing to protect: the error a program expects, not the mount layer's EROFS */
@@ -411,173 +394,25 @@ static void judge_remove(sbx_call *c, const char *op, int dirfd, uint64_t addr) 
   }
   if (rc < 0) goto out;
   /* a read-only path inside a root is a mount point in the sandbox: EBUSY */
-  int err = inside ? (c->m->mountns ? EBUSY : EACCES) : write_errno(&t, &l, 0);
+  int err = inside ? (c->m->mountns ? EBUSY : EACCES) : file_write_errno(&t, &l, 0);
   refuse(c, op, err, full, NULL);
 out:
   loc_free(&l);
   task_free(&t);
 }
 
-/* ---- rename, link: two names ---- */
-
-static long mount_id(sbx_task *t, sbx_loc *l) {
-  struct statx sx;
-  int fd = loc_dirfd(t, l);
-  if (fd < 0 || statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) < 0) return -1;
-  return (long)sx.stx_mnt_id;
-}
-
-/* rename and link: judged, then performed here (notify_create.c), never left to the kernel,
- * which would read the paths again. */
-static void judge_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t newaddr,
-                         unsigned flags) {
-  if (arg_path(c, oldaddr, c->path) < 0 || arg_path(c, newaddr, c->to) < 0) {
-    answer(c, EFAULT);
-    return;
-  }
-  if (c->path[0] == '\0' || c->to[0] == '\0') {
-    answer(c, ENOENT);
-    return;
-  }
-  sbx_task t;
-  task_init(&t, (pid_t)c->req->pid);
-  sbx_loc a, b;
-  struct stat st;
-  char from[PATH_MAX], to[PATH_MAX];
-  emu_state es;
-  b.dirfd = -1;
-  int rc = loc_parent(&t, olddir, c->path, &a);
-  if (rc == 0) rc = loc_parent(&t, newdir, c->to, &b);
-  if (rc < 0 || a.type != LAST_NORM || b.type != LAST_NORM) {
-    answer(c, rc < 0 ? -rc : a.type == LAST_OBJ || b.type == LAST_OBJ ? EXDEV : EBUSY);
-    goto out;
-  }
-  loc_path(&a, from, sizeof from);
-  loc_path(&b, to, sizeof to);
-  int wa = path_writable(c->m, a.dir), wb = path_writable(c->m, b.dir);
-  int pinned = pins_mount(c->m, from) || ro_ro_path(c->m, to) ||
-               ((flags & RENAME_EXCHANGE) && pins_mount(c->m, to));
-  /* a new name onto a reserved one (an exchange puts something at both) */
-  int res = reserved(&t, c->m, &b, to, 1) ||
-            ((flags & RENAME_EXCHANGE) && reserved(&t, c->m, &a, from, 1));
-  if (res || !wa || !wb || pinned) {
-    rc = loc_lstat(&t, &a, &st);
-    if (rc < 0) { /* ENOENT: nothing to protect, the error a program expects */
-      answer(c, -rc);
-      goto out;
-    }
-    rc = loc_lstat(&t, &b, &st);
-    if ((flags & RENAME_NOREPLACE) && rc == 0) {
-      answer(c, EEXIST);
-      goto out;
-    }
-    if ((flags & RENAME_EXCHANGE) && rc == -ENOENT) {
-      answer(c, ENOENT);
-      goto out;
-    }
-    int err;
-    if (res) {
-      err = EACCES;
-    } else if (!wa || !wb) {
-      int ro = loc_readonly(&t, &a, 0) || loc_readonly(&t, &b, 0);
-      err = !ro ? EACCES : mount_id(&t, &a) != mount_id(&t, &b) ? EXDEV : EROFS;
-    } else {
-      err = c->m->mountns ? EBUSY : EACCES;
-    }
-    if (res)
-      refuse(c, "rename", err, from, to);
-    else
-      deny(c, "rename", err, from, to);
-    goto out;
-  }
-  int da = loc_dirfd(&t, &a), db = loc_dirfd(&t, &b);
-  if (da < 0 || db < 0 || (rc = emu_begin(c, &es)) < 0) {
-    answer(c, da < 0 ? -da : db < 0 ? -db : -rc);
-    goto out;
-  }
-  emu_answer(c, (int)syscall(SYS_renameat2, da, a.name, db, b.name, flags));
-  emu_end(&es);
-out:
-  loc_free(&a);
-  loc_free(&b);
-  task_free(&t);
-}
-
-static void judge_link(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t newaddr,
-                       int flags) {
-  if (arg_path(c, oldaddr, c->path) < 0 || arg_path(c, newaddr, c->to) < 0) {
-    answer(c, EFAULT);
-    return;
-  }
-  if (c->to[0] == '\0' || (c->path[0] == '\0' && !(flags & AT_EMPTY_PATH))) {
-    answer(c, ENOENT);
-    return;
-  }
-  sbx_task t;
-  task_init(&t, (pid_t)c->req->pid);
-  sbx_loc a, b;
-  struct stat st;
-  char from[PATH_MAX], to[PATH_MAX];
-  emu_state es;
-  b.dirfd = -1;
-  int rc = c->path[0] == '\0' ? loc_fd(&t, olddir, &a) : loc_parent(&t, olddir, c->path, &a);
-  if (rc == 0) rc = resolve_obj(&t, &a, flags & AT_SYMLINK_FOLLOW, &st);
-  if (rc == 0) rc = loc_parent(&t, newdir, c->to, &b);
-  if (rc < 0 || b.type != LAST_NORM) {
-    answer(c, rc < 0 ? -rc : EEXIST);
-    goto out;
-  }
-  rc = loc_lstat(&t, &b, &st);
-  if (rc != -ENOENT || b.slash) {
-    answer(c, rc == 0 ? EEXIST : rc == -ENOENT ? ENOENT : -rc);
-    goto out;
-  }
-  loc_path(&a, from, sizeof from);
-  loc_path(&b, to, sizeof to);
-  if (reserved(&t, c->m, &b, to, 0)) {
-    refuse(c, "link", EACCES, from, to);
-    goto out;
-  }
-  int wb = path_writable(c->m, b.dir), wa = path_writable(c->m, from);
-  if (!wa || !wb) {
-    /* the new name is refused first (EROFS, EACCES); a name in a root for a file outside it
-     * would give it rights it has not: EXDEV (a mount boundary, or Landlock's refer rule) */
-    deny(c, "link", wb ? EXDEV : write_errno(&t, &b, 0), from, to);
-    goto out;
-  }
-  int da = loc_dirfd(&t, &a), db = loc_dirfd(&t, &b);
-  if (da < 0 || db < 0 || (rc = emu_begin(c, &es)) < 0) {
-    answer(c, da < 0 ? -da : db < 0 ? -db : -rc);
-    goto out;
-  }
-  if (a.type == LAST_NORM) {
-    rc = linkat(da, a.name, db, b.name, 0);
-  } else { /* the object itself (a descriptor, a magic link): through this host's own */
-    char self[48];
-    snprintf(self, sizeof self, "/proc/self/fd/%d", da);
-    rc = linkat(AT_FDCWD, self, db, b.name, AT_SYMLINK_FOLLOW);
-  }
-  emu_answer(c, rc);
-  emu_end(&es);
-out:
-  loc_free(&a);
-  loc_free(&b);
-  task_free(&t);
-}
-
-/* ---- truncate ---- */
-
 static void judge_truncate(sbx_call *c, uint64_t addr, int64_t length) {
-  if (c->m->reserve_only || length < 0 || arg_path(c, addr, c->to) < 0 || c->to[0] == '\0') return;
+  if (c->m->reserve_only || length < 0 || file_arg_path(c, addr, c->to) < 0 || c->to[0] == '\0')
+    return;
   sbx_task t;
   task_init(&t, (pid_t)c->req->pid);
   sbx_loc l;
   struct stat st;
   char full[PATH_MAX];
-  if (loc_parent(&t, AT_FDCWD, c->to, &l) < 0 || resolve_obj(&t, &l, 1, &st) < 0) goto out;
+  if (loc_parent(&t, AT_FDCWD, c->to, &l) < 0 || file_resolve_obj(&t, &l, 1, &st) < 0) goto out;
   if (!S_ISREG(st.st_mode)) goto out; /* EISDIR, EINVAL */
   loc_path(&l, full, sizeof full);
-  if (!path_writable(c->m, full)) refuse(c, "truncate", write_errno(&t, &l, 1), full, NULL);
+  if (!path_writable(c->m, full)) refuse(c, "truncate", file_write_errno(&t, &l, 1), full, NULL);
 out:
   loc_free(&l);
   task_free(&t);
@@ -605,11 +440,11 @@ int notify_file_call(sbx_call *c) {
     case SYS_unlinkat:
       judge_remove(c, (a[2] & AT_REMOVEDIR) ? "rmdir" : "unlink", (int)a[0], a[1]);
       return 1;
-    case SYS_rename: judge_rename(c, at, a[0], at, a[1], 0); return 1;
-    case SYS_renameat: judge_rename(c, (int)a[0], a[1], (int)a[2], a[3], 0); return 1;
-    case SYS_renameat2: judge_rename(c, (int)a[0], a[1], (int)a[2], a[3], (unsigned)a[4]); return 1;
-    case SYS_link: judge_link(c, at, a[0], at, a[1], 0); return 1;
-    case SYS_linkat: judge_link(c, (int)a[0], a[1], (int)a[2], a[3], (int)a[4]); return 1;
+    case SYS_rename: file_rename(c, at, a[0], at, a[1], 0); return 1;
+    case SYS_renameat: file_rename(c, (int)a[0], a[1], (int)a[2], a[3], 0); return 1;
+    case SYS_renameat2: file_rename(c, (int)a[0], a[1], (int)a[2], a[3], (unsigned)a[4]); return 1;
+    case SYS_link: file_link(c, at, a[0], at, a[1], 0); return 1;
+    case SYS_linkat: file_link(c, (int)a[0], a[1], (int)a[2], a[3], (int)a[4]); return 1;
     case SYS_truncate: judge_truncate(c, a[0], (int64_t)a[1]); return 1;
     default: return 0;
   }

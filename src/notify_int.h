@@ -137,4 +137,24 @@ int notify_net_call(sbx_call *c);
 int notify_file_call(sbx_call *c);
 int notify_meta_call(sbx_call *c);
 
+/* ---- notify_files.c: shared with notify_rename.c ---- */
+
+/* The task's path argument at addr; -1 when unreadable (the kernel says EFAULT). */
+int file_arg_path(sbx_call *c, uint64_t addr, char *out);
+/* Resolve l to the object (following final links when follow). 0 or -errno. */
+int file_resolve_obj(sbx_task *t, sbx_loc *l, int follow, struct stat *st);
+/* Whether path is one of the paths kept read-only (or masked). */
+int file_ro_path(const sbx_monitor *m, const char *path);
+/* Whether the new name l is refused as reserved (ancestor: or a directory above one). */
+int file_reserved(sbx_task *t, const sbx_monitor *m, sbx_loc *l, char *full, int ancestor);
+/* A refusal of the policy: recorded only with file evidence. */
+void file_deny(sbx_call *c, const char *op, int err, const char *path, const char *to);
+/* The errno of a write refused in l's directory (obj: on the last component itself). */
+int file_write_errno(sbx_task *t, sbx_loc *l, int obj);
+
+/* ---- notify_rename.c: rename and link ---- */
+void file_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t newaddr,
+                 unsigned flags);
+void file_link(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t newaddr, int flags);
+
 #endif

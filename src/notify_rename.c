@@ -1,0 +1,186 @@
+/* notify_rename.c: rename and link, the file calls with two names, judged as the kernel
+ * would (see notify_files.c) and performed here (notify_create.c), never left to the kernel,
+ * which would read the paths again. The host makes them on the host's tree, where no mount of
+ * the sandbox's pins anything: what the kernel would refuse there as a mount point (EBUSY)
+ * or across mounts (EXDEV), or what would free a protected path, is refused here. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "notify_int.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+/* Whether `path` is, or is a directory above, one of `list`. */
+static int at_or_above(const char *path, char *const *list, int n) {
+  size_t len = strlen(path);
+  for (int i = 0; i < n; i++)
+    if (strncmp(list[i], path, len) == 0 && (list[i][len] == '\0' || list[i][len] == '/')) return 1;
+  return 0;
+}
+
+/* Whether moving `path` would move a mount of the sandbox's tree (a read-only path, a mask,
+ * a writable root) or a directory above one. The kernel refuses to move a mount point
+ * (EBUSY); the host, which makes the move on the host's tree where no mount pins anything,
+ * would move it, and a directory above it, so that the protected path is free to make again
+ * where it was (a new tools/fsmon.sh that core.fsmonitor runs, a new ~/.bashrc, a secret read
+ * at its new place by the next session). */
+static int pins_mount(const sbx_monitor *m, const char *path) {
+  return at_or_above(path, m->ro_paths, m->nro) || at_or_above(path, m->roots, m->nroots);
+}
+
+
+
+static long mount_id(sbx_task *t, sbx_loc *l) {
+  struct statx sx;
+  int fd = loc_dirfd(t, l);
+  if (fd < 0 || statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) < 0) return -1;
+  return (long)sx.stx_mnt_id;
+}
+
+/* rename and link: judged, then performed here (notify_create.c), never left to the kernel,
+ * which would read the paths again. */
+void file_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t newaddr,
+                         unsigned flags) {
+  if (file_arg_path(c, oldaddr, c->path) < 0 || file_arg_path(c, newaddr, c->to) < 0) {
+    answer(c, EFAULT);
+    return;
+  }
+  if (c->path[0] == '\0' || c->to[0] == '\0') {
+    answer(c, ENOENT);
+    return;
+  }
+  sbx_task t;
+  task_init(&t, (pid_t)c->req->pid);
+  sbx_loc a, b;
+  struct stat st;
+  char from[PATH_MAX], to[PATH_MAX];
+  emu_state es;
+  b.dirfd = -1;
+  int rc = loc_parent(&t, olddir, c->path, &a);
+  if (rc == 0) rc = loc_parent(&t, newdir, c->to, &b);
+  if (rc < 0 || a.type != LAST_NORM || b.type != LAST_NORM) {
+    answer(c, rc < 0 ? -rc : a.type == LAST_OBJ || b.type == LAST_OBJ ? EXDEV : EBUSY);
+    goto out;
+  }
+  loc_path(&a, from, sizeof from);
+  loc_path(&b, to, sizeof to);
+  int wa = path_writable(c->m, a.dir), wb = path_writable(c->m, b.dir);
+  int pinned = pins_mount(c->m, from) || file_ro_path(c->m, to) ||
+               ((flags & RENAME_EXCHANGE) && pins_mount(c->m, to));
+  /* a new name onto a reserved one (an exchange puts something at both) */
+  int res = file_reserved(&t, c->m, &b, to, 1) ||
+            ((flags & RENAME_EXCHANGE) && file_reserved(&t, c->m, &a, from, 1));
+  if (res || !wa || !wb || pinned) {
+    rc = loc_lstat(&t, &a, &st);
+    if (rc < 0) { /* ENOENT: nothing to protect, the error a program expects */
+      answer(c, -rc);
+      goto out;
+    }
+    rc = loc_lstat(&t, &b, &st);
+    if ((flags & RENAME_NOREPLACE) && rc == 0) {
+      answer(c, EEXIST);
+      goto out;
+    }
+    if ((flags & RENAME_EXCHANGE) && rc == -ENOENT) {
+      answer(c, ENOENT);
+      goto out;
+    }
+    int err;
+    if (res) {
+      err = EACCES;
+    } else if (!wa || !wb) {
+      int ro = loc_readonly(&t, &a, 0) || loc_readonly(&t, &b, 0);
+      err = !ro ? EACCES : mount_id(&t, &a) != mount_id(&t, &b) ? EXDEV : EROFS;
+    } else {
+      err = c->m->mountns ? EBUSY : EACCES;
+    }
+    if (res)
+      refuse(c, "rename", err, from, to);
+    else
+      file_deny(c, "rename", err, from, to);
+    goto out;
+  }
+  int da = loc_dirfd(&t, &a), db = loc_dirfd(&t, &b);
+  if (da < 0 || db < 0 || (rc = emu_begin(c, &es)) < 0) {
+    answer(c, da < 0 ? -da : db < 0 ? -db : -rc);
+    goto out;
+  }
+  emu_answer(c, (int)syscall(SYS_renameat2, da, a.name, db, b.name, flags));
+  emu_end(&es);
+out:
+  loc_free(&a);
+  loc_free(&b);
+  task_free(&t);
+}
+
+void file_link(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t newaddr,
+                       int flags) {
+  if (file_arg_path(c, oldaddr, c->path) < 0 || file_arg_path(c, newaddr, c->to) < 0) {
+    answer(c, EFAULT);
+    return;
+  }
+  if (c->to[0] == '\0' || (c->path[0] == '\0' && !(flags & AT_EMPTY_PATH))) {
+    answer(c, ENOENT);
+    return;
+  }
+  sbx_task t;
+  task_init(&t, (pid_t)c->req->pid);
+  sbx_loc a, b;
+  struct stat st;
+  char from[PATH_MAX], to[PATH_MAX];
+  emu_state es;
+  b.dirfd = -1;
+  int rc = c->path[0] == '\0' ? loc_fd(&t, olddir, &a) : loc_parent(&t, olddir, c->path, &a);
+  if (rc == 0) rc = file_resolve_obj(&t, &a, flags & AT_SYMLINK_FOLLOW, &st);
+  if (rc == 0) rc = loc_parent(&t, newdir, c->to, &b);
+  if (rc < 0 || b.type != LAST_NORM) {
+    answer(c, rc < 0 ? -rc : EEXIST);
+    goto out;
+  }
+  rc = loc_lstat(&t, &b, &st);
+  if (rc != -ENOENT || b.slash) {
+    answer(c, rc == 0 ? EEXIST : rc == -ENOENT ? ENOENT : -rc);
+    goto out;
+  }
+  loc_path(&a, from, sizeof from);
+  loc_path(&b, to, sizeof to);
+  if (file_reserved(&t, c->m, &b, to, 0)) {
+    refuse(c, "link", EACCES, from, to);
+    goto out;
+  }
+  int wb = path_writable(c->m, b.dir), wa = path_writable(c->m, from);
+  if (!wa || !wb) {
+    /* the new name is refused first (EROFS, EACCES); a name in a root for a file outside it
+     * would give it rights it has not: EXDEV (a mount boundary, or Landlock's refer rule) */
+    file_deny(c, "link", wb ? EXDEV : file_write_errno(&t, &b, 0), from, to);
+    goto out;
+  }
+  int da = loc_dirfd(&t, &a), db = loc_dirfd(&t, &b);
+  if (da < 0 || db < 0 || (rc = emu_begin(c, &es)) < 0) {
+    answer(c, da < 0 ? -da : db < 0 ? -db : -rc);
+    goto out;
+  }
+  if (a.type == LAST_NORM) {
+    rc = linkat(da, a.name, db, b.name, 0);
+  } else { /* the object itself (a descriptor, a magic link): through this host's own */
+    char self[48];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", da);
+    rc = linkat(AT_FDCWD, self, db, b.name, AT_SYMLINK_FOLLOW);
+  }
+  emu_answer(c, rc);
+  emu_end(&es);
+out:
+  loc_free(&a);
+  loc_free(&b);
+  task_free(&t);
+}
+
+/* ---- truncate ---- */
