@@ -401,22 +401,28 @@ local HOST_SERVE = "import os, socket, sys, threading\n"
   .. "threading.Thread(target=acc, daemon=True).start()\n"
   .. "threading.Thread(target=rcv, daemon=True).start()\n"
   .. "print('listening', flush=True); sys.stdin.read()\n"
+-- The host's server (prepare), and what it heard once stopped (effect).
+local function host_server()
+  os.execute("rm -rf " .. SWAP_DIR .. "; mkdir -m 0777 " .. SWAP_DIR)
+  local srv = assert(luxec.spawn({ "python3", "-c", HOST_SERVE, SWAP_DIR }))
+  assert(srv:expect("listening", { timeout = 20 }))
+  return { srv = srv }
+end
+local function stop_host_server(st)
+  st.srv:close_stdin()
+  st.srv:wait({ timeout = 10 })
+  local heard = st.srv:read()
+  st.srv:close()
+  os.execute("rm -rf " .. SWAP_DIR)
+  return heard
+end
 for _, how in ipairs({ { "connect", "s.sock", "connect" }, { "dgram", "d.sock", "sendto" } }) do
   attempt("descriptor swaps", ("%s a host socket outside through a descriptor swapped between a "
     .. "pipe and a unix socket"):format(how[3]), {
-    prepare = function()
-      os.execute("rm -rf " .. SWAP_DIR .. "; mkdir -m 0777 " .. SWAP_DIR)
-      local srv = assert(luxec.spawn({ "python3", "-c", HOST_SERVE, SWAP_DIR }))
-      assert(srv:expect("listening", { timeout = 20 }))
-      return { srv = srv }
-    end,
+    prepare = host_server,
     argv = function() return { RT, "fd-swap", how[1], SWAP_DIR .. "/" .. how[2], "20000" } end,
     effect = function(_, st, res)
-      st.srv:close_stdin()
-      st.srv:wait({ timeout = 10 })
-      local heard = st.srv:read()
-      st.srv:close()
-      os.execute("rm -rf " .. SWAP_DIR)
+      local heard = stop_host_server(st)
       if heard:find("accepted") or heard:find("received") or res.output:match("^ok") then
         return "the host socket was reached: " .. heard .. res.output
       end
@@ -428,12 +434,7 @@ end
 
 attempt("descriptor swaps", "a unix connect to a host socket after 40 refused inet connects: "
   .. "its record is kept (a flood of one kind hides none of another)", {
-  prepare = function()
-    os.execute("rm -rf " .. SWAP_DIR .. "; mkdir -m 0777 " .. SWAP_DIR)
-    local srv = assert(luxec.spawn({ "python3", "-c", HOST_SERVE, SWAP_DIR }))
-    assert(srv:expect("listening", { timeout = 20 }))
-    return { srv = srv }
-  end,
+  prepare = host_server,
   argv = function()
     return { "python3", "-c", "import socket\nfor i in range(40):\n  s = socket.socket()\n"
       .. "  try:\n    s.connect(('10.9.9.%d' % i, 80))\n  except OSError:\n    pass\n"
@@ -441,10 +442,7 @@ attempt("descriptor swaps", "a unix connect to a host socket after 40 refused in
       .. "print('ok connected')\nexcept OSError as e:\n  print(e)" }
   end,
   effect = function(_, st, res)
-    st.srv:close_stdin()
-    st.srv:wait({ timeout = 10 })
-    st.srv:close()
-    os.execute("rm -rf " .. SWAP_DIR)
+    stop_host_server(st)
     return D.worked(nil, nil, res)
   end,
   loose = "present",

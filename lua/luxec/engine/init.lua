@@ -134,15 +134,6 @@ function Engine:_log_path(id)
   return path
 end
 
--- A word as Codex shows it in a command line (shlex's quoting): bare when every character
--- is safe, else in single quotes, or in double quotes when it holds a single quote.
-local function shell_word(w)
-  if w == "" then return "''" end
-  if not w:find("[^%w,._+:@%%/=-]") then return w end
-  if not w:find("'", 1, true) then return "'" .. w .. "'" end
-  return '"' .. w:gsub('[\\"$`]', "\\%0") .. '"'
-end
-
 local function label(cmd)
   return ("`%s`"):format(#cmd > 60 and cmd:sub(1, 60) .. "…" or cmd)
 end
@@ -191,7 +182,7 @@ function Engine:_exec(args, ctx, lim, no_sandbox)
     local why = tostring(ok and serr or p)
     if cfg.text == "codex" then -- Codex's words for a command that could not start
       local words = {}
-      for i, w in ipairs(argv) do words[i] = shell_word(w) end
+      for i, w in ipairs(argv) do words[i] = policy.shell_word(w) end
       return nil, ("exec_command failed for `%s`: %s"):format(table.concat(words, " "), why)
     end
     return nil, ("failed to start `%s`: %s"):format(a.cmd, why)

@@ -409,4 +409,13 @@ function M.denial_guess(r)
   return { denied = false, guess = true }
 end
 
+--- A word as Codex shows it in a command line (shlex's quoting): bare when every character
+--- is safe, else in single quotes, or in double quotes when it holds a single quote.
+function M.shell_word(w)
+  if w == "" then return "''" end
+  if not w:find("[^%w,._+:@%%/=-]") then return w end
+  if not w:find("'", 1, true) then return "'" .. w .. "'" end
+  return '"' .. w:gsub('[\\"$`]', "\\%0") .. '"'
+end
+
 return M

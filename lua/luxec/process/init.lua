@@ -570,8 +570,7 @@ function Process:close()
     end
     -- (wake_all below finds no core: a wait of top-level code in a turn ends it now)
     if self._top_wait then self._core:end_turn() end
-    -- kept for status() and wait() after the close (pexpect's isalive() and exitstatus
-    -- after close())
+    -- (kept for status() and wait() after the close: pexpect's isalive, exitstatus)
     local ok, st = pcall(self._final_status, self)
     if ok then self._final = st end
     self._core:close()

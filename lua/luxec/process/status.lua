@@ -18,6 +18,21 @@ return function(Process, check_open)
     return waiting, echo_off, canonical
   end
 
+  -- The core's status with what the session knows besides: the finish, the holders, how it
+  -- was killed, the sandbox's report (its limits' counters read now from the cgroup).
+  local function core_status(self)
+    local st = self._core:status()
+    st.finished = self._finished
+    st.holders = self._holders
+    st.killed_by = st.killed_by or self._killed_by
+    st.sandbox = self._core:sandbox_report()
+    if st.sandbox and self._sbx then sandbox.annotate(st.sandbox, self._sbx, self._proxy) end
+    if st.sandbox and st.sandbox.limits then
+      st.sandbox.limits_hit = limits.explain(st.sandbox.limits)
+    end
+    return st
+  end
+
   ---@class luxec.Status
   ---@field pid integer
   ---@field running boolean
@@ -50,15 +65,7 @@ return function(Process, check_open)
       return st
     end
     check_open(self, "status")
-    local st = self._core:status()
-    st.finished = self._finished
-    st.holders = self._holders
-    st.killed_by = st.killed_by or self._killed_by
-    st.sandbox = self._core:sandbox_report()
-    if st.sandbox and self._sbx then sandbox.annotate(st.sandbox, self._sbx, self._proxy) end
-    if st.sandbox and st.sandbox.limits then -- counters read now from the session's cgroup
-      st.sandbox.limits_hit = limits.explain(st.sandbox.limits)
-    end
+    local st = core_status(self)
     if st.running then
       st.waiting_for_input, st.echo_off, st.canonical = input_wait(self._core)
     else
@@ -72,15 +79,7 @@ return function(Process, check_open)
   --- input state (no program reads any more).
   ---@return luxec.Status
   function Process:_final_status()
-    local st = self._core:status()
-    st.finished = self._finished
-    st.holders = self._holders
-    st.killed_by = st.killed_by or self._killed_by
-    st.sandbox = self._core:sandbox_report()
-    if st.sandbox and self._sbx then sandbox.annotate(st.sandbox, self._sbx, self._proxy) end
-    if st.sandbox and st.sandbox.limits then
-      st.sandbox.limits_hit = limits.explain(st.sandbox.limits)
-    end
+    local st = core_status(self)
     if st.running then
       st.running, st.signal, st.signal_name = false, 9, "KILL"
       st.killed_by = st.killed_by or "close"
