@@ -36,8 +36,6 @@ static int pins_mount(const sbx_monitor *m, const char *path) {
   return at_or_above(path, m->ro_paths, m->nro) || at_or_above(path, m->roots, m->nroots);
 }
 
-
-
 static long mount_id(sbx_task *t, sbx_loc *l) {
   struct statx sx;
   int fd = loc_dirfd(t, l);
@@ -48,7 +46,7 @@ static long mount_id(sbx_task *t, sbx_loc *l) {
 /* rename and link: judged, then performed here (notify_create.c), never left to the kernel,
  * which would read the paths again. */
 void file_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t newaddr,
-                         unsigned flags) {
+                 unsigned flags) {
   if (file_arg_path(c, oldaddr, c->path) < 0 || file_arg_path(c, newaddr, c->to) < 0) {
     answer(c, EFAULT);
     return;
@@ -121,8 +119,7 @@ out:
   task_free(&t);
 }
 
-void file_link(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t newaddr,
-                       int flags) {
+void file_link(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t newaddr, int flags) {
   if (file_arg_path(c, oldaddr, c->path) < 0 || file_arg_path(c, newaddr, c->to) < 0) {
     answer(c, EFAULT);
     return;
