@@ -282,6 +282,7 @@ static void serve(sbx_monitor *m, struct server *sv) {
     c.resp = &resp;
     c.rec.op[0] = '\0';
     c.handed_off = 0;
+    c.sigpipe = 0;
     handle(&c);
     m->served++;
     if (c.handed_off) continue; /* a connect that may wait answers from its own thread */
@@ -289,8 +290,11 @@ static void serve(sbx_monitor *m, struct server *sv) {
     /* a refusal is kept only once it reached the caller: if the caller died or was
      * interrupted meanwhile, nothing was refused (and its memory may be another's) */
     pthread_mutex_lock(&m->answering); /* see sbx_monitor_settled */
-    if (ioctl(m->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) == 0 && c.rec.op[0] != '\0') keep(m, &c.rec);
+    int sent = ioctl(m->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) == 0;
+    if (sent && c.rec.op[0] != '\0') keep(m, &c.rec);
     pthread_mutex_unlock(&m->answering);
+    /* after the answer: a signal while the caller waits for it would interrupt the call */
+    if (sent && c.sigpipe) syscall(SYS_tkill, (pid_t)req.pid, SIGPIPE);
   }
 }
 

@@ -50,6 +50,11 @@ int emu_begin(sbx_call *c, emu_state *s) {
   int um = caller_umask((pid_t)c->req->pid);
   if (um < 0) return -ESRCH;
   umask((mode_t)um);
+  return emu_drop_caps(s);
+}
+
+int emu_drop_caps(emu_state *s) {
+  s->dropped = 0;
   struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
   if (syscall(SYS_capget, &h, s->caps) < 0) return -errno;
   if (s->caps[0].effective == 0 && s->caps[1].effective == 0) return 0;

@@ -8,6 +8,7 @@
 #include <linux/seccomp.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -22,6 +23,7 @@ typedef struct sbx_call {
   struct seccomp_notif_resp *resp;
   sbx_denial rec; /* rec.op[0] != 0: a refusal to keep */
   int handed_off; /* answered later, by a thread of its own (a connect that may wait) */
+  int sigpipe;    /* the answer is followed by SIGPIPE to the caller (a send on a closed peer) */
   char path[PATH_MAX], to[PATH_MAX]; /* what rec.path and rec.to point to */
 } sbx_call;
 
@@ -111,6 +113,8 @@ typedef struct emu_state {
 
 /* As the caller (its umask, no effective capability) until emu_end. 0, or -errno. */
 int emu_begin(sbx_call *c, emu_state *s);
+/* Only without effective capabilities (what emu_begin does to them), until emu_end. */
+int emu_drop_caps(emu_state *s);
 void emu_end(emu_state *s);
 /* A serving thread done with its session lets go of what an emulation left it (its cwd). */
 void emu_thread_reset(void);
@@ -124,13 +128,47 @@ int emu_bind_at(int sock, int dirfd, const char *name);
 /* An open with O_CREAT that found an object: at (dirfd, name), or dirfd itself (name NULL). */
 void emu_open_existing(sbx_call *c, int dirfd, const char *name, int flags, const struct stat *st);
 
+/* ---- notify_send.c: connects and sends the host performs for the caller ---- */
+
+/* The caller's socket, as the host's duplicate of it shows (fixed when it was made). */
+typedef struct sbx_sock {
+  int fd; /* the host's duplicate */
+  int family, type, protocol;
+} sbx_sock;
+
+/* Where a judged call goes: the host's copy of the address (len 0: none) and a descriptor
+ * the address names (held until the call is made; -1: none). */
+typedef struct sbx_dest {
+  struct sockaddr_storage to;
+  socklen_t len;
+  int hold;
+} sbx_dest;
+
+/* A family's judge of an address the caller gave (ss, len: the host's copy): 0 with *d filled
+ * (d->len 0: the socket ignores the address), or the errno to answer (a refusal fills
+ * c->rec). flags: the send's (0 for connect). */
+typedef int (*sbx_judge)(sbx_call *c, const char *op, const sbx_sock *sk, int flags,
+                         const struct sockaddr_storage *ss, socklen_t len, sbx_dest *d);
+
+/* The host's copy of the address at (addr, len) of the caller: 0, or the kernel's errno for
+ * it (EINVAL, EFAULT). */
+int send_read_addr(sbx_call *c, uint64_t addr, uint64_t len, struct sockaddr_storage *ss);
+/* connect(sk, d), made by the host: answered now, or by a thread of its own for a blocking
+ * socket (c->handed_off). Takes sk->fd and d->hold. */
+void send_connect(sbx_call *c, sbx_sock *sk, sbx_dest *d);
+/* The caller's sendto, sendmsg or sendmmsg, made by the host on sk with its own copy of
+ * every address (each judged by judge), data and control (AF_UNIX: descriptors only,
+ * translated): answered now, or by a thread of its own when a blocking socket has to wait.
+ * Takes sk->fd. */
+void send_call(sbx_call *c, sbx_sock *sk, sbx_judge judge);
+
 /* ---- notify_unix.c: AF_UNIX calls, judged and performed by the host ---- */
 
 /* The target's descriptor duplicated into the host, or -1. */
 int unix_target_fd(pid_t tid, int fd);
-/* A call on an AF_UNIX socket (sock: the host's duplicate, kept by a thread when the call is
- * handed off); always answered. */
-void notify_unix_call(sbx_call *c, int sock);
+/* A call on an AF_UNIX socket (sk->fd: the host's duplicate, kept by a thread when the call
+ * is handed off); always answered. */
+void notify_unix_call(sbx_call *c, sbx_sock *sk);
 
 /* ---- the judges: 1 when the call was one of theirs (resp filled), else 0 ---- */
 int notify_net_call(sbx_call *c);

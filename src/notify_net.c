@@ -134,30 +134,11 @@ static void judge_sendmmsg(sbx_call *c, uint64_t vec, unsigned vlen, sock_kind k
   }
 }
 
-/* Whether the call's address (connect's, sendto's, sendmsg's, one of sendmmsg's) is a unix
- * one, as the host reads it now. */
-static int unix_address(sbx_call *c, int nr, const __u64 *a) {
-  pid_t pid = (pid_t)c->req->pid;
-  struct sockaddr_storage ss;
-  if (nr == SYS_connect) return read_addr(c, a[1], a[2], &ss) > 0 && ss.ss_family == AF_UNIX;
-  if (nr == SYS_sendto) return read_addr(c, a[4], a[5], &ss) > 0 && ss.ss_family == AF_UNIX;
-  unsigned n = nr == SYS_sendmmsg ? (unsigned)a[2] : 1;
-  if (n > MMSG_MAX) n = MMSG_MAX;
-  for (unsigned i = 0; i < n; i++) {
-    struct mmsghdr mh; /* (a msghdr first: sendmsg's is read as the first entry's) */
-    if (read_mem(pid, a[1] + i * sizeof mh, &mh.msg_hdr, sizeof mh.msg_hdr) < 0) return 0;
-    if (read_addr(c, (uint64_t)(uintptr_t)mh.msg_hdr.msg_name, mh.msg_hdr.msg_namelen, &ss) > 0 &&
-        ss.ss_family == AF_UNIX)
-      return 1;
-  }
-  return 0;
-}
-
 /* The domain of the target's socket fd (fixed when it was made: not raceable), its type and
- * protocol in *k; an AF_UNIX socket's duplicate in *dup. -1 when it is no socket, -3 when the
- * descriptor is not open (the kernel's ENOTSOCK, EBADF), -2 when it cannot be looked at (the
- * call is refused: never let through unjudged). */
-static int socket_domain(const sbx_call *c, int fd, int *dup, sock_kind *k) {
+ * protocol in *k, the host's duplicate of it in *dup (closed unless all, or AF_UNIX). -1 when
+ * it is no socket, -3 when the descriptor is not open (the kernel's ENOTSOCK, EBADF), -2 when
+ * it cannot be looked at (the call is refused: never let through unjudged). */
+static int socket_domain(const sbx_call *c, int fd, int *dup, sock_kind *k, int all) {
   *dup = unix_target_fd((pid_t)c->req->pid, fd);
   if (*dup < 0) return errno == EBADF ? -3 : -2;
   int domain = -1;
@@ -168,7 +149,7 @@ static int socket_domain(const sbx_call *c, int fd, int *dup, sock_kind *k) {
   if (domain >= 0 && getsockopt(*dup, SOL_SOCKET, SO_TYPE, &k->type, &len) < 0) domain = -2;
   len = sizeof k->protocol;
   if (domain >= 0 && getsockopt(*dup, SOL_SOCKET, SO_PROTOCOL, &k->protocol, &len) < 0) domain = -2;
-  if (domain != AF_UNIX) {
+  if (domain < 0 || (domain != AF_UNIX && !all)) {
     close(*dup);
     *dup = -1;
   }
@@ -215,19 +196,14 @@ static void bind_call(sbx_call *c, int fd, uint64_t addr, uint64_t len) {
   int dup = -1;
   if (c->m->mediate_unix) {
     sock_kind k;
-    int domain = socket_domain(c, fd, &dup, &k);
+    int domain = socket_domain(c, fd, &dup, &k, 1);
     if (domain < 0) { /* no socket: the kernel's answer; unknown: refused */
       answer(c, domain == -2 ? EPERM : domain == -3 ? EBADF : ENOTSOCK);
       return;
     }
-    if (dup >= 0) { /* AF_UNIX */
+    if (domain == AF_UNIX) {
       unix_bind(c, dup, addr, len);
       close(dup);
-      return;
-    }
-    dup = unix_target_fd((pid_t)c->req->pid, fd); /* (socket_domain keeps only unix ones) */
-    if (dup < 0) {
-      answer(c, EPERM);
       return;
     }
   }
@@ -250,6 +226,69 @@ static void bind_call(sbx_call *c, int fd, uint64_t addr, uint64_t len) {
   if (dup >= 0) close(dup);
 }
 
+/* An address given to an inet socket's connect or send (the host makes the call): with the
+ * network denied, an inet address anywhere but the proxy is refused and recorded. A TCP
+ * socket's send ignores its address (but for MSG_FASTOPEN, which connects). Other families
+ * meet the kernel's own answer on the host's call. */
+static int judge_inet(sbx_call *c, const char *op, const sbx_sock *sk, int flags,
+                      const struct sockaddr_storage *ss, socklen_t len, sbx_dest *d) {
+  sock_kind k = {sk->type, sk->protocol};
+  d->hold = -1;
+  d->to = *ss;
+  d->len = len;
+  if (strcmp(op, "connect") != 0 && is_tcp(k) && !(flags & MSG_FASTOPEN)) {
+    d->len = 0;
+    return 0;
+  }
+  if ((ss->ss_family != AF_INET && ss->ss_family != AF_INET6) || !c->m->net_deny ||
+      to_proxy(c, ss, k))
+    return 0;
+  refuse_addr(c, op, ss);
+  c->rec.type = k.type;
+  c->rec.protocol = k.protocol;
+  return EPERM;
+}
+
+/* connect and the sends in the restricted modes: made by the host on its duplicate of the
+ * socket, never left to the kernel, which looks the descriptor up again (another thread
+ * could have put a unix socket there meanwhile, dup2) and reads the address again. No
+ * socket, or no descriptor: the kernel's own answer, given here. */
+static void mediated(sbx_call *c, int nr, const __u64 *a) {
+  sbx_sock sk;
+  sock_kind k = {0, 0};
+  int domain = socket_domain(c, (int)a[0], &sk.fd, &k, 1);
+  if (domain < 0) {
+    answer(c, domain == -3 ? EBADF : domain == -1 ? ENOTSOCK : EPERM);
+    return;
+  }
+  sk.family = domain;
+  sk.type = k.type;
+  sk.protocol = k.protocol;
+  if (domain == AF_UNIX) {
+    notify_unix_call(c, &sk);
+    return;
+  }
+  if (nr == SYS_sendto && a[4] == 0) { /* no address (a register): the connected peer */
+    close(sk.fd);
+    return;
+  }
+  if (nr != SYS_connect) {
+    send_call(c, &sk, judge_inet);
+    return;
+  }
+  struct sockaddr_storage ss;
+  sbx_dest d = {.hold = -1};
+  int e = send_read_addr(c, a[1], a[2], &ss);
+  if (e == 0 && a[2] < sizeof(sa_family_t)) e = EINVAL;
+  if (e == 0) e = judge_inet(c, "connect", &sk, 0, &ss, (socklen_t)a[2], &d);
+  if (e != 0) {
+    if (c->rec.op[0] == '\0') answer(c, e);
+    close(sk.fd);
+    return;
+  }
+  send_connect(c, &sk, &d);
+}
+
 int notify_net_call(sbx_call *c) {
   const __u64 *a = c->req->data.args;
   int nr = c->req->data.nr;
@@ -259,34 +298,20 @@ int notify_net_call(sbx_call *c) {
     return 1;
   }
   if (nr == SYS_connect || nr == SYS_sendto || nr == SYS_sendmsg || nr == SYS_sendmmsg) {
-    int dup;
-    int domain = socket_domain(c, (int)a[0], &dup, &k);
-    /* Never left to the kernel, which looks the descriptor up again: another thread could
-     * have put a unix socket there meanwhile (dup2), and the call would reach the address
-     * unjudged. No socket, or no descriptor: the kernel's own answer, given here. */
-    if (domain == -1 || domain == -3) {
-      answer(c, domain == -3 ? EBADF : ENOTSOCK);
+    if (c->m->mediate_unix) {
+      mediated(c, nr, a);
       return 1;
     }
-    if (domain == -2) {
-      answer(c, EPERM);
-      return 1;
-    }
-    if (domain == AF_UNIX) {
-      if (c->m->mediate_unix)
-        notify_unix_call(c, dup);
-      else
-        close(dup);
-      return 1;
-    }
-    /* another family cannot reach a socket file, nor take a unix address (the kernel's
-     * EAFNOSUPPORT, given here: left to the kernel, a unix socket swapped in meanwhile would
-     * take it); with the network allowed it may go out */
-    if (c->m->mediate_unix && unix_address(c, nr, a)) {
-      answer(c, EAFNOSUPPORT);
-      return 1;
-    }
+    /* full access: the call is the kernel's (a socket file may be reached anyway); with
+     * the network denied, an inet address is evidence */
     if (!c->m->net_deny) return 1;
+    int dup, domain = socket_domain(c, (int)a[0], &dup, &k, 0);
+    if (domain < 0) { /* no socket: nothing to record */
+      answer(c, domain == -3 ? EBADF : domain == -1 ? ENOTSOCK : EPERM);
+      return 1;
+    }
+    if (dup >= 0) close(dup);
+    if (domain == AF_UNIX) return 1;
   }
   switch (c->req->data.nr) {
     case SYS_socket: {

@@ -14,9 +14,9 @@
  *     the policy names the path (unix_sockets);
  *   - abstract names resolve in the socket's network namespace: the sandbox's own when the
  *     network is denied; otherwise judged like a pathname.
- * A datagram with an address (sendto, sendmsg, sendmmsg on a SOCK_DGRAM socket) is sent by
- * the host the same way, with the data copied out of the target. A stream or seqpacket socket
- * ignores the address of sendmsg, so those go through untouched. */
+ * The connect, and every send that could carry an address (sendto with one, sendmsg,
+ * sendmmsg), is then made by the host (notify_send.c): left to the kernel, it would read the
+ * descriptor and the address again. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
@@ -25,17 +25,13 @@
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
-#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -45,9 +41,6 @@
 #ifndef PIDFD_THREAD
 #define PIDFD_THREAD O_EXCL
 #endif
-
-#define MAX_DGRAM (256 * 1024) /* more than a unix datagram can carry (wmem_max) */
-#define MAX_IOV 64
 
 /* The target's descriptor, duplicated into the host, or -1. */
 int unix_target_fd(pid_t tid, int fd) {
@@ -204,7 +197,9 @@ static int bound_sockets(int diag_fd, const sock_key *key, unsigned long *inos, 
   }
 }
 
-/* Whether the socket bound at key belongs to the sandbox. */
+/* Whether the socket bound at key belongs to the sandbox: 1, 0, or -1 when no socket holds
+ * that abstract name (the kernel's ECONNREFUSED: nothing was refused). A socket file's may be
+ * held in another network namespace, which the dump does not see. */
 static int inside(sbx_monitor *m, const sock_key *key) {
   if (key->abstract && m->netns_private) return 1; /* its own abstract namespace */
   int diag = m->diag_fd;
@@ -215,7 +210,7 @@ static int inside(sbx_monitor *m, const sock_key *key) {
   }
   unsigned long inos[16];
   int n = bound_sockets(diag, key, inos, 16);
-  if (n <= 0) return 0;
+  if (n <= 0) return n == 0 && key->abstract ? -1 : 0;
   if (m->netns_private) return 1; /* made in the sandbox's own network namespace */
   pid_t pids[4096];
   int k = 0;
@@ -242,24 +237,21 @@ static int named_in_policy(const sbx_monitor *m, const struct stat *st) {
 
 /* ---- judging an address ---- */
 
-typedef struct judged {
-  struct sockaddr_un to; /* what the host sends or connects to */
-  socklen_t tolen;
-  int opath; /* held while the call is made, or -1 */
-} judged;
-
 /* 0: allowed, j filled; else the errno to answer (a refusal is recorded). */
 static int judge(sbx_call *c, const char *op, const struct sockaddr_un *sun, socklen_t len,
-                 judged *j) {
+                 sbx_dest *j) {
   sbx_monitor *m = c->m;
   const struct seccomp_notif *req = c->req;
-  j->opath = -1;
-  memcpy(&j->to, sun, len < sizeof j->to ? len : sizeof j->to);
-  j->tolen = len;
+  j->hold = -1;
+  if (len > sizeof(struct sockaddr_un)) return EINVAL;
+  memcpy(&j->to, sun, len < sizeof(struct sockaddr_un) ? len : sizeof(struct sockaddr_un));
+  j->len = len;
   size_t plen = len > offsetof(struct sockaddr_un, sun_path)
                     ? len - offsetof(struct sockaddr_un, sun_path)
                     : 0;
-  if (plen == 0) return 0; /* unnamed: the kernel's EINVAL */
+  /* unnamed, or another family (AF_UNSPEC: a datagram socket's disconnect): the kernel's
+   * answer to the host's call, which names no file */
+  if (plen == 0 || sun->sun_family != AF_UNIX) return 0;
   sock_key key;
   memset(&key, 0, sizeof key);
   char shown[PATH_MAX + 16];
@@ -267,7 +259,8 @@ static int judge(sbx_call *c, const char *op, const struct sockaddr_un *sun, soc
     key.abstract = 1;
     key.namelen = plen - 1 < sizeof key.name ? plen - 1 : sizeof key.name;
     memcpy(key.name, sun->sun_path + 1, key.namelen);
-    if (inside(m, &key)) return 0;
+    int in = inside(m, &key);
+    if (in != 0) return in > 0 ? 0 : ECONNREFUSED;
     shown[0] = '@';
     size_t k = key.namelen < sizeof shown - 2 ? key.namelen : sizeof shown - 2;
     memcpy(shown + 1, key.name, k); /* (escaped where it is shown) */
@@ -290,10 +283,11 @@ static int judge(sbx_call *c, const char *op, const struct sockaddr_un *sun, soc
       return ECONNREFUSED; /* what the kernel answers for a file that is no socket */
     }
     if (inside(m, &key) || named_in_policy(m, &key.st)) {
-      j->opath = fd;
-      j->to.sun_family = AF_UNIX;
-      int w = snprintf(j->to.sun_path, sizeof j->to.sun_path, "/proc/self/fd/%d", fd);
-      j->tolen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)w + 1);
+      j->hold = fd;
+      struct sockaddr_un *to = (struct sockaddr_un *)&j->to;
+      to->sun_family = AF_UNIX;
+      int w = snprintf(to->sun_path, sizeof to->sun_path, "/proc/self/fd/%d", fd);
+      j->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)w + 1);
       return 0;
     }
     /* the record names the socket the call would have reached, not the link it went by */
@@ -310,288 +304,49 @@ refuse:; /* recorded once the answer reached the caller (notify.c) */
   return EACCES;
 }
 
-/* ---- performing it ---- */
+/* ---- the calls ---- */
 
-typedef struct pending_connect {
-  sbx_monitor *m;
-  uint64_t id;
-  int sock;
-  judged j;
-} pending_connect;
-
-static void answer_later(sbx_monitor *m, uint64_t id, int rc, int err) {
-  struct seccomp_notif_resp resp;
-  memset(&resp, 0, sizeof resp);
-  resp.id = id;
-  if (rc < 0)
-    resp.error = -err;
-  else
-    resp.val = rc;
-  ioctl(m->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: the caller died meanwhile */
-}
-
-/* A blocking connect waits for the listener's backlog: on a thread of its own, so the
- * session's other calls (the listener's among them) keep being served. It waits a second at a
- * time (the socket's send timeout, which bounds a unix connect; the caller's own is kept) and
- * ends once the caller is gone: a thread left waiting for each killed caller would let a
- * session pile up the host's threads, outside its own limits. */
-static void *connect_thread(void *arg) {
-  pending_connect *pc = arg;
-  struct timeval was = {0, 0}, slice = {1, 0};
-  socklen_t wl = sizeof was;
-  int sliced = getsockopt(pc->sock, SOL_SOCKET, SO_SNDTIMEO, &was, &wl) == 0 && was.tv_sec == 0 &&
-               was.tv_usec == 0 &&
-               setsockopt(pc->sock, SOL_SOCKET, SO_SNDTIMEO, &slice, sizeof slice) == 0;
-  int rc, err;
-  for (;;) {
-    rc = connect(pc->sock, (struct sockaddr *)&pc->j.to, pc->j.tolen);
-    err = errno;
-    if (!sliced || rc == 0 || err != EAGAIN) break;
-    uint64_t id = pc->id;
-    if (ioctl(pc->m->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0) break; /* the caller is gone */
-  }
-  if (sliced) setsockopt(pc->sock, SOL_SOCKET, SO_SNDTIMEO, &was, sizeof was);
-  answer_later(pc->m, pc->id, rc, err);
-  close(pc->sock);
-  if (pc->j.opath >= 0) close(pc->j.opath);
-  sbx_monitor_release(pc->m);
-  free(pc);
-  return NULL;
-}
-
-/* Answered in c->resp, or (c->handed_off) by a thread of its own later. */
-static void do_connect(sbx_call *c, int sock, uint64_t addr, uint64_t len) {
-  sbx_monitor *m = c->m;
-  const struct seccomp_notif *req = c->req;
-  struct seccomp_notif_resp *resp = c->resp;
-  struct sockaddr_un sun;
-  memset(&sun, 0, sizeof sun);
-  if (len > sizeof sun) len = sizeof sun;
-  if (len < sizeof(sa_family_t) || read_mem((pid_t)req->pid, addr, &sun, (size_t)len) < 0) {
-    resp->error = -EFAULT;
-    return;
-  }
-  judged j;
-  int verdict = judge(c, "connect", &sun, (socklen_t)len, &j);
-  if (verdict != 0) { /* refused (the record made), or the kernel's own answer */
-    resp->error = -verdict;
-    return;
-  }
-  int fl = fcntl(sock, F_GETFL);
-  if (fl >= 0 && !(fl & O_NONBLOCK)) {
-    pending_connect *pc = malloc(sizeof *pc);
-    pthread_t t;
-    pthread_attr_t at;
-    if (pc != NULL) {
-      *pc = (pending_connect){.m = m, .id = req->id, .sock = sock, .j = j};
-      sbx_monitor_retain(m);
-      pthread_attr_init(&at);
-      pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-      int rc = pthread_create(&t, &at, connect_thread, pc);
-      pthread_attr_destroy(&at);
-      if (rc == 0) {
-        c->handed_off = 1; /* the thread owns sock now */
-        return;
-      }
-      sbx_monitor_release(m);
-      free(pc);
-    }
-  }
-  if (connect(sock, (struct sockaddr *)&j.to, j.tolen) < 0) resp->error = -errno;
-  if (j.opath >= 0) close(j.opath);
-}
-
-/* One datagram: judged when it has an address, and sent by the host with the target's data
- * and descriptors (remote: the target's iovecs, already copied here). >= 0 bytes sent, or
- * -errno. Without an address it goes to the peer the socket is connected to, judged at its
- * connect: sent here too, since the target could add an address after the host's read. */
-static long send_one(sbx_call *c, int sock, const char *op, uint64_t name, uint64_t namelen,
-                     const struct iovec *remote, size_t niov, uint64_t ctl, uint64_t ctllen,
-                     int flags) {
-  pid_t pid = (pid_t)c->req->pid;
-  size_t total = 0;
-  for (size_t i = 0; i < niov; i++) total += remote[i].iov_len;
-  if (total > MAX_DGRAM) return -EMSGSIZE;
-  int fds[64], nfds = 0;
-  long rc;
-  char *data = NULL;
-  judged j = {.opath = -1};
-  if (ctllen > 0) { /* only descriptors travel: credentials would be the host's, not theirs */
-    char cbuf[CMSG_SPACE(sizeof(int) * 64)];
-    if (ctllen > sizeof cbuf || read_mem(pid, ctl, cbuf, (size_t)ctllen) < 0) return -EINVAL;
-    struct msghdr mh = {.msg_control = cbuf, .msg_controllen = (size_t)ctllen};
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm != NULL; cm = CMSG_NXTHDR(&mh, cm)) {
-      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) {
-        rc = -EINVAL;
-        goto out;
-      }
-      int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-      for (int i = 0; i < k && nfds < 64; i++) {
-        int tfd;
-        memcpy(&tfd, CMSG_DATA(cm) + i * sizeof(int), sizeof tfd);
-        if ((fds[nfds] = unix_target_fd(pid, tfd)) < 0) {
-          rc = -EBADF;
-          goto out;
-        }
-        nfds++;
-      }
-    }
-  }
-  data = total ? malloc(total) : NULL;
-  if (total && data == NULL) {
-    rc = -ENOMEM;
-    goto out;
-  }
-  size_t off = 0;
-  for (size_t i = 0; i < niov; i++) {
-    if (remote[i].iov_len &&
-        read_mem(pid, (uint64_t)(uintptr_t)remote[i].iov_base, data + off, remote[i].iov_len) < 0) {
-      rc = -EFAULT;
-      goto out;
-    }
-    off += remote[i].iov_len;
-  }
-  if (name != 0 && namelen > 0) {
-    struct sockaddr_un sun;
-    memset(&sun, 0, sizeof sun);
-    if (namelen > sizeof sun) namelen = sizeof sun;
-    if (namelen < sizeof(sa_family_t) || read_mem(pid, name, &sun, (size_t)namelen) < 0) {
-      rc = -EFAULT;
-      goto out;
-    }
-    int verdict = judge(c, op, &sun, (socklen_t)namelen, &j);
-    if (verdict != 0) {
-      rc = -verdict;
-      goto out;
-    }
-  }
-  struct iovec local = {data, total};
-  char cbuf[CMSG_SPACE(sizeof(int) * 64)];
-  struct msghdr mh = {.msg_iov = &local, .msg_iovlen = 1};
-  if (name != 0 && namelen > 0) {
-    mh.msg_name = &j.to;
-    mh.msg_namelen = j.tolen;
-  }
-  if (nfds > 0) {
-    memset(cbuf, 0, sizeof cbuf);
-    mh.msg_control = cbuf;
-    mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-    memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
-  }
-  /* never wait on the host's thread: a full receiver answers EAGAIN as to a non-blocking
-   * sender */
-  ssize_t sent = sendmsg(sock, &mh, flags | MSG_DONTWAIT | MSG_NOSIGNAL);
-  rc = sent < 0 ? -errno : (long)sent;
-out:
-  if (j.opath >= 0) close(j.opath);
-  free(data);
-  for (int x = 0; x < nfds; x++) close(fds[x]);
-  return rc;
-}
-
-static void set_result(sbx_call *c, long rc) {
-  if (c->rec.op[0] != '\0') return; /* refused: answered with the record */
-  c->resp->flags = 0;
-  if (rc < 0)
-    c->resp->error = (int)rc;
-  else
-    c->resp->val = rc;
-}
-
-/* Whether a send carries an address (sendto's, or sendmsg's or one of sendmmsg's msg_name),
- * as the host reads it now. */
-static int stream_addressed(sbx_call *c, int nr, const __u64 *a) {
-  if (nr == SYS_sendto) return a[4] != 0 && a[5] != 0;
-  if (nr != SYS_sendmsg && nr != SYS_sendmmsg) return 0;
-  unsigned n = nr == SYS_sendmmsg ? (unsigned)a[2] : 1;
-  if (n > 1024) n = 1024;
-  for (unsigned i = 0; i < n; i++) {
-    struct msghdr h;
-    if (read_mem((pid_t)c->req->pid, a[1] + i * (nr == SYS_sendmmsg ? sizeof(struct mmsghdr) : 0),
-                 &h, sizeof h) < 0)
-      return 0;
-    if (h.msg_name != NULL && h.msg_namelen > 0) return 1;
-  }
-  return 0;
-}
-
-/* The target's call on an AF_UNIX socket (sock: the host's duplicate of it). Always answers:
- * c->resp filled, or c->handed_off when a thread answers later (it then owns sock). */
-void notify_unix_call(sbx_call *c, int sock) {
-  const struct seccomp_notif *req = c->req;
-  const __u64 *a = req->data.args;
-  pid_t pid = (pid_t)req->pid;
-  int type = 0;
-  socklen_t tl = sizeof type;
-  getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &tl);
-  int nr = req->data.nr;
-  if (nr == SYS_connect) {
-    c->resp->flags = 0;
-    do_connect(c, sock, a[1], a[2]);
-    if (!c->handed_off) close(sock);
-    return;
-  }
-  /* A stream socket refuses an address (EISCONN, EOPNOTSUPP), given here: left to the
-   * kernel, a datagram socket swapped in meanwhile (dup2) would send to it unjudged. A
-   * seqpacket socket sends to its peer whatever the address: refused the same way. */
-  if (type != SOCK_DGRAM && stream_addressed(c, nr, a)) {
+/* An address given with a send on the unix socket sk: a datagram's is judged; a stream
+ * socket refuses one (the kernel's EISCONN or EOPNOTSUPP), a seqpacket socket ignores it. */
+static int judge_send(sbx_call *c, const char *op, const sbx_sock *sk, int flags,
+                      const struct sockaddr_storage *ss, socklen_t len, sbx_dest *d) {
+  (void)flags;
+  d->hold = -1;
+  d->len = 0;
+  if (sk->type == SOCK_SEQPACKET) return 0;
+  if (sk->type == SOCK_STREAM) {
     struct sockaddr_un peer;
     socklen_t pl = sizeof peer;
-    c->resp->flags = 0;
-    c->resp->error = getpeername(sock, (struct sockaddr *)&peer, &pl) == 0 ? -EISCONN : -EOPNOTSUPP;
-    close(sock);
+    return getpeername(sk->fd, (struct sockaddr *)&peer, &pl) == 0 ? EISCONN : EOPNOTSUPP;
+  }
+  return judge(c, op, (const struct sockaddr_un *)ss, len, d);
+}
+
+/* The target's call on an AF_UNIX socket (sk->fd: the host's duplicate of it). Always
+ * answers: c->resp filled, or c->handed_off when a thread answers later (it then owns the
+ * descriptor). */
+void notify_unix_call(sbx_call *c, sbx_sock *sk) {
+  const __u64 *a = c->req->data.args;
+  int nr = c->req->data.nr;
+  if (nr == SYS_connect) {
+    struct sockaddr_storage ss;
+    sbx_dest d = {.hold = -1};
+    int e = send_read_addr(c, a[1], a[2], &ss);
+    if (e == 0 && a[2] < sizeof(sa_family_t)) e = EINVAL;
+    if (e == 0) e = judge(c, "connect", (const struct sockaddr_un *)&ss, (socklen_t)a[2], &d);
+    if (e != 0) { /* refused (the record made), or the kernel's own answer */
+      answer(c, e);
+      close(sk->fd);
+      return;
+    }
+    send_connect(c, sk, &d);
     return;
   }
-  /* sendto without an address goes to the peer, judged at its connect */
-  if (type != SOCK_DGRAM || (nr == SYS_sendto && a[4] == 0) ||
-      (nr != SYS_sendto && nr != SYS_sendmsg && nr != SYS_sendmmsg)) {
-    close(sock);
+  /* sendto without an address (a register: not raceable) goes to the peer, judged at its
+   * connect */
+  if (nr != SYS_sendmsg && nr != SYS_sendmmsg && (nr != SYS_sendto || a[4] == 0)) {
+    close(sk->fd);
     return; /* (CONTINUE) */
   }
-  if (nr == SYS_sendto) {
-    struct iovec one = {(void *)(uintptr_t)a[1], (size_t)a[2]};
-    set_result(c, send_one(c, sock, "sendto", a[4], a[5], &one, 1, 0, 0, (int)a[3]));
-    close(sock);
-    return;
-  }
-  int many = nr == SYS_sendmmsg;
-  unsigned vlen = many ? (unsigned)a[2] : 1;
-  if (vlen > 1024) vlen = 1024; /* UIO_MAXIOV, as the kernel */
-  int flags = (int)(many ? a[3] : a[2]);
-  long done = 0, rc = 0;
-  for (unsigned i = 0; i < vlen; i++) {
-    struct msghdr h;
-    uint64_t at = a[1] + (many ? i * sizeof(struct mmsghdr) : 0);
-    struct iovec remote[MAX_IOV];
-    if (read_mem(pid, at, &h, sizeof h) < 0) {
-      rc = -EFAULT;
-      break;
-    }
-    if (h.msg_iovlen > MAX_IOV) {
-      rc = -EMSGSIZE;
-      break;
-    }
-    if (h.msg_iovlen > 0 && read_mem(pid, (uint64_t)(uintptr_t)h.msg_iov, remote,
-                                     sizeof(struct iovec) * h.msg_iovlen) < 0) {
-      rc = -EFAULT;
-      break;
-    }
-    rc = send_one(c, sock, many ? "sendmmsg" : "sendmsg", (uint64_t)(uintptr_t)h.msg_name,
-                  h.msg_namelen, remote, h.msg_iovlen, (uint64_t)(uintptr_t)h.msg_control,
-                  h.msg_controllen, flags);
-    if (rc < 0) break;
-    if (many) { /* msg_len of this entry, as the kernel fills it */
-      unsigned len = (unsigned)rc;
-      uint64_t len_at = at + offsetof(struct mmsghdr, msg_len);
-      struct iovec l = {&len, sizeof len}, r = {(void *)(uintptr_t)len_at, sizeof len};
-      if (process_vm_writev(pid, &l, 1, &r, 1, 0) != (ssize_t)sizeof len) break;
-    }
-    done++;
-  }
-  set_result(c, many ? (done > 0 ? done : (rc < 0 ? rc : -EINVAL)) : rc);
-  close(sock);
+  send_call(c, sk, judge_send);
 }

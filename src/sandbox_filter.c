@@ -210,9 +210,9 @@ static int build_filter(const sandbox_spec *s, int notify, int netns, struct soc
   /* Where a call may reach a socket: the host judges it (notify_net.c, notify_unix.c). With
    * the empty network namespace that is evidence for inet addresses; in the restricted modes
    * it is also the enforcement for AF_UNIX, whose pathname sockets no namespace or Landlock
-   * rule covers: the host performs every AF_UNIX connect and addressed datagram itself, on its
-   * own copy of the address. sendto without an address (a register: not raceable) sends only
-   * to the connected peer and needs no look. */
+   * rule covers: the host makes every connect, sendmsg, sendmmsg and sendto with an address
+   * itself, on its own copy of the address (notify_send.c). sendto without an address (a
+   * register: not raceable) sends only to the connected peer and needs no look. */
   int net_evidence = notify && s->network_deny && netns;
   if (net_evidence || (notify && s->mode != SBX_FULL)) {
     RULE(SCMP_ACT_NOTIFY, connect, 0);

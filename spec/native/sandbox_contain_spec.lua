@@ -764,6 +764,19 @@ keep("a datagram socket bound inside the workspace", {
   argv = function(ctx) return { USOCK, "dpair", ctx.ws .. "/dg-" .. rand(6) .. ".sock" } end,
   check = function(_, res) assert.equals("ok ping\n", res.output) end,
 })
+keep("sends the host makes for the caller: a 4 MiB sendmsg to a slow reader, a descriptor "
+  .. "passed, sendmmsg, EPIPE and SIGPIPE, a blocking datagram to a full receiver", {
+  modes = WS_ONLY,
+  quiet = true,
+  argv = function(ctx) return { USOCK, "sends", ctx.ws .. "/full-" .. rand(6) .. ".sock" } end,
+  check = function(_, res) assert.equals("ok sends\n", res.output) end,
+})
+keep("a blocking TCP connect inside and a 1 MiB sendmsg on it (the network allowed)", {
+  quiet = true,
+  policy = function() return { network = "allow" } end,
+  argv = function() return { USOCK, "tcp" } end,
+  check = function(_, res) assert.equals("ok tcp\n", res.output) end,
+})
 keep("socketpair", {
   quiet = true,
   argv = function() return { USOCK, "pair" } end,

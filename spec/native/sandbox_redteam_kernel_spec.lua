@@ -432,6 +432,34 @@ for _, how in ipairs({ { "connect", "s.sock", "connect" }, { "dgram", "d.sock", 
   })
 end
 
+-- The descriptor and the address swapped together: an inet socket with an inet address (or a
+-- socket with no address) and a unix socket with a host socket's path in turn. A judge that
+-- let the kernel make a call it found harmless would have the kernel find the other pair.
+local SWAP_PAT = "^" .. SWAP_DIR:gsub("%p", "%%%0")
+for _, how in ipairs({
+  { "connect", "s.sock", "connect", "an inet socket with an inet address (the network allowed)",
+    { network = "allow" } },
+  { "sendmsg", "d.sock", "sendmsg", "a connected unix stream socket with no address" },
+  { "sendmsg-udp", "d.sock", "sendmsg", "an inet socket with no address" },
+}) do
+  attempt("descriptor swaps", ("%s a host socket outside, with the descriptor and the address "
+    .. "swapped together from %s to a unix socket and its path"):format(how[3], how[4]), {
+    prepare = host_server,
+    policy = how[5],
+    argv = function() return { RT, "both-swap", how[1], SWAP_DIR .. "/" .. how[2], "20000" } end,
+    effect = function(_, st, res)
+      local heard = stop_host_server(st)
+      if heard:find("accepted") or heard:find("received") then
+        return "the host socket was reached: " .. heard .. res.output
+      end
+    end,
+    loose = "pattern",
+    records = function()
+      return { { how[3], SWAP_PAT .. "/" .. how[2]:gsub("%.", "%%.") .. "$" } }
+    end,
+  })
+end
+
 attempt("descriptor swaps", "a unix connect to a host socket after 40 refused inet connects: "
   .. "its record is kept (a flood of one kind hides none of another)", {
   prepare = host_server,
