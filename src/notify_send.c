@@ -157,11 +157,11 @@ typedef struct send_job {
   int fds[MAX_FDS], nfds; /* AF_UNIX: the host's duplicates of the descriptors it carries */
   struct iovec *remote;   /* the caller's data */
   size_t niov, total, done;
-  char *buf;        /* a datagram: all of it; a stream: the next chunk */
-  uint64_t len_at;  /* sendmmsg: where the caller's msg_len is (0: sendmsg, sendto) */
-  int nr, tfd;      /* the call, and the caller's descriptor */
-  uint64_t arg;     /* the caller's msghdr (sendmsg) or buffer (sendto) */
-  struct cut *cut;  /* its entry while a thread sends it (a stream's) */
+  char *buf;       /* a datagram: all of it; a stream: the next chunk */
+  uint64_t len_at; /* sendmmsg: where the caller's msg_len is (0: sendmsg, sendto) */
+  int nr, tfd;     /* the call, and the caller's descriptor */
+  uint64_t arg;    /* the caller's msghdr (sendmsg) or buffer (sendto) */
+  struct cut *cut; /* its entry while a thread sends it (a stream's) */
 } send_job;
 
 /* ---- a stream send cut short ----
@@ -212,8 +212,15 @@ static void cut_drop(cut **pp) {
 static cut *cut_list(const send_job *j) {
   cut *k = calloc(1, sizeof *k);
   if (k == NULL) return NULL;
-  *k = (cut){.m = j->m, .tid = j->tid, .nr = j->nr, .tfd = j->tfd, .arg = j->arg,
-             .ino = sock_ino(j->sock), .total = j->total, .done = j->done, .live = 1};
+  *k = (cut){.m = j->m,
+             .tid = j->tid,
+             .nr = j->nr,
+             .tfd = j->tfd,
+             .arg = j->arg,
+             .ino = sock_ino(j->sock),
+             .total = j->total,
+             .done = j->done,
+             .live = 1};
   pthread_mutex_lock(&cuts_lock);
   k->next = cuts;
   cuts = k;
@@ -442,7 +449,8 @@ static void *send_thread(void *arg) {
   struct timeval to = {0, 0};
   socklen_t tl = sizeof to;
   getsockopt(j->sock, SOL_SOCKET, SO_SNDTIMEO, &to, &tl);
-  long long deadline = to.tv_sec || to.tv_usec ? now_ms() + to.tv_sec * 1000 + to.tv_usec / 1000 : 0;
+  long long deadline =
+      to.tv_sec || to.tv_usec ? now_ms() + to.tv_sec * 1000 + to.tv_usec / 1000 : 0;
   int rc = -EAGAIN, idle = 0, gone = 0;
   cut *k = j->cut;
   while (rc == -EAGAIN) {
@@ -503,9 +511,16 @@ void send_call(sbx_call *c, sbx_sock *sk, sbx_judge judge) {
       rc = -ENOMEM;
       break;
     }
-    *j = (send_job){.m = c->m, .id = c->req->id, .tid = (pid_t)c->req->pid, .sock = sk->fd,
-                    .stream = sk->type == SOCK_STREAM, .flags = flags, .d = {.hold = -1},
-                    .nr = nr, .tfd = (int)a[0], .arg = a[1]};
+    *j = (send_job){.m = c->m,
+                    .id = c->req->id,
+                    .tid = (pid_t)c->req->pid,
+                    .sock = sk->fd,
+                    .stream = sk->type == SOCK_STREAM,
+                    .flags = flags,
+                    .d = {.hold = -1},
+                    .nr = nr,
+                    .tfd = (int)a[0],
+                    .arg = a[1]};
     struct msghdr h;
     uint64_t at = a[1] + (many ? i * sizeof(struct mmsghdr) : 0);
     if (nr == SYS_sendto) {
