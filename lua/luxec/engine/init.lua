@@ -543,19 +543,6 @@ function Engine:read_output(args, max_bytes)
   return meta.read_output(self, args, max_bytes)
 end
 
-local function remove_logs(self)
-  if not self._log_dir or self._cfg.log_dir then return end
-  local st = uv.fs_lstat(self._log_dir) -- the directory made, never what replaced it
-  if not st or st.type ~= "directory" then return end
-  local req = uv.fs_scandir(self._log_dir)
-  while req do
-    local name = uv.fs_scandir_next(req)
-    if not name then break end
-    os.remove(self._log_dir .. "/" .. name)
-  end
-  uv.fs_rmdir(self._log_dir)
-end
-
 --- End every session (concurrently), remove the logs; later calls fail. Also `<close>`.
 function Engine:shutdown()
   if self._closed then return end
@@ -568,7 +555,7 @@ function Engine:shutdown()
     tasks[#tasks + 1] = sched.go(session.kill, self, s, "shutdown")
   end
   for _, t in ipairs(tasks) do t:wait() end
-  remove_logs(self)
+  meta.remove_logs(self)
 end
 
 Engine.__close = Engine.shutdown
@@ -580,7 +567,7 @@ function Engine:__gc()
   self._closed = true
   for _, id in ipairs(self._store:ids()) do session.close(self, self._store:get(id)) end
   for s in pairs(self._pending) do session.close(self, s) end
-  remove_logs(self)
+  meta.remove_logs(self)
 end
 
 --- The text a model reads for a result (see luxec.engine.output): opts.text "luxec" (the

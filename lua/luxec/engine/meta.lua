@@ -1,7 +1,8 @@
 --- luxec.engine.meta: what an engine tells of its sessions besides tool results — an open
 --- or ended session's description (the engine keeps the last ended ones) and reading a
---- session's output back by byte offset, from its log or from memory. The engine's store
---- (luxec.engine.sessions) is the one registry; a front end asks here and keeps none.
+--- session's output back by byte offset, from its log or from memory — and the removal of
+--- the logs it made. The engine's store (luxec.engine.sessions) is the one registry; a front
+--- end asks here and keeps none.
 local uv = require("luv")
 local policy = require("luxec.engine.policy")
 local clean = require("luxec.engine.clean")
@@ -182,6 +183,20 @@ function M.grep_result(s, a, res)
     or 0, max = search.DEFAULT_MATCHES, clean = true })
   res.grep = { pattern = a.grep, matches = g.matches, complete = g.complete,
     from = res.log_from, to = res.log_offset, next_offset = g.next_offset }
+end
+
+--- The log directory the engine made (not one the configuration named), with the logs in it.
+function M.remove_logs(self)
+  if not self._log_dir or self._cfg.log_dir then return end
+  local st = uv.fs_lstat(self._log_dir) -- the directory made, never what replaced it
+  if not st or st.type ~= "directory" then return end
+  local req = uv.fs_scandir(self._log_dir)
+  while req do
+    local name = uv.fs_scandir_next(req)
+    if not name then break end
+    os.remove(self._log_dir .. "/" .. name)
+  end
+  uv.fs_rmdir(self._log_dir)
 end
 
 return M
