@@ -348,6 +348,7 @@ static void *server_main(void *arg) {
       pthread_mutex_unlock(&m->lock);
       if (fd >= 0) close(fd);
       emu_thread_reset(); /* nothing of the session's stays with the thread */
+      unix_target_forget();
       pthread_mutex_lock(&pool_lock);
       sv->m = NULL;
       m->server = NULL;

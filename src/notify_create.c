@@ -53,10 +53,19 @@ int emu_begin(sbx_call *c, emu_state *s) {
   return emu_drop_caps(s);
 }
 
+/* A thread's capabilities change only through emu_drop_caps and emu_end, which puts back what
+ * it found: read once a thread. */
+static _Thread_local struct __user_cap_data_struct own_caps[2];
+static _Thread_local int own_caps_read;
+
 int emu_drop_caps(emu_state *s) {
   s->dropped = 0;
   struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-  if (syscall(SYS_capget, &h, s->caps) < 0) return -errno;
+  if (!own_caps_read) {
+    if (syscall(SYS_capget, &h, own_caps) < 0) return -errno;
+    own_caps_read = 1;
+  }
+  memcpy(s->caps, own_caps, sizeof own_caps);
   if (s->caps[0].effective == 0 && s->caps[1].effective == 0) return 0;
   struct __user_cap_data_struct none[2];
   memcpy(none, s->caps, sizeof none);

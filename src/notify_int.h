@@ -164,8 +164,10 @@ void send_call(sbx_call *c, sbx_sock *sk, sbx_judge judge);
 
 /* ---- notify_unix.c: AF_UNIX calls, judged and performed by the host ---- */
 
-/* The target's descriptor duplicated into the host, or -1. */
-int unix_target_fd(pid_t tid, int fd);
+/* The descriptor fd of the caller tid of call id, duplicated into the host, or -1. */
+int unix_target_fd(sbx_monitor *m, uint64_t id, pid_t tid, int fd);
+/* The serving thread done with a session: the pidfd it keeps of the last caller closed. */
+void unix_target_forget(void);
 /* A call on an AF_UNIX socket (sk->fd: the host's duplicate, kept by a thread when the call
  * is handed off); always answered. */
 void notify_unix_call(sbx_call *c, sbx_sock *sk);

@@ -139,7 +139,7 @@ static void judge_sendmmsg(sbx_call *c, uint64_t vec, unsigned vlen, sock_kind k
  * it is no socket, -3 when the descriptor is not open (the kernel's ENOTSOCK, EBADF), -2 when
  * it cannot be looked at (the call is refused: never let through unjudged). */
 static int socket_domain(const sbx_call *c, int fd, int *dup, sock_kind *k, int all) {
-  *dup = unix_target_fd((pid_t)c->req->pid, fd);
+  *dup = unix_target_fd(c->m, c->req->id, (pid_t)c->req->pid, fd);
   if (*dup < 0) return errno == EBADF ? -3 : -2;
   int domain = -1;
   socklen_t len = sizeof domain;
@@ -147,8 +147,10 @@ static int socket_domain(const sbx_call *c, int fd, int *dup, sock_kind *k, int 
     domain = errno == ENOTSOCK ? -1 : -2;
   len = sizeof k->type;
   if (domain >= 0 && getsockopt(*dup, SOL_SOCKET, SO_TYPE, &k->type, &len) < 0) domain = -2;
-  len = sizeof k->protocol;
-  if (domain >= 0 && getsockopt(*dup, SOL_SOCKET, SO_PROTOCOL, &k->protocol, &len) < 0) domain = -2;
+  len = sizeof k->protocol; /* (judged for inet sockets only) */
+  if (domain >= 0 && domain != AF_UNIX &&
+      getsockopt(*dup, SOL_SOCKET, SO_PROTOCOL, &k->protocol, &len) < 0)
+    domain = -2;
   if (domain < 0 || (domain != AF_UNIX && !all)) {
     close(*dup);
     *dup = -1;

@@ -341,7 +341,7 @@ static int job_control(send_job *j, const sbx_sock *sk, uint64_t addr, size_t le
         rc = -EINVAL; /* the kernel's answer past SCM_MAX_FD */
         break;
       }
-      if ((j->fds[j->nfds] = unix_target_fd(j->tid, tfd)) < 0) {
+      if ((j->fds[j->nfds] = unix_target_fd(j->m, j->id, j->tid, tfd)) < 0) {
         rc = -EBADF;
         break;
       }

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -42,8 +43,23 @@
 #define PIDFD_THREAD O_EXCL
 #endif
 
-/* The target's descriptor, duplicated into the host, or -1. */
-int unix_target_fd(pid_t tid, int fd) {
+/* The serving thread's last pidfd, of the last caller (its calls come in runs): a pidfd
+ * refers to one task, so once that task is gone it fails (ESRCH) and is opened again. */
+static _Thread_local pid_t last_tid;
+static _Thread_local int last_pidfd = -1;
+
+void unix_target_forget(void) {
+  if (last_pidfd >= 0) close(last_pidfd);
+  last_pidfd = -1;
+  last_tid = 0;
+}
+
+int unix_target_fd(sbx_monitor *m, uint64_t id, pid_t tid, int fd) {
+  if (last_pidfd >= 0 && last_tid == tid) {
+    int dup = (int)syscall(SYS_pidfd_getfd, last_pidfd, fd, 0);
+    if (dup >= 0 || errno != ESRCH) return dup;
+  }
+  unix_target_forget();
   int pidfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
   if (pidfd < 0) { /* before 6.9 only a thread group leader: the table is shared anyway */
     pid_t tgid = pfs_tgid(tid);
@@ -54,11 +70,16 @@ int unix_target_fd(pid_t tid, int fd) {
     pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
     if (pidfd < 0) return -1;
   }
-  int dup = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
-  int e = errno;
-  close(pidfd);
-  errno = e;
-  return dup;
+  /* the caller still waits for this call, so the number still names it (not another
+   * process that took the number after the caller died) */
+  if (ioctl(m->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0) {
+    close(pidfd);
+    errno = ESRCH;
+    return -1;
+  }
+  last_pidfd = pidfd;
+  last_tid = tid;
+  return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
 }
 
 /* ---- where a pathname leads, as the target sees it ---- */
