@@ -2,7 +2,7 @@
  * keeps read-only (luxec.sandbox.paths decides what to keep; this only reads directories).
  * It runs at every sandboxed spawn, over trees such as a shared /tmp: getdents64 straight
  * into one buffer, no stat per entry (the type comes with the entry; an unknown one is
- * lstat'ed), no symbolic link followed, breadth first up to a depth.
+ * lstat'ed), no symbolic link followed, breadth first; a tree deeper than the bound fails.
  *
  * The directories are kept between searches, watched (sandbox_dirs.c): a search after a change
  * reads only what changed and walks the rest by pointer; a search after none answers from
@@ -133,7 +133,8 @@ static struct memo *memo_store(lua_State *L, int list, const char *root, int dep
 }
 
 /* core.sandbox_scan(root, depth, max_dirs, racy_secs[, serial]) -> hits, dirs_read, serial |
- * nil, "dirs", dir_reached. A directory read less than racy_secs after its last change is not
+ * nil, "dirs"|"depth", dir_reached (a directory past the bound: more directories than max_dirs, or
+ * one at the depth bound with directories in it). A directory read less than racy_secs after its last change is not
  * trusted by its times alone (without a watch) at the next search. serial names the answer
  * (0: none kept); given the serial of an answer that still holds, hits is true instead of the
  * list (nothing made). */
@@ -219,7 +220,11 @@ int core_sandbox_scan(lua_State *L) {
     if (n->bare) {
       /* a bare repository (or a git directory by another name): not searched further */
       hit(L, list, n->path, NULL);
-    } else if (it.depth < maxdepth && n->nlen > 0) {
+    } else if (n->nlen > 0 && it.depth >= maxdepth) {
+      /* directories below the bound: a repository there would go unprotected */
+      fail = "depth";
+      reached = strdup(dir);
+    } else if (n->nlen > 0) {
       if (n->kids == NULL) { /* the first walk since it was read: one slot per name */
         size_t k = 0;
         for (size_t off = 0; off < n->nlen; off += strlen(n->names + off) + 1) k++;

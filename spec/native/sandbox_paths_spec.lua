@@ -110,6 +110,28 @@ describe("sandbox paths (workspace-write)", function()
     assert.is_true(contains(report.protected, ws .. "/sub/deeper/.git"))
   end)
 
+  it("keeps a repository eight levels down read-only (deeper than the old bound of six)",
+    function()
+      local deep = ws .. "/a/b/c/d/e/f/g/r8"
+      git_init(deep)
+      local report = plant_then_commit(deep .. "/.git/hooks", deep)
+      assert.is_true(contains(report.protected, deep .. "/.git"))
+    end)
+
+  it("fails closed when the tree is deeper than git_scan.depth, naming the bound", function()
+    git_init(ws .. "/a/b/c/r")
+    local okr, err = pcall(sandbox.resolve, { mode = "workspace-write", tmp = false,
+      git_scan = { depth = 2 } }, ws)
+    assert.is_false(okr)
+    assert.truthy(tostring(err):find("found directories deeper than 2 levels (in " .. ws
+      .. "/a/b)", 1, true), err)
+    assert.truthy(tostring(err):find("Raise git_scan.depth", 1, true), err)
+    local o = assert(luxec.spawn({ "true" }, { cwd = ws, sandbox = { mode = "workspace-write",
+      tmp = false, git_scan = { depth = 4 } } }))
+    assert.equal(0, assert(o:wait({ timeout = 10 })).code)
+    o:close()
+  end)
+
   it("finds a repository the host made since the last search (the search keeps what it read)",
     function()
       local paths = require("luxec.sandbox.paths")

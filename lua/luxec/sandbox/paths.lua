@@ -64,7 +64,7 @@ end
 --- directories it reads in all, and how many repositories it keeps read-only (each costs a
 --- mount at every spawn): a spawn that would need more fails, naming the root (`git_scan` in
 --- the policy changes them).
-M.DEFAULT_SCAN = { depth = 6, dirs = 20000, repos = 2000 }
+M.DEFAULT_SCAN = { depth = 64, dirs = 20000, repos = 2000 }
 
 --- The entries of dir ({name =, type =} each), or nil when it cannot be read. (Not
 --- uv.fs_scandir: this luv keeps every listing it returns referenced from its registry, so a
@@ -477,7 +477,10 @@ M.SCAN_RACY_SECS = 2
 -- next search while its watch (inotify) or, without one, its times say it did not change.
 function Found:scan(root, scan, ctx)
   local hits, read, at = deps.scan(root, scan.depth, scan.dirs - self.dirs, M.SCAN_RACY_SECS)
-  if not hits then
+  if not hits and read == "depth" then
+    return false, ("found directories deeper than %d levels (in %s)"):format(scan.depth, at),
+      "depth"
+  elseif not hits then
     return false, ("read %d directories and did not reach the end (at %s)"):format(scan.dirs,
       at), "dirs"
   end
@@ -535,7 +538,7 @@ function M.protected(roots, o)
     local ok, why, bound = f:scan(root, o.scan, ctx)
     if not ok then
       fail("looking for git repositories in %s %s; their hooks could not be kept read-only. "
-        .. "Raise git_scan.%s (or lower git_scan.depth), or make the tree smaller", root, why,
+        .. "Raise git_scan.%s, or make the tree smaller", root, why,
         bound)
     end
   end
