@@ -520,6 +520,20 @@ void cg_session_destroy(cg_session *s) {
   s->id = 0;
 }
 
+/* An init shares the host's memory: in a session's cgroup, that session's out-of-memory
+ * killer, weighing each process by its memory, would pick it (the host's size) over a bomb of
+ * small processes, and with it every process of that memory, the host. So inits live here,
+ * outside every session's limits; they hold no memory of their own. */
+static int inits_fd = -1;
+
+int cg_inits_dir(void) {
+  if (state != 1 || host_fd < 0) return -1;
+  if (inits_fd >= 0) return inits_fd;
+  if (mkdirat(host_fd, "i", 0755) < 0 && errno != EEXIST) return -1;
+  inits_fd = openat(host_fd, "i", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  return inits_fd;
+}
+
 void cg_shutdown(void) {
   cgl_shutdown(); /* the cgroup v1 directories of limits, which need no v2 tree */
   if (state != 1) return;
@@ -536,6 +550,11 @@ void cg_shutdown(void) {
   if (kept_dir >= 0) close(kept_dir);
   kept_dir = -1;
   kept_id = 0;
+  if (inits_fd >= 0) { /* (empty once every session ended; else the watchdog's) */
+    close(inits_fd);
+    unlinkat(host_fd, "i", AT_REMOVEDIR);
+    inits_fd = -1;
+  }
   if (host_fd >= 0) close(host_fd);
   rmdir(host_dir);
   close(watchdog_pipe); /* the watchdog removes what is left, then exits */

@@ -60,4 +60,8 @@ int cg_write_text(int dir_fd, const char *name, const char *text);
 /* The whole of a small file in dir_fd (NUL-terminated): 0, or -errno. */
 int cg_read_text(int dir_fd, const char *name, char *buf, size_t size);
 
+/* The cgroup every sandbox's pid namespace init lives in, beside the sessions' cgroups
+ * (made at first use); -1 without one. */
+int cg_inits_dir(void);
+
 #endif

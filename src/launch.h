@@ -22,6 +22,7 @@ typedef struct launch_req {
   int cgroup_fd;    /* -1, or the session's cgroup (v2 directory): the child is born in it,
                         * or moves itself in (its cgroup.procs) where clone3 cannot do that */
   int cgroup_born;  /* it may be born in it: luxec never killed that cgroup (cgroup.h) */
+  int inits_fd;     /* -1, or the cgroup a sandbox's pid namespace init lives in (cgroup.h) */
   int ncgroup_more; /* more cgroup.procs to join (cgroup v1 hierarchies of limits) */
   int cgroup_more_fds[3];
   int nrlimits; /* rlimits set right before exec (limits and the mark without a cgroup) */

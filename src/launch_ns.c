@@ -46,7 +46,7 @@ typedef struct setup_ctx {
   volatile int pidfd, master, slave;
   volatile int err;
   volatile const char *stage;
-  int in_cgroup;        /* born in the session's cgroup (clone3) */
+  int in_cgroup;        /* born in its cgroup (clone3): the inits' or the session's */
   volatile int started; /* it ran (a child killed at its birth never does) */
 } setup_ctx;
 
@@ -130,12 +130,18 @@ static int setup_main(void *arg) {
   const launch_req *req = s->req;
   sandbox_prep *sp = req->sandbox;
   const char *stage = "sandbox";
-  /* into the session's cgroup first: the init and the program are born in it */
-  if (!s->in_cgroup && req->cgroup_fd >= 0 && launch_join_cgroup(req->cgroup_fd) < 0)
-    setup_fail(s, "cgroup");
-  for (int i = 0; i < req->ncgroup_more; i++)
-    if (write(req->cgroup_more_fds[i], "0", 1) != 1) setup_fail(s, "cgroup");
-  s->g->in_cgroup = 1; /* (a clone is born in its parent's cgroups: no second move) */
+  /* With the inits' cgroup, this child is in it (and so the init it makes); the program is
+   * born in the session's cgroup, or joins it itself (launch_child_main). Without it, into the
+   * session's cgroup first: the init and the program are born in it. */
+  if (req->inits_fd >= 0) {
+    if (!s->in_cgroup && launch_join_cgroup(req->inits_fd) < 0) setup_fail(s, "cgroup");
+  } else {
+    if (!s->in_cgroup && req->cgroup_fd >= 0 && launch_join_cgroup(req->cgroup_fd) < 0)
+      setup_fail(s, "cgroup");
+    for (int i = 0; i < req->ncgroup_more; i++)
+      if (write(req->cgroup_more_fds[i], "0", 1) != 1) setup_fail(s, "cgroup");
+    s->g->in_cgroup = 1; /* (a clone is born in its parent's cgroups: no second move) */
+  }
   if (sandbox_ns_setup(sp, &stage) < 0) setup_fail(s, stage);
   if (req->tty) {
     if (open_pty(s) < 0) setup_fail(s, "pty");
@@ -153,9 +159,11 @@ static int setup_main(void *arg) {
   char *stack = launch_stack(1);
   launch_stack_clean(stack);
   s->g->files_shared = 1; /* this table is the host's */
-  pid_t pid =
-      clone(launch_child_main, stack + CHILD_STACK,
-            CLONE_VM | CLONE_VFORK | CLONE_PARENT | CLONE_PIDFD | CLONE_FILES, s->g, &pidfd);
+  int flags = CLONE_VM | CLONE_VFORK | CLONE_PARENT | CLONE_PIDFD | CLONE_FILES;
+  pid_t pid = s->g->in_cgroup ? clone(launch_child_main, stack + CHILD_STACK, flags, s->g, &pidfd)
+                              : luxec_clone_in(launch_child_main, stack, CHILD_STACK, flags, s->g,
+                                               &pidfd, req->cgroup_born ? req->cgroup_fd : -1,
+                                               &s->g->born_in_cgroup, &s->g->started);
   if (pid < 0) setup_fail(s, "clone");
   s->pid = pid;
   s->pidfd = pidfd;
@@ -215,8 +223,9 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int flags = CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD;
-  pid_t setup = luxec_clone_in(setup_main, stack, CHILD_STACK, flags, &s, NULL,
-                               req->cgroup_born ? req->cgroup_fd : -1, &s.in_cgroup, &s.started);
+  int born_in = req->inits_fd >= 0 ? req->inits_fd : req->cgroup_born ? req->cgroup_fd : -1;
+  pid_t setup = luxec_clone_in(setup_main, stack, CHILD_STACK, flags, &s, NULL, born_in,
+                               &s.in_cgroup, &s.started);
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (setup < 0) {

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -59,12 +60,51 @@ static int has(sbx_task *t, sbx_loc *l, const char *name) {
   return fd >= 0 && fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+/* The names git takes a directory for a repository by are made one at a time in a
+ * directory, by every session of every host: the look at the other names and the making of
+ * this one hold an flock of the directory (and, among a host's sessions, a mutex) until the
+ * call is over (task_free). Two sessions making objects/ and refs/ at once would otherwise
+ * both find the other missing. 0, or -1 when the lock cannot be had (refused: a process may
+ * hold the flock itself; it is waited for 0.2 s at most). */
+static pthread_mutex_t gitdir_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static int gitdir_lock(sbx_task *t, sbx_loc *l) {
+  int slot = t->gitlock[0] < 0 ? 0 : 1;
+  if (t->gitlock[slot] >= 0) return -1;
+  int dfd = loc_dirfd(t, l);
+  int fd = dfd < 0 ? -1 : openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat a, b; /* (a rename's two names in one directory: one lock) */
+  if (slot == 1 && fstat(fd, &a) == 0 && fstat(t->gitlock[0], &b) == 0 && a.st_dev == b.st_dev &&
+      a.st_ino == b.st_ino) {
+    close(fd);
+    return 0;
+  }
+  if (t->gitmutex == NULL) {
+    pthread_mutex_lock(&gitdir_mutex);
+    t->gitmutex = &gitdir_mutex;
+  }
+  for (int i = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; i++) {
+    if (errno != EWOULDBLOCK || i == 200) {
+      close(fd);
+      return -1;
+    }
+    usleep(1000);
+  }
+  t->gitlock[slot] = fd;
+  return 0;
+}
+
 /* Whether the new name l would complete a git directory where it is: git takes a directory
  * holding HEAD, objects/ and refs/ (or HEAD and a commondir file naming where the other two
  * are) for a repository, and runs what its config names (core.pager...) for a git command
  * run there or below. */
 static int completes_gitdir(sbx_task *t, sbx_loc *l) {
   const char *n = l->name;
+  if (strcasecmp(n, "HEAD") != 0 && strcasecmp(n, "objects") != 0 && strcasecmp(n, "refs") != 0 &&
+      strcasecmp(n, "commondir") != 0)
+    return 0;
+  if (gitdir_lock(t, l) < 0) return 1;
   if (strcasecmp(n, "HEAD") == 0)
     return (has(t, l, "objects") && has(t, l, "refs")) || has(t, l, "commondir");
   if (strcasecmp(n, "objects") == 0) return has(t, l, "HEAD") && has(t, l, "refs");

@@ -5,6 +5,7 @@
 #define LUXEC_NOTIFY_INT_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,7 +47,9 @@ typedef struct sbx_task {
   pid_t tid;
   int rootfd; /* O_PATH of the walk's root (the task's root, or a RESOLVE_IN_ROOT dirfd) */
   char rootpath[PATH_MAX];
-  int flags; /* W_* */
+  int flags;                 /* W_* */
+  int gitlock[2];            /* directories locked while a git directory's name is made */
+  pthread_mutex_t *gitmutex; /* (held with them) */
 } sbx_task;
 
 enum { W_NOSYM = 1, W_NOMAGIC = 2, W_BENEATH = 4, W_INROOT = 8 };

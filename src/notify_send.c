@@ -181,6 +181,7 @@ typedef struct cut {
   ino_t ino;
   size_t total, done;
   int live, taken; /* a thread still sends it; a new call took it over */
+  int answering;   /* its thread answers the caller: whether that reached it is not known */
   long long at;    /* when its thread ended */
 } cut;
 
@@ -188,6 +189,7 @@ enum { CUT_MS = 60000, CUTS_ENDED = 64 };
 static cut *cuts;
 static int cuts_ended;
 static pthread_mutex_t cuts_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cuts_answered = PTHREAD_COND_INITIALIZER;
 
 static long long now_ms(void) {
   struct timespec ts;
@@ -233,6 +235,8 @@ static cut *cut_list(const send_job *j) {
 static void cut_end(cut *k, int kept) {
   long long now = now_ms();
   pthread_mutex_lock(&cuts_lock);
+  k->answering = 0;
+  pthread_cond_broadcast(&cuts_answered);
   for (cut **pp = &cuts; *pp != NULL;) {
     cut *e = *pp;
     if (e == k && (!kept || e->taken)) {
@@ -255,6 +259,17 @@ static void cut_end(cut *k, int kept) {
 static void cut_take(send_job *j) {
   ino_t ino = sock_ino(j->sock);
   pthread_mutex_lock(&cuts_lock);
+  /* A call the thread's earlier one is being answered with: a new call if that answer
+   * reached it (a run of sends with one msghdr has the same key), the same one made again
+   * if not. Known once the answer is made. */
+  for (cut *e = cuts; e != NULL;) {
+    if (e->answering && e->m == j->m && e->tid == j->tid) {
+      pthread_cond_wait(&cuts_answered, &cuts_lock);
+      e = cuts;
+    } else {
+      e = e->next;
+    }
+  }
   for (cut **pp = &cuts; *pp != NULL;) {
     cut *e = *pp;
     if (e->m != j->m || e->tid != j->tid) {
@@ -326,17 +341,21 @@ static int job_control(send_job *j, const sbx_sock *sk, uint64_t addr, size_t le
     j->ctllen = len;
     return 0;
   }
+  /* each header checked as the kernel does (a length past the control's end is EINVAL):
+   * never read past the copy */
   int rc = 0;
-  struct msghdr mh = {.msg_control = in, .msg_controllen = len};
-  for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm != NULL && rc == 0; cm = CMSG_NXTHDR(&mh, cm)) {
-    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) {
+  for (size_t off = 0; rc == 0 && off + sizeof(struct cmsghdr) <= len;) {
+    struct cmsghdr h;
+    memcpy(&h, in + off, sizeof h);
+    if (h.cmsg_len < sizeof h || h.cmsg_len > len - off || h.cmsg_level != SOL_SOCKET ||
+        h.cmsg_type != SCM_RIGHTS) {
       rc = -EINVAL;
       break;
     }
-    size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    size_t k = (h.cmsg_len - CMSG_LEN(0)) / sizeof(int);
     for (size_t i = 0; i < k; i++) {
       int tfd;
-      memcpy(&tfd, CMSG_DATA(cm) + i * sizeof(int), sizeof tfd);
+      memcpy(&tfd, in + off + CMSG_LEN(0) + i * sizeof(int), sizeof tfd);
       if (j->nfds == MAX_FDS) {
         rc = -EINVAL; /* the kernel's answer past SCM_MAX_FD */
         break;
@@ -347,6 +366,7 @@ static int job_control(send_job *j, const sbx_sock *sk, uint64_t addr, size_t le
       }
       j->nfds++;
     }
+    off += CMSG_ALIGN(h.cmsg_len);
   }
   free(in);
   if (rc < 0 || j->nfds == 0) return rc;
@@ -485,6 +505,11 @@ static void *send_thread(void *arg) {
   if (j->len_at && res >= 0) {
     job_len_back(j);
     res = 1;
+  }
+  if (k != NULL) {
+    pthread_mutex_lock(&cuts_lock);
+    k->answering = 1;
+    pthread_mutex_unlock(&cuts_lock);
   }
   int answered = !gone && answer_later(j->m, j->id, res) == 0;
   if (answered && res == -EPIPE && !(j->flags & MSG_NOSIGNAL)) syscall(SYS_tkill, j->tid, SIGPIPE);

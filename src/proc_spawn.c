@@ -146,7 +146,7 @@ int proc_core_spawn(lua_State *L) {
   if (log_max < 0) return luaL_error(L, "bad option 'log_max' to 'spawn' (negative)");
   int want_cgroup = proc_opt_bool(L, 2, "cgroup", NULL);
   const char *marker = opt_string(L, 2, "marker");
-  req.cgroup_fd = -1;
+  req.cgroup_fd = req.inits_fd = -1;
 
   char path[4096];
   int rerr = launch_resolve(argv[0], (char *const *)envp, path, sizeof path);
@@ -234,6 +234,7 @@ int proc_core_spawn(lua_State *L) {
   if (want_cgroup && cg_session_create(&p->cg, limited) == 0)
     req.cgroup_fd = cg_session_dir(&p->cg);
   req.cgroup_born = !p->cg.killed;
+  if (req.cgroup_fd >= 0 && req.sandbox != NULL) req.inits_fd = cg_inits_dir();
   if (req.cgroup_fd < 0 && p->cg.id != 0) cg_session_destroy(&p->cg);
   if (limited) { /* fail closed: a limit the host cannot enforce is refused unless best_effort */
     char err[1024] = "out of memory";

@@ -200,6 +200,37 @@ describe("sandbox limits through the session's cgroup", function()
       cat:close()
     end)
 
+  it("ends a bomb of processes each smaller than the host at the memory limit: the host "
+    .. "lives (a sandbox's init shares the host's memory and is not in the session's cgroup)",
+    function()
+      -- the host under test is a luxec of its own: were it killed, this one sees it
+      local script = ([[
+        local luxec = require("luxec")
+        local p = assert(luxec.spawn({ %q, "small", "40", "2" }, { sandbox = {
+          mode = "workspace-write", network = "deny", limits = { memory = "32M" } } }))
+        local out = ""
+        while not out:find("small %%d+") and not p:finished() do
+          p:wait_output({ timeout = 20 })
+          out = out .. p:read()
+        end
+        -- (the children touch their memory after the count is printed)
+        local function kills() return p:status().sandbox.limits.memory.oom_kills end
+        for _ = 1, 200 do
+          if kills() > 0 then break end
+          p:wait({ timeout = 0.1 })
+        end
+        print(out:match("small %%d+"), kills() > 0)
+        p:close()
+        print("host alive")
+      ]]):format(HOG)
+      local dir = H.tmpdir()
+      H.write_file(dir .. "/host.lua", script)
+      local r = assert(luxec.run({ H.luxec, dir .. "/host.lua" }, { cwd = dir, timeout = 60 }))
+      H.rmtree(dir)
+      assert.equal(0, r.code, r.output)
+      assert.equal("small 40\ttrue\nhost alive\n", r.output)
+    end)
+
   it("throttles a session at its cpu limit (cpu.stat nr_throttled)", function()
     if H.valgrind then
       pending("skipped: under valgrind the launch's child is valgrind's emulated fork")
