@@ -387,6 +387,33 @@ attempt("another session", "its sockets, SysV IPC, /dev/shm and processes", {
   end,
 })
 
+-- Two sessions at once, each making one of the names that complete a git directory (HEAD is
+-- there): a judge that looks for the other and then makes its own, each session on a thread
+-- of its own, lets both stand, and the host's git takes the directory for a repository.
+attempt("another session", "objects/ and refs/ made at once by two sessions beside a HEAD", {
+  prepare = function(ctx, mode)
+    os.execute("rm -rf " .. D.q(ctx.ws .. "/D") .. "; mkdir " .. D.q(ctx.ws .. "/D"))
+    H.write_file(ctx.ws .. "/D/HEAD", "ref: refs/heads/main\n")
+    D.give(ctx, ctx.ws .. "/D")
+    return { other = D.start_session(ctx, { "sh", "-c", RT .. " gitdir-race D refs objects 3 &"
+      .. " echo HELD; read x; wait" }, mode) }
+  end,
+  argv = function() return { RT, "gitdir-race", "D", "objects", "refs", "3" } end,
+  effect = function(ctx, st, res)
+    local other = D.stop_session(st.other)
+    local done = uv.fs_stat(ctx.ws .. "/D/objects") and uv.fs_stat(ctx.ws .. "/D/refs")
+    os.execute("rm -rf " .. D.q(ctx.ws .. "/D"))
+    if other:find("ok won") or res.output:find("ok won") or done then
+      return "a git directory was completed: " .. res.output .. other
+    end
+  end,
+  loose = "pattern",
+  records = function(ctx)
+    local at = ctx.ws:gsub("%p", "%%%0") .. "/D/"
+    return { { "mkdir", "^" .. at .. "objects$" }, { "mkdir", "^" .. at .. "refs$" } }
+  end,
+})
+
 -- A descriptor swapped under the call: a pipe and a unix socket in turn at one descriptor
 -- while connect or sendto aims it at a host socket outside the roots (a judge that looked at
 -- the descriptor and let the kernel look again would let one through)
