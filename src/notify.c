@@ -215,11 +215,22 @@ static const char *refused_name(int nr) {
   }
 }
 
+/* Whether this kernel runs x32 system calls at all (asked once: getpid by its x32 number). */
+static int x32_kernel(void) {
+  static int known = -1;
+  if (known < 0) known = syscall(SYS_getpid | X32_SYSCALL_BIT) >= 0 || errno != ENOSYS;
+  return known;
+}
+
 static void handle(sbx_call *c) {
   const struct seccomp_notif *req = c->req;
   c->resp->id = req->id;
   c->resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
   char other[64];
+  if (req->data.arch == AUDIT_ARCH_X86_64 && (req->data.nr & X32_SYSCALL_BIT) && !x32_kernel()) {
+    answer(c, ENOSYS); /* no x32 in this kernel: its own answer, nothing refused */
+    return;
+  }
   if (req->data.arch != AUDIT_ARCH_X86_64 || (req->data.nr & X32_SYSCALL_BIT)) {
     /* another ABI (i386 int 0x80, x32) would skip every rule: never let one through */
     if (req->data.arch == AUDIT_ARCH_X86_64)

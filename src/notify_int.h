@@ -131,7 +131,8 @@ int emu_bind_at(int sock, int dirfd, const char *name);
 /* An open with O_CREAT that found an object: at (dirfd, name), or dirfd itself (name NULL). */
 void emu_open_existing(sbx_call *c, int dirfd, const char *name, int flags, const struct stat *st);
 
-/* ---- notify_send.c: connects and sends the host performs for the caller ---- */
+/* ---- notify_send.c: the sends the host makes for the caller; what both it and ---- */
+/* ---- notify_connect.c use ---- */
 
 /* The caller's socket, as the host's duplicate of it shows (fixed when it was made). */
 typedef struct sbx_sock {
@@ -153,12 +154,25 @@ typedef struct sbx_dest {
 typedef int (*sbx_judge)(sbx_call *c, const char *op, const sbx_sock *sk, int flags,
                          const struct sockaddr_storage *ss, socklen_t len, sbx_dest *d);
 
-/* The host's copy of the address at (addr, len) of the caller: 0, or the kernel's errno for
- * it (EINVAL, EFAULT). */
-int send_read_addr(sbx_call *c, uint64_t addr, uint64_t len, struct sockaddr_storage *ss);
+/* ---- notify_connect.c: the connect, and what calls answered later share ---- */
+
+/* Answer call id of m from a thread of its own (rc: the result, or -errno); 0 once the
+ * answer reached the caller (else it is gone: interrupted or killed). */
+int later_answer(sbx_monitor *m, uint64_t id, long rc);
+/* Whether call id's caller no longer waits for it. */
+int later_gone(sbx_monitor *m, uint64_t id);
+/* fn(arg) on a detached thread that holds m; -1 when none could be made. */
+int later_thread(sbx_monitor *m, void *(*fn)(void *), void *arg);
+long long later_now_ms(void);
 /* connect(sk, d), made by the host: answered now, or by a thread of its own for a blocking
  * socket (c->handed_off). Takes sk->fd and d->hold. */
 void send_connect(sbx_call *c, sbx_sock *sk, sbx_dest *d);
+
+/* ---- notify_send.c (continued) ---- */
+
+/* The host's copy of the address at (addr, len) of the caller: 0, or the kernel's errno for
+ * it (EINVAL, EFAULT). */
+int send_read_addr(sbx_call *c, uint64_t addr, uint64_t len, struct sockaddr_storage *ss);
 /* The caller's sendto, sendmsg or sendmmsg, made by the host on sk with its own copy of
  * every address (each judged by judge), data and control (AF_UNIX: descriptors only,
  * translated): answered now, or by a thread of its own when a blocking socket has to wait.

@@ -136,19 +136,32 @@ static int follow(uint64_t flags) {
  * (the workspace, /tmp) with the bit set runs as its owner for whoever starts it on the host
  * later (root's, for a root host: a root shell for every local user). The mode is a register
  * (no race); the record names the path the call would have changed. */
-static void refuse_setid(sbx_call *c, int dirfd, uint64_t addr, int by_fd) {
+static void refuse_setid(sbx_call *c, int dirfd, uint64_t addr, int how, int empty) {
   pid_t pid = (pid_t)c->req->pid;
   sbx_task t;
   sbx_loc l;
+  struct stat st;
   char raw[PATH_MAX], full[PATH_MAX];
   task_init(&t, pid);
   l.dirfd = -1;
   raw[0] = full[0] = '\0';
-  int rc = by_fd ? loc_fd(&t, dirfd, &l) : -1;
-  if (!by_fd && addr != 0 && read_string(pid, addr, raw, sizeof raw) == 0 && raw[0] != '\0')
-    rc = loc_parent(&t, dirfd, raw, &l);
-  if (rc == 0) loc_path(&l, full, sizeof full);
-  refuse(c, "chmod", EPERM, full[0] ? full : raw[0] ? raw : NULL, NULL);
+  int rc;
+  if (how & M_FD)
+    rc = loc_fd(&t, dirfd, &l);
+  else if (addr == 0 || read_string(pid, addr, raw, sizeof raw) < 0)
+    rc = -EFAULT;
+  else if (raw[0] == '\0')
+    rc = empty ? loc_fd(&t, dirfd, &l) : -ENOENT;
+  else if ((rc = loc_parent(&t, dirfd, raw, &l)) == 0)
+    rc = file_resolve_obj(&t, &l, (how & M_FOLLOW) != 0, &st);
+  /* no such file (or another failure of the kernel's own, before the mode is looked at):
+   * the kernel's answer, nothing refused */
+  if (rc < 0 && rc != -EACCES) {
+    answer(c, -rc);
+  } else {
+    if (rc == 0) loc_path(&l, full, sizeof full);
+    refuse(c, "chmod", EPERM, full[0] ? full : raw[0] ? raw : NULL, NULL);
+  }
   loc_free(&l);
   task_free(&t);
 }
@@ -162,9 +175,15 @@ int notify_meta_call(sbx_call *c) {
   if (nr == SYS_fchmodat || nr == NR_fchmodat2) mode = a[2];
   if (mode & (S_ISUID | S_ISGID)) {
     if (nr == SYS_chmod)
-      refuse_setid(c, at, a[0], 0);
+      refuse_setid(c, at, a[0], M_FOLLOW, 0);
+    else if (nr == SYS_fchmod)
+      refuse_setid(c, (int)a[0], 0, M_FD, 0);
+    else if (nr == SYS_fchmodat)
+      refuse_setid(c, (int)a[0], a[1], M_FOLLOW, 0);
+    else if (!at_flags_ok(a[3]))
+      answer(c, EINVAL);
     else
-      refuse_setid(c, (int)a[0], nr == SYS_fchmod ? 0 : a[1], nr == SYS_fchmod);
+      refuse_setid(c, (int)a[0], a[1], follow(a[3]), (a[3] & AT_EMPTY_PATH) != 0);
     return 1;
   }
   switch (c->req->data.nr) {

@@ -1,18 +1,17 @@
-/* notify_send.c: connects and sends the host makes for a sandboxed caller (the restricted
- * modes).
+/* notify_send.c: sends the host makes for a sandboxed caller (the restricted modes).
  *
- * Judging the caller's arguments and answering CONTINUE is no enforcement for these calls:
- * the kernel would look the descriptor up again and read the address (and a message's
- * header) again, and another thread of the caller can put a unix socket at that descriptor
- * (dup2) and write a unix address there in between, reaching a socket file nobody judged.
- * So the host makes every connect and every send that may carry an address itself: on its
+ * Judging the caller's arguments and answering CONTINUE is no enforcement for a send that may
+ * carry an address: the kernel would look the descriptor up again and read the address (and
+ * a message's header) again, and another thread of the caller can put a unix socket at that
+ * descriptor (dup2) and write a unix address there in between, reaching a socket file nobody
+ * judged. So the host makes every sendmsg, sendmmsg and addressed sendto itself: on its
  * duplicate of the caller's socket (pidfd_getfd: the very socket it looked at), with its own
  * copy of the address (judged by the socket family's judge), the data and the control
  * (descriptors translated for AF_UNIX, other control copied as it is). The host's calls are
- * made without effective capabilities, so that the kernel weighs a control message or a
- * request as the caller's, not a root host's. A call that has to wait (a blocking socket, a
- * full peer) waits on a thread of its own, a second at a time, and ends once the caller is
- * gone; the session's other calls go on being served meanwhile. */
+ * made without effective capabilities, so that the kernel weighs a control message as the
+ * caller's, not a root host's. A send that has to wait (a blocking socket, a full peer) waits
+ * on a thread of its own, a second at a time, and ends once the caller is gone; the session's
+ * other calls go on being served meanwhile. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -43,104 +42,6 @@ int send_read_addr(sbx_call *c, uint64_t addr, uint64_t len, struct sockaddr_sto
   if (len > sizeof *ss) return EINVAL;
   if (len > 0 && read_mem((pid_t)c->req->pid, addr, ss, (size_t)len) < 0) return EFAULT;
   return 0;
-}
-
-/* 0 once the answer reached the caller. */
-static int answer_later(sbx_monitor *m, uint64_t id, long rc) {
-  struct seccomp_notif_resp resp;
-  memset(&resp, 0, sizeof resp);
-  resp.id = id;
-  if (rc < 0)
-    resp.error = (int)rc;
-  else
-    resp.val = rc;
-  return ioctl(m->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp); /* ENOENT: the caller is gone */
-}
-
-static int caller_gone(sbx_monitor *m, uint64_t id) {
-  return ioctl(m->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0;
-}
-
-/* Run fn(arg) on a detached thread that holds m; -1 when none could be made. */
-static int detach(sbx_monitor *m, void *(*fn)(void *), void *arg) {
-  pthread_t t;
-  pthread_attr_t at;
-  sbx_monitor_retain(m);
-  pthread_attr_init(&at);
-  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&at, 256 * 1024);
-  int rc = pthread_create(&t, &at, fn, arg);
-  pthread_attr_destroy(&at);
-  if (rc == 0) return 0;
-  sbx_monitor_release(m);
-  return -1;
-}
-
-/* ---- connect ---- */
-
-typedef struct conn_job {
-  sbx_monitor *m;
-  uint64_t id;
-  int sock;
-  sbx_dest d;
-} conn_job;
-
-static void conn_free(conn_job *j) {
-  close(j->sock);
-  if (j->d.hold >= 0) close(j->d.hold);
-}
-
-/* A blocking connect waits for the listener's backlog (unix) or the handshake (inet): a
- * second at a time (the socket's send timeout bounds both; the caller's own is kept), until
- * the caller is gone: a thread left waiting for each killed caller would let a session pile
- * up the host's threads, outside its own limits. */
-static void *connect_thread(void *arg) {
-  conn_job *j = arg;
-  emu_state caps;
-  emu_drop_caps(&caps); /* (this thread's own, for its life) */
-  struct timeval was = {0, 0}, slice = {1, 0};
-  socklen_t wl = sizeof was;
-  int sliced = getsockopt(j->sock, SOL_SOCKET, SO_SNDTIMEO, &was, &wl) == 0 && was.tv_sec == 0 &&
-               was.tv_usec == 0 &&
-               setsockopt(j->sock, SOL_SOCKET, SO_SNDTIMEO, &slice, sizeof slice) == 0;
-  int rc, err;
-  for (;;) {
-    rc = connect(j->sock, (struct sockaddr *)&j->d.to, j->d.len);
-    err = errno;
-    /* a slice ran out: a unix connect says EAGAIN, an inet one EINPROGRESS, then EALREADY */
-    if (!sliced || rc == 0 || (err != EAGAIN && err != EINPROGRESS && err != EALREADY)) break;
-    if (caller_gone(j->m, j->id)) break;
-  }
-  if (sliced) setsockopt(j->sock, SOL_SOCKET, SO_SNDTIMEO, &was, sizeof was);
-  answer_later(j->m, j->id, rc < 0 ? -err : 0);
-  conn_free(j);
-  sbx_monitor_release(j->m);
-  free(j);
-  return NULL;
-}
-
-void send_connect(sbx_call *c, sbx_sock *sk, sbx_dest *d) {
-  int fl = fcntl(sk->fd, F_GETFL);
-  c->resp->flags = 0;
-  if (fl >= 0 && !(fl & O_NONBLOCK)) {
-    conn_job *j = malloc(sizeof *j);
-    if (j != NULL) {
-      *j = (conn_job){.m = c->m, .id = c->req->id, .sock = sk->fd, .d = *d};
-      if (detach(c->m, connect_thread, j) == 0) {
-        c->handed_off = 1; /* the thread owns the descriptors now */
-        return;
-      }
-      free(j);
-    }
-  }
-  emu_state caps;
-  emu_drop_caps(&caps);
-  int rc = connect(sk->fd, (struct sockaddr *)&d->to, d->len);
-  int err = errno;
-  emu_end(&caps);
-  answer(c, rc < 0 ? err : 0);
-  conn_job j = {.sock = sk->fd, .d = *d};
-  conn_free(&j);
 }
 
 /* ---- sends ---- */
@@ -191,12 +92,6 @@ static int cuts_ended;
 static pthread_mutex_t cuts_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cuts_answered = PTHREAD_COND_INITIALIZER;
 
-static long long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static ino_t sock_ino(int fd) {
   struct stat st;
   return fstat(fd, &st) == 0 ? st.st_ino : 0;
@@ -233,7 +128,7 @@ static cut *cut_list(const send_job *j) {
 /* j's thread ends: its entry stays (what went, for the call made again) when its caller was
  * interrupted after some of it went. */
 static void cut_end(cut *k, int kept) {
-  long long now = now_ms();
+  long long now = later_now_ms();
   pthread_mutex_lock(&cuts_lock);
   k->answering = 0;
   pthread_cond_broadcast(&cuts_answered);
@@ -404,8 +299,10 @@ static int job_prepare(sbx_call *c, send_job *j, const sbx_sock *sk, sbx_judge j
   if (!j->stream && job_copy(j, 0, j->total) < 0) return -EFAULT;
   if (h->msg_name != NULL && h->msg_namelen > 0) {
     struct sockaddr_storage ss;
-    int e = send_read_addr(c, (uint64_t)(uintptr_t)h->msg_name, h->msg_namelen, &ss);
-    if (e == 0) e = judge(c, op, sk, j->flags, &ss, h->msg_namelen, &j->d);
+    socklen_t nl = h->msg_namelen; /* a message's is cut to the largest (sendto's is EINVAL) */
+    if (j->nr != SYS_sendto && nl > sizeof ss) nl = sizeof ss;
+    int e = send_read_addr(c, (uint64_t)(uintptr_t)h->msg_name, nl, &ss);
+    if (e == 0) e = judge(c, op, sk, j->flags, &ss, nl, &j->d);
     if (e != 0) return -e;
   }
   return job_control(j, sk, (uint64_t)(uintptr_t)h->msg_control, h->msg_controllen);
@@ -415,6 +312,10 @@ static int job_prepare(sbx_call *c, send_job *j, const sbx_sock *sk, sbx_judge j
  * socket is full, or -errno (j->done: what went). */
 static int job_try(send_job *j) {
   if (j->stream && j->total > 0 && j->done == j->total) return 0; /* (went before a cut) */
+  if (!j->stream && j->buf == NULL) { /* (a datagram that waits is read again each try) */
+    if ((j->buf = malloc(j->total ? j->total : 1)) == NULL) return -ENOMEM;
+    if (job_copy(j, 0, j->total) < 0) return -EFAULT;
+  }
   do {
     size_t n = j->total - j->done;
     if (j->stream) {
@@ -464,19 +365,23 @@ static int blocking(const send_job *j) {
  * caller's own, if it set one), or until the caller is gone. */
 static void *send_thread(void *arg) {
   send_job *j = arg;
+  if (!j->stream) { /* (read again at the next try: a waiting datagram holds no copy) */
+    free(j->buf);
+    j->buf = NULL;
+  }
   emu_state caps;
   emu_drop_caps(&caps);
   struct timeval to = {0, 0};
   socklen_t tl = sizeof to;
   getsockopt(j->sock, SOL_SOCKET, SO_SNDTIMEO, &to, &tl);
   long long deadline =
-      to.tv_sec || to.tv_usec ? now_ms() + to.tv_sec * 1000 + to.tv_usec / 1000 : 0;
+      to.tv_sec || to.tv_usec ? later_now_ms() + to.tv_sec * 1000 + to.tv_usec / 1000 : 0;
   int rc = -EAGAIN, idle = 0, gone = 0;
   cut *k = j->cut;
   while (rc == -EAGAIN) {
     int ms = 1000;
     if (deadline) {
-      long long left = deadline - now_ms();
+      long long left = deadline - later_now_ms();
       if (left <= 0) break;
       if (left < ms) ms = (int)left;
     }
@@ -484,7 +389,7 @@ static void *send_thread(void *arg) {
     /* a socket that says it has room and takes nothing (a datagram to a full receiver it is
      * not connected to): looked at again after a pause, not at once */
     int ready = idle ? poll(NULL, 0, idle < ms ? idle : ms) >= 0 : poll(&p, 1, ms) > 0;
-    if (caller_gone(j->m, j->id)) {
+    if (later_gone(j->m, j->id)) {
       gone = 1;
       break;
     }
@@ -496,6 +401,10 @@ static void *send_thread(void *arg) {
     } else {
       rc = job_try(j);
       if (k != NULL) k->done = j->done;
+      if (rc == -EAGAIN && !j->stream) { /* the copy is not kept while it waits */
+        free(j->buf);
+        j->buf = NULL;
+      }
     }
     if (k != NULL) pthread_mutex_unlock(&cuts_lock);
     if (gone) break;
@@ -511,7 +420,7 @@ static void *send_thread(void *arg) {
     k->answering = 1;
     pthread_mutex_unlock(&cuts_lock);
   }
-  int answered = !gone && answer_later(j->m, j->id, res) == 0;
+  int answered = !gone && later_answer(j->m, j->id, res) == 0;
   if (answered && res == -EPIPE && !(j->flags & MSG_NOSIGNAL)) syscall(SYS_tkill, j->tid, SIGPIPE);
   if (k != NULL) cut_end(k, !answered && j->done > 0);
   sbx_monitor_release(j->m);
@@ -573,7 +482,7 @@ void send_call(sbx_call *c, sbx_sock *sk, sbx_judge judge) {
       j->len_at = many ? at + offsetof(struct mmsghdr, msg_len) : 0;
       /* listed before the caller can make its next call (this thread serves that one) */
       if (j->stream && !many) j->cut = cut_list(j);
-      if (detach(c->m, send_thread, j) == 0) {
+      if (later_thread(c->m, send_thread, j) == 0) {
         c->handed_off = 1; /* the thread owns the socket and the message now */
         return;
       }

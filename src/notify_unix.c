@@ -23,6 +23,7 @@
 #include <linux/openat2.h>
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
+#include <linux/sockios.h>
 #include <linux/unix_diag.h>
 #include <limits.h>
 #include <stdio.h>
@@ -164,7 +165,8 @@ typedef struct sock_key {
 } sock_key;
 
 /* Socket inodes bound to key in the network namespace of diag_fd; the count, or -1. */
-static int bound_sockets(int diag_fd, const sock_key *key, unsigned long *inos, int max) {
+static int bound_sockets(int diag_fd, const sock_key *key, unsigned long *inos, int *types,
+                         int max) {
   struct {
     struct nlmsghdr nlh;
     struct unix_diag_req r;
@@ -213,7 +215,10 @@ static int bound_sockets(int diag_fd, const sock_key *key, unsigned long *inos, 
                    memcmp(name + 1, key->name, key->namelen) == 0;
         }
       }
-      if (match && n < max) inos[n++] = msg->udiag_ino;
+      if (match && n < max) {
+        if (types != NULL) types[n] = msg->udiag_type;
+        inos[n++] = msg->udiag_ino;
+      }
     }
   }
 }
@@ -221,8 +226,25 @@ static int bound_sockets(int diag_fd, const sock_key *key, unsigned long *inos, 
 /* Whether the socket bound at key belongs to the sandbox: 1, 0, or -1 when no socket holds
  * that abstract name (the kernel's ECONNREFUSED: nothing was refused). A socket file's may be
  * held in another network namespace, which the dump does not see. */
-static int inside(sbx_monitor *m, const sock_key *key) {
-  if (key->abstract && m->netns_private) return 1; /* its own abstract namespace */
+/* The inode of the network namespace socket a lives in; 0 when it cannot be told. */
+static ino_t netns_of(int a) {
+  int ns = a < 0 ? -1 : ioctl(a, SIOCGSKNS);
+  struct stat st;
+  ino_t ino = ns >= 0 && fstat(ns, &st) == 0 ? st.st_ino : 0;
+  if (ns >= 0) close(ns);
+  return ino;
+}
+
+/* An abstract name is looked up in the network namespace of the socket that connects: the
+ * sandbox's own for a socket made inside, but a socket passed in from outside (a host
+ * service's, over SCM_RIGHTS) is the host's. */
+static int own_abstract(const sbx_monitor *m, int sock) {
+  ino_t mine = netns_of(m->diag_fd);
+  return mine != 0 && netns_of(sock) == mine;
+}
+
+static int inside(sbx_monitor *m, const sock_key *key, int sock) {
+  if (key->abstract && m->netns_private) return own_abstract(m, sock); /* its own names */
   int diag = m->diag_fd;
   if (diag < 0) {
     diag = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
@@ -230,7 +252,7 @@ static int inside(sbx_monitor *m, const sock_key *key) {
     m->diag_fd = diag;
   }
   unsigned long inos[16];
-  int n = bound_sockets(diag, key, inos, 16);
+  int n = bound_sockets(diag, key, inos, NULL, 16);
   if (n <= 0) return n == 0 && key->abstract ? -1 : 0;
   if (m->netns_private) return 1; /* made in the sandbox's own network namespace */
   pid_t pids[4096];
@@ -247,6 +269,19 @@ static int inside(sbx_monitor *m, const sock_key *key) {
   return 0;
 }
 
+/* The type of the socket bound at the socket file of key in the host's own network namespace
+ * (this thread's; where a host daemon's are): SOCK_*, 0 when none is there, -1 when it
+ * cannot be told. */
+static int host_bound_type(const sock_key *key) {
+  int diag = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (diag < 0) return -1;
+  unsigned long inos[4];
+  int types[4];
+  int n = bound_sockets(diag, key, inos, types, 4);
+  close(diag);
+  return n < 0 ? -1 : n == 0 ? 0 : types[0];
+}
+
 static int named_in_policy(const sbx_monitor *m, const struct stat *st) {
   for (int i = 0; i < m->nunix; i++) {
     struct stat a;
@@ -259,8 +294,9 @@ static int named_in_policy(const sbx_monitor *m, const struct stat *st) {
 /* ---- judging an address ---- */
 
 /* 0: allowed, j filled; else the errno to answer (a refusal is recorded). */
-static int judge(sbx_call *c, const char *op, const struct sockaddr_un *sun, socklen_t len,
-                 sbx_dest *j) {
+static int judge(sbx_call *c, const char *op, const sbx_sock *sk, const struct sockaddr_un *sun,
+                 socklen_t len, sbx_dest *j) {
+  int type = sk->type;
   sbx_monitor *m = c->m;
   const struct seccomp_notif *req = c->req;
   j->hold = -1;
@@ -280,7 +316,7 @@ static int judge(sbx_call *c, const char *op, const struct sockaddr_un *sun, soc
     key.abstract = 1;
     key.namelen = plen - 1 < sizeof key.name ? plen - 1 : sizeof key.name;
     memcpy(key.name, sun->sun_path + 1, key.namelen);
-    int in = inside(m, &key);
+    int in = inside(m, &key, sk->fd);
     if (in != 0) return in > 0 ? 0 : ECONNREFUSED;
     shown[0] = '@';
     size_t k = key.namelen < sizeof shown - 2 ? key.namelen : sizeof shown - 2;
@@ -296,6 +332,9 @@ static int judge(sbx_call *c, const char *op, const struct sockaddr_un *sun, soc
     int fd = resolve_target((pid_t)req->pid, path, full, sizeof full);
     if (fd < 0) {
       if (errno == ENOENT || errno == ENOTDIR || errno == ENAMETOOLONG) return errno;
+      /* a loop of symbolic links is the kernel's ELOOP; through /proc it may be a magic link
+       * this walk does not follow (refused: it cannot be told where it leads) */
+      if (errno == ELOOP && strncmp(full, "/proc/", 6) != 0) return ELOOP;
       snprintf(shown, sizeof shown, "%s", full);
       goto refuse; /* cannot be told: refuse */
     }
@@ -303,13 +342,21 @@ static int judge(sbx_call *c, const char *op, const struct sockaddr_un *sun, soc
       close(fd);
       return ECONNREFUSED; /* what the kernel answers for a file that is no socket */
     }
-    if (inside(m, &key) || named_in_policy(m, &key.st)) {
+    if (inside(m, &key, sk->fd) || named_in_policy(m, &key.st)) {
       j->hold = fd;
       struct sockaddr_un *to = (struct sockaddr_un *)&j->to;
       to->sun_family = AF_UNIX;
       int w = snprintf(to->sun_path, sizeof to->sun_path, "/proc/self/fd/%d", fd);
       j->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)w + 1);
       return 0;
+    }
+    /* a host socket of another type: the kernel's EPROTOTYPE, nothing refused. (None bound
+     * in the host's network namespace says nothing: the socket may be another namespace's,
+     * another session's say, which the kernel would reach.) */
+    int bound = host_bound_type(&key);
+    if (bound > 0 && type > 0 && bound != type) {
+      close(fd);
+      return EPROTOTYPE;
     }
     /* the record names the socket the call would have reached, not the link it went by */
     char link[64], real[PATH_MAX];
@@ -340,7 +387,7 @@ static int judge_send(sbx_call *c, const char *op, const sbx_sock *sk, int flags
     socklen_t pl = sizeof peer;
     return getpeername(sk->fd, (struct sockaddr *)&peer, &pl) == 0 ? EISCONN : EOPNOTSUPP;
   }
-  return judge(c, op, (const struct sockaddr_un *)ss, len, d);
+  return judge(c, op, sk, (const struct sockaddr_un *)ss, len, d);
 }
 
 /* The target's call on an AF_UNIX socket (sk->fd: the host's duplicate of it). Always
@@ -354,7 +401,7 @@ void notify_unix_call(sbx_call *c, sbx_sock *sk) {
     sbx_dest d = {.hold = -1};
     int e = send_read_addr(c, a[1], a[2], &ss);
     if (e == 0 && a[2] < sizeof(sa_family_t)) e = EINVAL;
-    if (e == 0) e = judge(c, "connect", (const struct sockaddr_un *)&ss, (socklen_t)a[2], &d);
+    if (e == 0) e = judge(c, "connect", sk, (const struct sockaddr_un *)&ss, (socklen_t)a[2], &d);
     if (e != 0) { /* refused (the record made), or the kernel's own answer */
       answer(c, e);
       close(sk->fd);

@@ -118,8 +118,8 @@ static int build_ruleset(const sandbox_spec *s, int abi, char *err, size_t errle
       {"/dev/null", rw_dev | ioctl},
       {"/dev/zero", rw_dev | ioctl},
       {"/dev/full", rw_dev | ioctl},
-      {"/dev/random", rw_dev},
-      {"/dev/urandom", rw_dev},
+      {"/dev/random", rw_dev | ioctl}, /* (RNDGETENTCNT; the rest want CAP_SYS_ADMIN) */
+      {"/dev/urandom", rw_dev | ioctl},
       {"/dev/tty", rw_dev | ioctl},
       {"/dev/ptmx", rw_dev | ioctl},
       {"/dev/pts", rw_dev | ioctl},

@@ -777,6 +777,45 @@ keep("a blocking TCP connect inside and a 1 MiB sendmsg on it (the network allow
   argv = function() return { USOCK, "tcp" } end,
   check = function(_, res) assert.equals("ok tcp\n", res.output) end,
 })
+keep("an x32 call where the kernel has no x32: its ENOSYS, and no record", {
+  quiet = true,
+  skip = function() return not no_x32() and "this kernel has the x32 ABI" or nil end,
+  argv = function() return { "sh", "-c", CONTAIN .. " x32 getpid; exit 0" } end,
+  check = function(_, res) assert.equals("ENOSYS: Function not implemented (x32 getpid)\n",
+    res.output) end,
+})
+keep("a stream connect to a host datagram socket: the kernel's EPROTOTYPE, and no record", {
+  quiet = true,
+  argv = function(ctx)
+    return { "sh", "-c", USOCK .. " connect " .. ctx.srv.dvar.path .. "; exit 0" }
+  end,
+  check = function(_, res) assert.matches("^EPROTOTYPE", res.output) end,
+})
+keep("a connect through a loop of symbolic links: the kernel's ELOOP, and no record", {
+  modes = WS_ONLY,
+  quiet = true,
+  argv = function()
+    return { "sh", "-c", "ln -s la lb && ln -s lb la && " .. USOCK .. " connect la; rm -f la lb" }
+  end,
+  check = function(_, res) assert.matches("^ELOOP", res.output) end,
+})
+keep("chmod u+s of a file that does not exist: the kernel's ENOENT, and no record", {
+  quiet = true,
+  argv = function()
+    return { "sh", "-c", "chmod 4755 /nonexistent-luxec missing 2>&1; exit 0" }
+  end,
+  check = function(_, res)
+    assert.equals(2, select(2, res.output:gsub("No such file or directory", "")), res.output)
+  end,
+})
+keep("an ioctl on /dev/urandom (RNDGETENTCNT)", {
+  quiet = true,
+  argv = function()
+    return { "python3", "-c", "import fcntl, struct\nf = open('/dev/urandom', 'rb')\n"
+      .. "print(struct.unpack('i', fcntl.ioctl(f, 0x80045200, bytes(4)))[0] >= 0)" }
+  end,
+  check = function(_, res) assert.equals("True\n", res.output) end,
+})
 keep("socketpair", {
   quiet = true,
   argv = function() return { USOCK, "pair" } end,

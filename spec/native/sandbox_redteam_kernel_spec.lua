@@ -487,6 +487,46 @@ for _, how in ipairs({
   })
 end
 
+-- A host service the policy names hands out a socket of the host's network namespace
+-- (SCM_RIGHTS): an abstract name it connects to is looked up in the host's namespace, where a
+-- host server listens, not in the sandbox's own.
+local ABS_NAME = "luxec-rt-abs-" .. H.rand_digits(8)
+local GIVE_SERVE = "import array, os, socket, sys, threading\n"
+  .. "d = sys.argv[1]\n"
+  .. "ab = socket.socket(socket.AF_UNIX); ab.bind('\\0" .. ABS_NAME .. "'); ab.listen(8)\n"
+  .. "def acc():\n  while True:\n    ab.accept(); print('accepted', flush=True)\n"
+  .. "threading.Thread(target=acc, daemon=True).start()\n"
+  .. "sv = socket.socket(socket.AF_UNIX); sv.bind(d + '/give.sock')\n"
+  .. "os.chmod(d + '/give.sock', 0o777); sv.listen(8)\n"
+  .. "def give():\n  while True:\n    c, _ = sv.accept(); s = socket.socket(socket.AF_UNIX)\n"
+  .. "    c.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, "
+  .. "array.array('i', [s.fileno()]))]); c.close(); s.close()\n"
+  .. "threading.Thread(target=give, daemon=True).start()\n"
+  .. "print('listening', flush=True); sys.stdin.read()\n"
+local TAKE = "import array, socket, sys\n"
+  .. "c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])\n"
+  .. "m, anc, f, a = c.recvmsg(1, socket.CMSG_SPACE(4))\n"
+  .. "s = socket.socket(fileno=array.array('i', anc[0][2][:4])[0])\n"
+  .. "try:\n  s.connect('\\0' + sys.argv[2]); print('ok connected')\n"
+  .. "except OSError as e:\n  print(e)\n"
+attempt("descriptor swaps", "an abstract name from a host socket a named service hands out", {
+  prepare = function()
+    os.execute("rm -rf " .. SWAP_DIR .. "; mkdir -m 0777 " .. SWAP_DIR)
+    local srv = assert(luxec.spawn({ "python3", "-c", GIVE_SERVE, SWAP_DIR }))
+    assert(srv:expect("listening", { timeout = 20 }))
+    return { srv = srv }
+  end,
+  policy = { unix_sockets = { SWAP_DIR .. "/give.sock" } },
+  argv = function() return { "python3", "-c", TAKE, SWAP_DIR .. "/give.sock", ABS_NAME } end,
+  effect = function(_, st, res)
+    local heard = stop_host_server(st)
+    if heard:find("accepted") or res.output:match("^ok") then
+      return "the host's abstract socket was reached: " .. heard .. res.output
+    end
+  end,
+  records = function() return { { "connect", "@" .. ABS_NAME } } end,
+})
+
 attempt("descriptor swaps", "a unix connect to a host socket after 40 refused inet connects: "
   .. "its record is kept (a flood of one kind hides none of another)", {
   prepare = host_server,
