@@ -301,11 +301,15 @@ static void serve(sbx_monitor *m, struct server *sv) {
     /* a refusal is kept only once it reached the caller: if the caller died or was
      * interrupted meanwhile, nothing was refused (and its memory may be another's) */
     pthread_mutex_lock(&m->answering); /* see sbx_monitor_settled */
+    /* SIGPIPE as the kernel sends it, before the call returns: with the caller's wait
+     * killable only, a handled one waits for the answer (and an unhandled one ends it as the
+     * kernel's would); else it would cut the call short, and it follows the answer */
+    if (c.sigpipe && m->killable) syscall(SYS_tkill, (pid_t)req.pid, SIGPIPE);
     int sent = ioctl(m->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) == 0;
     if (sent && c.rec.op[0] != '\0') keep(m, &c.rec);
     pthread_mutex_unlock(&m->answering);
     /* after the answer: a signal while the caller waits for it would interrupt the call */
-    if (sent && c.sigpipe) syscall(SYS_tkill, (pid_t)req.pid, SIGPIPE);
+    if (sent && c.sigpipe && !m->killable) syscall(SYS_tkill, (pid_t)req.pid, SIGPIPE);
   }
 }
 
@@ -463,6 +467,7 @@ sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths
     m->reserved = copy(u->reserved, u->nreserved);
     m->nreserved = m->reserved ? u->nreserved : 0;
     m->reserve_only = !u->files_evidence;
+    m->killable = u->killable;
   }
   m->mountns = mountns;
   m->net_deny = net_deny;

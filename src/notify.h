@@ -81,6 +81,7 @@ typedef struct sbx_monitor {
   char **reserved;
   int nreserved;
   int reserve_only; /* file calls are notified for the reserved names only (no evidence) */
+  int killable;     /* a caller's non-fatal signals wait for its answer (sbx_unix_cfg) */
   int refs;         /* the session, and each connect still waiting on its own thread */
 } sbx_monitor;
 
@@ -98,6 +99,7 @@ typedef struct sbx_unix_cfg {
   char **reserved; /* copied */
   int nreserved;
   int files_evidence; /* every file call is judged (else only the reserved names) */
+  int killable;       /* a caller's non-fatal signals wait for its answer */
 } sbx_unix_cfg;
 
 /* Takes ownership of fd; roots are copied. NULL on failure (fd closed). */

@@ -168,9 +168,15 @@ void send_connect(sbx_call *c, sbx_sock *sk, sbx_dest *d) {
   emu_state caps;
   c->resp->flags = 0;
   int fl = fcntl(sk->fd, F_GETFL);
+  ticker k;
+  k.ok = 0;
   if (fl >= 0 && (fl & O_NONBLOCK)) {
-    ticker k;
     ticker_start(&k, 50, 0);
+    if (!k.ok) ticker_stop(&k); /* (the mask back) */
+  }
+  /* (without the timer, which a process of the same user can keep from being made by using up
+   * the user's pending signals, never on this thread) */
+  if (k.ok) {
     emu_drop_caps(&caps);
     int rc = connect(sk->fd, (struct sockaddr *)&d->to, d->len);
     int err = errno;

@@ -86,7 +86,7 @@ typedef struct cut {
   long long at;    /* when its thread ended */
 } cut;
 
-enum { CUT_MS = 60000, CUTS_ENDED = 64 };
+enum { CUT_MS = 2000, CUTS_ENDED = 64 }; /* (made again at once, or never) */
 static cut *cuts;
 static int cuts_ended;
 static pthread_mutex_t cuts_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -420,8 +420,10 @@ static void *send_thread(void *arg) {
     k->answering = 1;
     pthread_mutex_unlock(&cuts_lock);
   }
+  int pipe = !gone && res == -EPIPE && !(j->flags & MSG_NOSIGNAL);
+  if (pipe && j->m->killable) syscall(SYS_tkill, j->tid, SIGPIPE); /* (as serve() does) */
   int answered = !gone && later_answer(j->m, j->id, res) == 0;
-  if (answered && res == -EPIPE && !(j->flags & MSG_NOSIGNAL)) syscall(SYS_tkill, j->tid, SIGPIPE);
+  if (answered && pipe && !j->m->killable) syscall(SYS_tkill, j->tid, SIGPIPE);
   if (k != NULL) cut_end(k, !answered && j->done > 0);
   sbx_monitor_release(j->m);
   close(j->sock);
@@ -511,8 +513,10 @@ void send_call(sbx_call *c, sbx_sock *sk, sbx_judge judge) {
   /* Part of a stream went: answered here, and listed when the answer finds the caller
    * interrupted meanwhile (what went is not sent again by the call made again). */
   if (part != NULL && c->rec.op[0] == '\0') {
+    int pipe = c->sigpipe;
+    if (pipe && c->m->killable) syscall(SYS_tkill, part->tid, SIGPIPE); /* (as serve() does) */
     if (ioctl(c->m->fd, SECCOMP_IOCTL_NOTIF_SEND, c->resp) == 0) {
-      if (c->sigpipe) syscall(SYS_tkill, part->tid, SIGPIPE);
+      if (pipe && !c->m->killable) syscall(SYS_tkill, part->tid, SIGPIPE);
     } else {
       cut *k = cut_list(part);
       if (k != NULL) cut_end(k, 1);

@@ -116,7 +116,8 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
                       .nallowed = prep->nunix,
                       .reserved = prep->reserved,
                       .nreserved = prep->nreserved,
-                      .files_evidence = prep->evidence_files};
+                      .files_evidence = prep->evidence_files,
+                      .killable = prep->listener_killable};
     int judged = info->mode[0] != 'f'; /* not full-access */
     if (judged) prep->diag_fd = -1;    /* the monitor's now */
     /* a masked path is a read-only mount too: a write there is refused, as in a repository */

@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define FLAG_WAIT_KILLABLE_RECV (1UL << 5) /* SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV */
+
 /* Newer than Debian 12's kernel headers. */
 #ifndef LANDLOCK_ACCESS_FS_TRUNCATE
 #define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
@@ -384,8 +386,17 @@ int sandbox_child_apply(sandbox_prep *p, const char **stage) {
   }
   sandbox_stamp(p, SBX_T_LANDLOCK);
   if (p->prog_notify.len > 0) {
-    int listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-                                SECCOMP_FILTER_FLAG_NEW_LISTENER, &p->prog_notify);
+    /* A call the host took up is ended by its answer or by a fatal signal only (5.19): a
+     * handled signal that cut it short would leave the caller not knowing what the host did
+     * for it meanwhile (part of a stream sent, say), and its call made again would do it
+     * twice. Older kernels take the listener without it. */
+    int listener =
+        (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                     SECCOMP_FILTER_FLAG_NEW_LISTENER | FLAG_WAIT_KILLABLE_RECV, &p->prog_notify);
+    p->listener_killable = listener >= 0;
+    if (listener < 0 && errno == EINVAL)
+      listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                              SECCOMP_FILTER_FLAG_NEW_LISTENER, &p->prog_notify);
     if (listener >= 0) { /* in the host's descriptor table, shared until the launch ends */
       p->listener_fd = listener;
       p->got_listener = 1;

@@ -99,6 +99,7 @@ typedef struct sandbox_prep {
   volatile int proxy_fd;   /* that listener (the host's table), or -1 */
   volatile int transp_fd[SBX_TRANSP_N]; /* the transparent path's (sandbox_proxy.c), or -1 */
   volatile int got_listener, listener_fd;
+  volatile int listener_killable; /* a caller's non-fatal signals wait for the answer */
   volatile int userns_ok, mountns_ok, pidns_ok, ipcns_ok, netns_ok, caps_dropped;
   volatile int degraded_notify, degraded_ns;
   /* when each layer was done (CLOCK_MONOTONIC, ns; 0: not made), written by whoever made it:
