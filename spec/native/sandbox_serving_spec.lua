@@ -98,14 +98,23 @@ describe("the sandbox's serving threads", function()
     p:close()
     assert.is_truthy(uv.fs_lstat(root .. "/sock"))
     -- (a directory in another mount namespace reads as a path of that namespace's mount, so
-    -- each thread's is compared with the two a thread of the host may have)
+    -- each thread's is compared with the two a thread of the host may have). The serving
+    -- thread lets go of the session after close() returned, at its own pace: waited for.
     local host_cwd = assert(uv.cwd())
-    local req = assert(uv.fs_scandir("/proc/self/task"))
-    for tid in function() return uv.fs_scandir_next(req) end do
-      local cwd = uv.fs_readlink("/proc/self/task/" .. tid .. "/cwd")
-      assert.is_true(cwd == nil or cwd == host_cwd or cwd == "/",
-        ("thread %s is still in %s"):format(tid, tostring(cwd)))
+    local stuck
+    local function none_stays()
+      stuck = nil
+      local req = assert(uv.fs_scandir("/proc/self/task"))
+      for tid in function() return uv.fs_scandir_next(req) end do
+        local cwd = uv.fs_readlink("/proc/self/task/" .. tid .. "/cwd")
+        if not (cwd == nil or cwd == host_cwd or cwd == "/") then
+          stuck = ("thread %s in %s"):format(tid, cwd)
+        end
+      end
+      return stuck == nil
     end
+    local ok = pcall(H.wait_for, none_stays, 10000)
+    assert(ok, ("a thread stayed in a directory of the session for 10 s: %s"):format(stuck))
   end)
 
   it("let go of a session closed while one of its calls waits on a thread of its own",
