@@ -48,7 +48,8 @@ describe("luxec mcp: luxec's agent arguments", function()
     local list = P:call("tools/list", {}).result.tools
     assert.matches("Defaults to false.", list[1].inputSchema.properties.login.description, 1,
       true)
-    assert.equals(250000, list[1].inputSchema.properties.max_output_tokens.maximum)
+    assert.matches("more is lowered to 250000",
+      list[1].inputSchema.properties.max_output_tokens.description, 1, true)
     local r = P:tool("exec_command", { cmd = "echo \"$CODEX_CI\"; exit 4" })
     assert.matches("^Chunk ID: %x%x%x%x%x%x\nWall time: [%d.]+ seconds\nProcess exited with "
       .. "code 4\nOriginal token count: 1\nOutput:\n1\n$", r.content[1].text)

@@ -768,4 +768,57 @@ PY
   it("pruning_protects_recent_processes_even_if_exited", function()
     assert.same({ 1 }, prune_case({ [3] = true, [10] = true }))
   end)
+
+  -- process_manager.rs allocate_process_id (deterministic): one past the highest id reserved
+  -- or stored now, 1000 when there is none; an id leaves the store when its exit is reported
+  it("allocate_process_id: deterministic ids come back once their session is gone", function()
+    start()
+    assert.is_nil(exec({ cmd = "echo hi", yield_time_ms = 250 }).process_id)
+    local r = exec({ cmd = "/bin/cat", tty = true, yield_time_ms = 250 })
+    assert.equals("1000", r.process_id) -- (not 1001: the echo's id was given back)
+    r = exec({ cmd = "/bin/cat", tty = true, yield_time_ms = 250 })
+    assert.equals("1001", r.process_id)
+    r = write({ session_id = 1000, chars = "\u{4}", yield_time_ms = 2000 })
+    assert.equals(0, r.exit_code)
+    r = exec({ cmd = "/bin/cat", tty = true, yield_time_ms = 250 })
+    assert.equals("1002", r.process_id) -- 1001 is held: one past it
+    write({ session_id = 1001, chars = "\u{4}", yield_time_ms = 2000 })
+    write({ session_id = 1002, chars = "\u{4}", yield_time_ms = 2000 })
+    assert.equals("1000", exec({ cmd = "/bin/cat", tty = true, yield_time_ms = 250 }).process_id)
+  end)
+
+  -- handlers/unified_exec.rs: parse_arguments(...)? comes before the map_err that adds
+  -- "write_stdin failed: " to the manager's errors
+  it("write_stdin's argument errors are the parse error alone", function()
+    start()
+    assert.equals("failed to parse function arguments: missing field `session_id`",
+      write_error({ chars = "" }))
+    assert.equals("write_stdin failed: Unknown process id 4242",
+      write_error({ session_id = 4242 }))
+  end)
+
+  -- ExecCommandArgs.yield_time_ms is a u64 and max_output_tokens a usize: any size is taken
+  -- and clamped
+  it("takes yield_time_ms and max_output_tokens above 2^31 and clamps them", function()
+    start()
+    local r = exec({ cmd = "echo big", yield_time_ms = 3000000000,
+      max_output_tokens = 5000000000 })
+    assert.same({ 0, "big\n" }, { r.exit_code, crlf(r.output) })
+    local cat = exec({ cmd = "/bin/cat", tty = true, yield_time_ms = 250 })
+    r = write({ session_id = tonumber(cat.process_id), chars = "x\n",
+      yield_time_ms = 4000000000 })
+    assert.is_nil(r.exit_code)
+    assert.matches("x", r.output, 1, true)
+  end)
+
+  -- collect_output_until_deadline drains the buffer while the call waits: the whole output of
+  -- the call is counted, though more than the 1 MiB the buffer holds between calls
+  it("one call's output larger than the buffer is counted whole (seq 1 1000000)", function()
+    start()
+    local r = exec({ cmd = "seq 1 1000000", max_output_tokens = 50, yield_time_ms = 30000 })
+    assert.same({ 0, 1722224 }, { r.exit_code, r.original_token_count })
+    local out = crlf(r.output)
+    assert.matches("^Total output lines: 1000000\n\n1\n2\n.*…1722174 tokens truncated….*"
+      .. "\n1000000\n$", out)
+  end)
 end)

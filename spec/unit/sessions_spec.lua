@@ -24,6 +24,27 @@ describe("session ids", function()
     assert.same({ 1000, 1001, 1002 }, { st:reserve(), st:reserve(), st:reserve() })
   end)
 
+  it("when deterministic, are Codex's: one past the highest held now, 1000 for none", function()
+    local st = store()
+    local a = st:reserve()
+    st:release(a) -- a command that ended within its first call
+    assert.equals(1000, st:reserve()) -- (Codex: max of the reserved ids + 1, else 1000)
+    st:add(1000, {})
+    local b = st:reserve()
+    st:add(b, {})
+    assert.same({ 1000, 1001 }, { a, b })
+    st:remove(1000) -- ended and reported: the highest held is 1001
+    assert.equals(1002, st:reserve())
+    st:remove(1001)
+    st:release(1002)
+    assert.equals(1000, st:reserve()) -- nothing held: 1000 again
+    -- a stored id is never given back by release
+    local c = st:reserve()
+    st:add(c, {})
+    st:release(c)
+    assert.is_not.equals(c, st:reserve())
+  end)
+
   it("are random in 1000..99999 otherwise, never handed out twice", function()
     local st = sessions.new()
     local seen = {}
@@ -35,7 +56,7 @@ describe("session ids", function()
     end
   end)
 
-  it("are not reused after a session is removed", function()
+  it("are not reused after a session is removed (random ones)", function()
     local st = sessions.new({ random = function() return 4242 end })
     local id = st:reserve()
     st:add(id, {})

@@ -127,11 +127,21 @@ describe("UTF-8 is never cut", function()
     assert.same({ "a\x80", "" }, { T.split_incomplete("a\x80") })
   end)
 
-  it("replaces what is not UTF-8 with U+FFFD, once per broken sequence", function()
+  it("replaces each ill-formed sequence with U+FFFD as from_utf8_lossy does", function()
+    local R = "\u{FFFD}"
     assert.same({ "plain €", false }, { T.lossy("plain €") })
-    assert.same({ "a\u{FFFD}b", true }, { T.lossy("a\xe2\x82b") })
-    assert.same({ "\u{FFFD}x\u{FFFD}", true }, { T.lossy("\xffx\xed\xa0\x80") })
-    assert.equals("ok\u{FFFD}", (T.lossy("ok\xc0\x80")))
+    -- a character cut short (the start of a well-formed one) is one replacement
+    assert.same({ "a" .. R .. "b", true }, { T.lossy("a\xe2\x82b") })
+    assert.same({ R, true }, { T.lossy("\xf0\x9f\x98") })
+    -- a byte no well-formed sequence starts with is one each: lone continuation bytes, an
+    -- overlong form, a surrogate, a code point past U+10FFFF, 0xF8..0xFF
+    assert.same({ R .. "x" .. R:rep(3), true }, { T.lossy("\xffx\xed\xa0\x80") })
+    assert.equals("ok" .. R:rep(2), (T.lossy("ok\xc0\x80")))
+    assert.equals(R:rep(3) .. "|" .. R:rep(3) .. "|" .. R:rep(3) .. "|" .. R .. "\n",
+      (T.lossy("\x80\x80\x80|\xf0\x80\x80|\xed\xa0\x80|\xff\n")))
+    assert.equals(R:rep(3), (T.lossy("\xe0\x80\xaf")))
+    assert.equals(R:rep(4), (T.lossy("\xf4\x90\x80\x80")))
+    assert.equals(R .. "(", (T.lossy("\xe0\xa0(")))
   end)
 
   it("handles a large mostly-broken input in linear time", function()

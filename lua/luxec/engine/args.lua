@@ -41,9 +41,10 @@ end
 
 local function parse_common(args, res)
   local err
-  res.yield, err = policy.arg(args, "yield_time_ms", "integer", { min = 0, max = MAX_MS })
+  -- (any non-negative integer, as Codex's u64 and usize take them: clamped where used)
+  res.yield, err = policy.arg(args, "yield_time_ms", "integer", { min = 0 })
   if err then return nil, err end
-  res.tokens, err = policy.arg(args, "max_output_tokens", "integer", { min = 0, max = MAX_MS })
+  res.tokens, err = policy.arg(args, "max_output_tokens", "integer", { min = 0 })
   if err then return nil, err end
   res.keep, err = policy.arg(args, "keep", "string")
   if err then return nil, err end

@@ -57,9 +57,9 @@ local function emit(out, t, r, rn, exact)
   out.len = out.len + #t
 end
 
--- Append raw bytes `raw` (at raw offset r) as text: valid UTF-8 verbatim, and each sequence
--- that is not UTF-8 as one U+FFFD mapped to its own raw bytes, so a cut between two
--- replacements still names exactly the raw bytes it removed.
+-- Append raw bytes `raw` (at raw offset r) as text: valid UTF-8 verbatim, and each ill-formed
+-- sequence (truncate.bad_len: as Codex's from_utf8_lossy) as one U+FFFD mapped to its own raw
+-- bytes, so a cut between two replacements still names exactly the raw bytes it removed.
 local function emit_text(out, raw, r)
   if utf8.len(raw) then
     emit(out, raw, r, #raw, true)
@@ -73,8 +73,7 @@ local function emit_text(out, raw, r)
       break
     end
     if bad > pos then emit(out, raw:sub(pos, bad - 1), r + pos - 1, bad - pos, true) end
-    local e = bad + 1
-    while e <= #raw and raw:byte(e) >= 0x80 and raw:byte(e) <= 0xBF do e = e + 1 end
+    local e = bad + truncate.bad_len(raw, bad)
     emit(out, truncate.REPLACEMENT, r + bad - 1, e - bad, false)
     pos = e
   end

@@ -201,6 +201,17 @@ function Engine:_exec(args, ctx, lim, no_sandbox)
   }
   self._pending[s] = true
   ctx.session = s
+  -- Stored before the first wait, as Codex stores it: during the call the id is known to
+  -- list_sessions, write_stdin (which queues behind this call) and terminate_session, and
+  -- counts toward the limit (pruning another now, not after the wait).
+  local pruned_id, pruned, warning = self._store:add(id, s)
+  s.stored, s.first_warning, s.first_call = true, warning, true
+  if pruned then
+    s.note = ("Session %d (%s) was ended to stay within %d open processes"):format(pruned_id,
+      pruned.p:finished() and "exited, least recently used" or "least recently used",
+      cfg.max_sessions)
+    session.kill(self, pruned, "pruned")
+  end
   local timeout_ms = a.timeout_ms or lim.timeout_ms
   if timeout_ms then
     s.timeout_ms, s.hard_deadline = timeout_ms, start + timeout_ms
@@ -311,23 +322,15 @@ function Engine:_first_call(s, a, start, ctx, lim)
       reason = session.wait(self, s, start + yield, self._now(), lim, ctx)
     end
   end
-  local res
-  if s.p:finished() or self._closed or s.removed then
-    res = session.result(self, s, reason, start, tokens, a.keep)
-    if res.session_id == nil then self._store:release(s.id) end -- ended unseen: not kept
-  else
-    self._pending[s] = nil
-    local pruned_id, pruned, warning = self._store:add(s.id, s)
-    s.stored = true
-    if pruned then
-      s.note = ("Session %d (%s) was ended to stay within %d open processes"):format(pruned_id,
-        pruned.p:finished() and "exited, least recently used" or "least recently used",
-        cfg.max_sessions)
-      session.kill(self, pruned, "pruned")
-    end
-    res = session.result(self, s, reason, start, tokens, a.keep)
-    if warning then table.insert(res.warnings, 1, warning) end
+  self._pending[s] = nil
+  local res = session.result(self, s, reason, start, tokens, a.keep)
+  s.first_call = nil
+  if res.session_id == nil then
+    self._store:release(s.id) -- ended within its first call: no result named the id
+  elseif s.first_warning then
+    table.insert(res.warnings, 1, s.first_warning)
   end
+  s.first_warning = nil
   if input_note then res.warnings[#res.warnings + 1] = input_note end
   capped(a, lim, res)
   meta.grep_result(s, a, res)
@@ -549,7 +552,9 @@ function Engine:shutdown()
   self._closed = true
   local all = {}
   for _, id in ipairs(self._store:ids()) do all[#all + 1] = self._store:get(id) end
-  for s in pairs(self._pending) do all[#all + 1] = s end
+  for s in pairs(self._pending) do
+    if self._store:get(s.id) ~= s then all[#all + 1] = s end -- (not stored twice)
+  end
   local tasks = {}
   for _, s in ipairs(all) do
     tasks[#tasks + 1] = sched.go(session.kill, self, s, "shutdown")

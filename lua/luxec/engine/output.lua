@@ -85,7 +85,9 @@ function M.collect(s, mode, tokens, final, res, keep)
   if mode ~= "luxec" then
     local pol = mode == "codex-bytes" and { bytes = tokens * truncate.BYTES_PER_TOKEN }
       or { tokens = tokens }
-    res.output, res.truncated = truncate.codex(text, pol)
+    local gap = dropped > 0 and { at = acc.hole, bytes = dropped, lines = acc.dropped_lines }
+      or nil
+    res.output, res.truncated = truncate.codex(text, pol, gap)
     res.removed = dropped
     if dropped > 0 then
       res.warnings[#res.warnings + 1] = ("The output buffer dropped %d bytes from the middle "

@@ -62,7 +62,9 @@ end
 ---@param why "exited"|"timed_out"|"terminated"|"pruned"|"shutdown"
 function M.forget(eng, s, why)
   if s.id and eng._store:get(s.id) == s then eng._store:remove(s.id) end
-  if s.stored and not s.removed then meta.ended_add(eng, s, why) end -- (pruning removed it)
+  -- (pruning removed it; one that ends within its first call was never named by a result:
+  -- its id is given back, not remembered)
+  if s.stored and not s.removed and not s.first_call then meta.ended_add(eng, s, why) end
   s.removed = true
   s.close_pending = true
 end

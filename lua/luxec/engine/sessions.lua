@@ -1,7 +1,9 @@
 --- luxec.engine.sessions: the store of an exec engine's live processes, with Codex's rules.
 ---
---- Ids are random in 1000..99999 (or 1000, 1001, … when deterministic) and, unlike Codex,
---- never handed out twice by one store, so a stale id can only ever be unknown. At most
+--- Ids are random in 1000..99999 and, unlike Codex, never handed out twice by one store, so
+--- a stale id can only ever be unknown. Deterministic ids are Codex's: one more than the
+--- highest id reserved or stored now, 1000 when there is none (an id whose session is gone
+--- comes back, as in Codex's tests). At most
 --- `max` entries: adding one more prunes first — the `protect` most recently used are safe,
 --- then the least recently used entry that has exited goes, else the least recently used
 --- one. From `warn_at` entries on, each add returns Codex's warning for the model.
@@ -47,7 +49,6 @@ function M.new(opts)
     _deterministic = opts.deterministic or false,
     _exited = opts.exited or function(entry) return entry.exited == true end,
     _random = opts.random or math.random,
-    _next = M.defaults.id_min,
     _used = {}, -- id -> true: every id handed out (live or gone); "reserved": not yet
     _entries = {}, -- id -> entry
     _last = {}, -- id -> use tick
@@ -62,9 +63,14 @@ function Store:reserve()
   local lo, hi = M.defaults.id_min, M.defaults.id_max
   local id
   if self._deterministic then
-    if self._next > hi then return nil, "no process id left" end
-    id = self._next
-    self._next = id + 1
+    id = lo
+    for held, how in pairs(self._used) do
+      if how == "reserved" and held >= id then id = held + 1 end
+    end
+    for held in pairs(self._entries) do
+      if held >= id then id = held + 1 end
+    end
+    if id > hi then return nil, "no process id left" end
   else
     for _ = 1, 64 do
       local guess = self._random(lo, hi)
@@ -89,12 +95,13 @@ function Store:reserve()
   return id
 end
 
---- Give back a reserved id that was never stored (its command ended within the call that
---- started it, or did not start): nobody saw it, so it may be handed out later. Without this
---- a server running short commands kept one entry per command and ran out of ids after 99,000.
+--- Give back the id of a command that ended within the call that started it (or did not
+--- start), stored meanwhile or not: no result ever named it, so it may be handed out later.
+--- Without this a server running short commands kept one id per command and ran out of ids
+--- after 99,000. An id still stored is not given back.
 ---@param id integer
 function Store:release(id)
-  if self._used[id] == "reserved" then self._used[id] = nil end
+  if self._entries[id] == nil then self._used[id] = nil end
 end
 
 -- The id pruning takes: outside the `protect` most recently used, the least recently used
@@ -152,7 +159,8 @@ function Store:touch(id)
   self._last[id] = self._tick
 end
 
---- Forget id (it stays used: it is never handed out again). Returns its entry, or nil.
+--- Forget id (a random one stays used: it is never handed out again). Returns its entry, or
+--- nil.
 ---@param id integer
 function Store:remove(id)
   local entry = self._entries[id]

@@ -101,8 +101,36 @@ function M.split_incomplete(s)
   return s, ""
 end
 
---- s with every byte that is not part of valid UTF-8 replaced by U+FFFD; the second result
---- says whether anything was replaced.
+-- For each lead byte, the range its second byte must be in (Unicode's table 3-7: no
+-- overlong form, no surrogate, nothing past U+10FFFF), and how many bytes follow it.
+local SECOND_LO, SECOND_HI, FOLLOW = {}, {}, {}
+for b = 0xC2, 0xDF do SECOND_LO[b], SECOND_HI[b], FOLLOW[b] = 0x80, 0xBF, 1 end
+for b = 0xE0, 0xEF do SECOND_LO[b], SECOND_HI[b], FOLLOW[b] = 0x80, 0xBF, 2 end
+SECOND_LO[0xE0], SECOND_HI[0xED] = 0xA0, 0x9F
+for b = 0xF0, 0xF4 do SECOND_LO[b], SECOND_HI[b], FOLLOW[b] = 0x80, 0xBF, 3 end
+SECOND_LO[0xF0], SECOND_HI[0xF4] = 0x90, 0x8F
+
+--- How many bytes at `pos` (where s is not valid UTF-8) one U+FFFD stands for: the maximal
+--- subpart of an ill-formed sequence — the longest start of a well-formed one, else one
+--- byte — as Unicode recommends and Rust's from_utf8_lossy (Codex's) does.
+---@param s string
+---@param pos integer
+---@return integer
+function M.bad_len(s, pos)
+  local lead = s:byte(pos)
+  local follow = FOLLOW[lead]
+  if not follow then return 1 end
+  local b = s:byte(pos + 1)
+  if not b or b < SECOND_LO[lead] or b > SECOND_HI[lead] then return 1 end
+  local n = 2
+  while n <= follow and is_cont(s:byte(pos + n)) do
+    n = n + 1
+  end
+  return n
+end
+
+--- s with each ill-formed UTF-8 sequence replaced by one U+FFFD (see bad_len); the second
+--- result says whether anything was replaced.
 ---@param s string
 ---@return string, boolean
 function M.lossy(s)
@@ -116,11 +144,7 @@ function M.lossy(s)
     end
     out[#out + 1] = s:sub(pos, bad - 1)
     out[#out + 1] = M.REPLACEMENT
-    pos = bad + 1
-    -- the continuation bytes of a bad lead go with it (one replacement per broken sequence)
-    while is_cont(s:byte(pos)) do
-      pos = pos + 1
-    end
+    pos = bad + M.bad_len(s, bad)
   end
   return table.concat(out), true
 end
@@ -160,26 +184,33 @@ end
 --- Codex's formatted truncation, exactly: `policy` is {tokens = n} or {bytes = n}. Returns
 --- the text unchanged when it fits, else "Total output lines: L\n\n" + head + marker + tail
 --- (or the marker alone for a budget of 0). Second result: whether it truncated.
+--- `gap`: bytes the output buffer dropped before text was read, at text position gap.at
+--- (gap.bytes of them, gap.lines newlines among them when known): they count as part of the
+--- output, as in Codex (which reads the whole output of a call), and are always in the cut.
 ---@param text string
 ---@param policy {tokens: integer|nil, bytes: integer|nil}
+---@param gap {at: integer, bytes: integer, lines: integer|nil}|nil
 ---@return string, boolean
-function M.codex(text, policy)
+function M.codex(text, policy, gap)
   local tokens = policy.tokens
   local budget = tokens and tokens * M.BYTES_PER_TOKEN or policy.bytes
-  local len = #text
+  local missing = gap and gap.bytes or 0
+  local len = #text + missing
   if len <= budget then return text, false end
   local marker
+  -- (the dropped bytes count as characters: their text is not at hand)
   if budget == 0 then
-    marker = tokens and M.approx_tokens(len) or M.count_chars(text)
+    marker = tokens and M.approx_tokens(len) or M.count_chars(text) + missing
     return ("…%d %s truncated…"):format(marker, tokens and "tokens" or "chars"), true
   end
-  local p, q = M.cut(text, budget)
+  local p, q = M.cut(text, budget, gap and gap.at)
   if tokens then
     marker = ("…%d tokens truncated…"):format(M.approx_tokens(len - budget))
   else
-    marker = ("…%d chars truncated…"):format(M.count_chars(text:sub(p + 1, q)))
+    marker = ("…%d chars truncated…"):format(M.count_chars(text:sub(p + 1, q)) + missing)
   end
-  return ("Total output lines: %d\n\n%s%s%s"):format(M.count_lines(text), text:sub(1, p), marker,
+  local lines = M.count_lines(text) + (gap and gap.lines or 0)
+  return ("Total output lines: %d\n\n%s%s%s"):format(lines, text:sub(1, p), marker,
     text:sub(q + 1)), true
 end
 

@@ -12,8 +12,10 @@ local MAX_MS = (1 << 31) - 1
 
 -- Schemas ----------------------------------------------------------------------------------
 
-local function int(description, min)
-  return { type = "integer", minimum = min or 0, maximum = MAX_MS, description = description }
+-- (max false: no maximum, a value of any size is taken and clamped where used)
+local function int(description, min, max)
+  if max == nil then max = MAX_MS end
+  return { type = "integer", minimum = min or 0, maximum = max or nil, description = description }
 end
 
 local function str(description)
@@ -138,10 +140,10 @@ local function exec_tool(f)
       .. "stdin /dev/null); set to true for interactive programs (REPLs, prompts)."),
     yield_time_ms = int(("How long to wait (in milliseconds) for the command to finish "
       .. "before returning (default %d, clamped to %d..%d)."):format(f.yield, f.min_yield,
-        f.max_yield)),
-    max_output_tokens = { type = "integer", minimum = 0, maximum = f.tokens_max,
-      description = ("Maximum number of tokens to return (about 4 bytes each; default %d, "
-        .. "at most %d). Excess output is cut."):format(f.tokens, f.tokens_max) },
+        f.max_yield), 0, false),
+    max_output_tokens = { type = "integer", minimum = 0,
+      description = ("Maximum number of tokens to return (about 4 bytes each; default %d; "
+        .. "more is lowered to %d). Excess output is cut."):format(f.tokens, f.tokens_max) },
     ["until"] = str(UNTIL),
     input = { anyOf = array({ { type = "string" }, { type = "array",
       items = { type = "string" } } }),
@@ -209,10 +211,10 @@ local function write_tool(f)
         chars = str("Bytes to write to stdin (may be empty to poll)."),
         yield_time_ms = int(("How long to wait (in milliseconds) for output before "
           .. "returning (default %d; a poll waits at least %d unless it can return "
-          .. "earlier)."):format(f.write_yield, f.poll_min)),
-        max_output_tokens = { type = "integer", minimum = 0, maximum = f.tokens_max,
-          description = ("Maximum number of tokens to return (default %d, at most %d). "
-            .. "Excess output is cut."):format(f.tokens, f.tokens_max) },
+          .. "earlier)."):format(f.write_yield, f.poll_min), 0, false),
+        max_output_tokens = { type = "integer", minimum = 0,
+          description = ("Maximum number of tokens to return (default %d; more is lowered to "
+            .. "%d). Excess output is cut."):format(f.tokens, f.tokens_max) },
         ["until"] = str(UNTIL),
         keep = KEEP,
         grep = str(GREP),

@@ -240,8 +240,11 @@ function tools.write_stdin(srv, call, args)
   local res, err = srv.engine:write_stdin(args, call.ctx)
   if call.cancelled then return nil end -- the engine keeps what it read for the next call
   if not res then
-    -- (Codex's words: "write_stdin failed: Unknown process id 1000")
-    return error_result(srv.engine:text_mode() == "codex" and "write_stdin failed: " .. err or err)
+    -- (Codex's words: "write_stdin failed: Unknown process id 1000"; an argument's error is
+    -- Codex's parse error alone, as for exec_command)
+    local session_err = not err:find("^failed to parse function arguments: ")
+    return error_result(srv.engine:text_mode() == "codex" and session_err
+      and "write_stdin failed: " .. err or err)
   end
   return exec_result(srv, res)
 end
