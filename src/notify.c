@@ -14,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "notify_int.h"
@@ -260,6 +261,34 @@ static void handle(sbx_call *c) {
   refuse(c, other, EPERM, NULL, NULL);
 }
 
+static long long clock_ns(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* A session with a cpu limit: the serving thread's CPU for it (used_ns for the last call) is
+ * taken from a credit that grows by the quota each period, up to one quota; past it the
+ * thread waits before its next call until the credit is back to zero — the session's calls
+ * wait with it, as its processes wait when the kernel throttles them. Without this a session
+ * limited to a little CPU made the host spend seconds a second for it (a path of 4,000 bytes
+ * of "a/../" costs the host ~6 ms to resolve and the caller nothing). The wait ends at once
+ * when the session stops it. */
+static void throttle(sbx_monitor *m, struct server *sv, long long used_ns) {
+  long long now = clock_ns(CLOCK_MONOTONIC);
+  if (m->cpu_refill_at == 0) m->cpu_refill_at = now;
+  long long credit =
+      m->cpu_credit_ns - used_ns + (now - m->cpu_refill_at) * m->cpu_quota_ns / m->cpu_period_ns;
+  m->cpu_refill_at = now;
+  if (credit > m->cpu_quota_ns) credit = m->cpu_quota_ns;
+  m->cpu_credit_ns = credit;
+  if (credit >= 0) return;
+  long long wait_ns = -credit * m->cpu_period_ns / m->cpu_quota_ns;
+  struct pollfd pf = {.fd = sv->wake_fd, .events = POLLIN}; /* (read by serve's poll) */
+  int ms = (int)(wait_ns / 1000000) + 1;
+  if (!__atomic_load_n(&m->stopping, __ATOMIC_ACQUIRE)) poll(&pf, 1, ms);
+}
+
 /* Serve m's calls until the session stops it or no process can call any more. */
 static void serve(sbx_monitor *m, struct server *sv) {
   struct pollfd pf[2] = {{.fd = m->fd, .events = POLLIN}, {.fd = sv->wake_fd, .events = POLLIN}};
@@ -294,8 +323,10 @@ static void serve(sbx_monitor *m, struct server *sv) {
     c.rec.op[0] = '\0';
     c.handed_off = 0;
     c.sigpipe = 0;
+    long long cpu0 = m->cpu_quota_ns ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
     handle(&c);
     m->served++;
+    if (m->cpu_quota_ns) throttle(m, sv, clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0);
     if (c.handed_off) continue; /* a connect that may wait answers from its own thread */
     if (c.rec.op[0] != '\0') read_comm(&c.rec); /* while the caller surely lives */
     /* a refusal is kept only once it reached the caller: if the caller died or was
@@ -446,7 +477,8 @@ static int server_take(sbx_monitor *m) {
 
 sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths, int nro,
                                int mountns, int net_deny, int proxy_port, int transparent,
-                               const sbx_unix_cfg *u) {
+                               const sbx_unix_cfg *u, long long cpu_quota_us,
+                               long long cpu_period_us) {
   sbx_monitor *m = calloc(1, sizeof *m);
   if (m == NULL) {
     close(fd);
@@ -468,6 +500,11 @@ sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths
     m->nreserved = m->reserved ? u->nreserved : 0;
     m->reserve_only = !u->files_evidence;
     m->killable = u->killable;
+  }
+  if (cpu_quota_us > 0 && cpu_period_us > 0) {
+    m->cpu_quota_ns = cpu_quota_us * 1000;
+    m->cpu_period_ns = cpu_period_us * 1000;
+    m->cpu_credit_ns = m->cpu_quota_ns;
   }
   m->mountns = mountns;
   m->net_deny = net_deny;

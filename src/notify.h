@@ -83,6 +83,11 @@ typedef struct sbx_monitor {
   int reserve_only; /* file calls are notified for the reserved names only (no evidence) */
   int killable;     /* a caller's non-fatal signals wait for its answer (sbx_unix_cfg) */
   int refs;         /* the session, and each connect still waiting on its own thread */
+  /* the session's cpu limit, which the serving thread's work for it counts against: the
+   * host's CPU spent judging and making its calls (0: no limit) */
+  long long cpu_quota_ns, cpu_period_ns;
+  long long cpu_credit_ns; /* what the thread may still spend now (below 0: it waits) */
+  long long cpu_refill_at; /* CLOCK_MONOTONIC ns of the last refill */
 } sbx_monitor;
 
 static inline sbx_denial *sbx_record(sbx_monitor *m, int i) {
@@ -105,7 +110,8 @@ typedef struct sbx_unix_cfg {
 /* Takes ownership of fd; roots are copied. NULL on failure (fd closed). */
 sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths, int nro,
                                int mountns, int net_deny, int proxy_port, int transparent,
-                               const sbx_unix_cfg *unix_cfg);
+                               const sbx_unix_cfg *unix_cfg, long long cpu_quota_us,
+                               long long cpu_period_us);
 /* Stop serving and drop the session's hold: the listener closes and the monitor is freed once
  * no connect waits on its own thread. Call only after the session's processes are gone (a
  * live one would get ENOSYS). */

@@ -6,6 +6,7 @@
  * its read-only mounts hold) with its own copy of the name, as the caller would: with the
  * caller's umask, without the host's capabilities (the sandboxed process has none), and
  * answers with the result; an opened file goes to the caller with SECCOMP_ADDFD. */
+#include <dirent.h>
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
@@ -127,7 +128,13 @@ void emu_give_fd(sbx_call *c, int fd, int cloexec) {
 }
 
 /* The caller's controlling terminal, opened again through one of its descriptors on it
- * (what its open of /dev/tty names); -1 with errno ENXIO when it has none there. */
+ * (what its open of /dev/tty names); -1 with errno ENXIO when it has none there. Each
+ * descriptor is looked at through one O_PATH open of it, and only that object is opened
+ * again: the caller may swap what a number names between a look and an open (another
+ * thread's dup2 of a fifo outside over it would have been opened for writing, by a host
+ * that no Landlock rule binds). (The terminal is told by its number: a terminal of the same
+ * number in another devpts instance that the caller holds would be taken for it; the
+ * caller can only hold such a one if it was handed one.) */
 static int caller_tty(pid_t tid, int flags) {
   char path[64], buf[1024];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)tid);
@@ -140,13 +147,28 @@ static int caller_tty(pid_t tid, int flags) {
   unsigned long long tty = 0;
   if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %llu", &tty) != 1 || tty == 0)
     return errno = ENXIO, -1;
-  for (int i = 0; i < 256; i++) {
+  int want = (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_NOCTTY | O_CLOEXEC;
+  snprintf(path, sizeof path, "/proc/%d/fd", (int)tid);
+  DIR *dir = opendir(path); /* (the descriptors it has, not every number there could be) */
+  if (dir == NULL) return errno = ENXIO, -1;
+  struct dirent *d;
+  int e = ENXIO;
+  fd = -1;
+  while (fd < 0 && (d = readdir(dir)) != NULL) {
+    if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
+    int opath = openat(dirfd(dir), d->d_name, O_PATH | O_CLOEXEC);
+    if (opath < 0) continue;
     struct stat st;
-    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)tid, i);
-    if (stat(path, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == (dev_t)tty)
-      return open(path, (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_NOCTTY | O_CLOEXEC);
+    if (fstat(opath, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == (dev_t)tty) {
+      char self[48];
+      snprintf(self, sizeof self, "/proc/self/fd/%d", opath);
+      fd = open(self, want);
+      if (fd < 0) e = errno;
+    }
+    close(opath);
   }
-  return errno = ENXIO, -1;
+  closedir(dir);
+  return fd >= 0 ? fd : (errno = e, -1);
 }
 
 typedef struct pending_open {

@@ -129,7 +129,9 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
                  ? NULL
                  : sbx_monitor_start(listener, prep->roots, prep->nroots, ro, nro, prep->mountns_ok,
                                      strcmp(info->network, "deny") == 0, prep->proxy_port,
-                                     p->transp_fd[SBX_TRANSP_TLS] >= 0, judged ? &u : NULL);
+                                     p->transp_fd[SBX_TRANSP_TLS] >= 0, judged ? &u : NULL,
+                                     p->lim ? p->lim->want.cpu_quota_us : 0,
+                                     p->lim ? p->lim->want.cpu_period_us : 0);
     if (ro == NULL) close(listener);
     free(ro);
     info->notify = p->sbx != NULL;

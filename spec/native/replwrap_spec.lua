@@ -102,6 +102,19 @@ describe("luxec.replwrap", function()
         .. "number)", err_of(luxec.replwrap, { "sh" }, { prompt = "$ ", orig_prompt = 3 }))
     end)
 
+  it("a session given that echoes is set not to (pexpect's REPLWrapper does the same)",
+    function()
+      -- (sh -i: no line editor that would put a saved echo back)
+      local p = assert(luxec.spawn({ "sh", "-i" }, { tty = true,
+        env = { PS1 = "orig$ ", HOME = home, PATH = os.getenv("PATH") } }))
+      assert.is_true(p:getecho())
+      local r = assert(luxec.replwrap(p, { orig_prompt = { re = "[$#] " },
+        init = "PS1='[new''-3]> '", prompt = "[new-3]> ", timeout = 5 }))
+      assert.is_false(p:getecho())
+      assert.equals("x y\n", r:run("echo x y"))
+      r:close()
+    end)
+
   it("names bad options", function()
     assert.equals("bad option 'prompt' to 'replwrap' (the prompt the REPL shows expected)",
       err_of(luxec.replwrap, { "sh" }, {}))

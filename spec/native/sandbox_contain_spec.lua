@@ -842,6 +842,24 @@ keep("stty works on the session's terminal", {
   argv = function() return { "stty", "size" } end,
   check = function(_, res) assert.matches("^24 80\r?\n$", res.output) end,
 })
+keep("echo > /dev/tty (an open with O_CREAT the host makes) reaches the session's terminal", {
+  tty = true,
+  argv = function()
+    return { "sh", "-c", "exec 0</dev/null 1>/dev/null; echo to-the-tty > /dev/tty" }
+  end,
+  check = function(_, res) assert.matches("^to%-the%-tty\r?\n$", res.output) end,
+})
+keep("a PTY opened inside, made the controlling terminal: /dev/tty with O_CREAT opens it", {
+  argv = function()
+    return { "python3", "-c", "import os, pty, fcntl, termios\n"
+      .. "m, s = pty.openpty()\n"
+      .. "if os.getsid(0) != os.getpid(): os.setsid()\n"
+      .. "fcntl.ioctl(s, termios.TIOCSCTTY, 0)\n"
+      .. "fd = os.open('/dev/tty', os.O_WRONLY | os.O_CREAT)\n"
+      .. "os.write(fd, b'inner'); print('ok', os.read(m, 5).decode())" }
+  end,
+  check = function(_, res) assert.matches("^ok inner\r?\n$", res.output) end,
+})
 keep("an interactive read on the session's terminal", {
   tty = true,
   input = "typed-line\n",

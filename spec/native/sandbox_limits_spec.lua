@@ -251,6 +251,34 @@ describe("sandbox limits through the session's cgroup", function()
     spin:terminate({ grace_ms = 0 })
   end)
 
+  it("holds the host's work judging a session's calls to the session's cpu limit", function()
+    if H.valgrind then
+      pending("skipped: under valgrind the launch's child is valgrind's emulated fork")
+      return
+    end
+    -- each mkdir of a 4,000-byte path of "a/../" steps costs the caller nothing and the host
+    -- a lookup per step, on its own serving thread: outside the session's cgroup, so held to
+    -- the session's quota by the host (without that: ~0.2 CPU seconds a second here)
+    local function host_cpu()
+      local f = assert(io.open("/proc/self/stat"))
+      local fields = {}
+      for w in f:read("a"):match("%) (.*)"):gmatch("%S+") do fields[#fields + 1] = w end
+      f:close()
+      return (tonumber(fields[12]) + tonumber(fields[13])) / 100 -- (USER_HZ: 100)
+    end
+    local ws = H.tmpdir()
+    local p = assert(luxec.spawn({ HOG, "judged", "3" }, { cwd = ws,
+      sandbox = { mode = "workspace-write", network = "deny", limits = { cpu = 0.05 } } }))
+    finally(function() p:close() end)
+    local c0 = host_cpu()
+    local st = assert(p:wait({ timeout = 30 }))
+    local used = host_cpu() - c0
+    assert.equals(0, st.code)
+    assert.matches("^judged %d+\n$", (p:read()))
+    -- 3 s at 0.05 CPUs is 0.15 CPU seconds; the rest of the host's loop adds a little
+    assert.is_true(used < 0.4, ("the host spent %.2f CPU seconds in 3 s"):format(used))
+  end)
+
   it("gives the agent engine a line naming the limit", function()
     local e = exec.new({ deterministic = true, login = false,
       sandbox = full({ memory = "64M" }) })

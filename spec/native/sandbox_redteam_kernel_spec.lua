@@ -459,6 +459,30 @@ for _, how in ipairs({ { "connect", "s.sock", "connect" }, { "dgram", "d.sock", 
   })
 end
 
+-- The caller's terminal and a fifo outside swapped at one descriptor while /dev/tty is opened
+-- with O_CREAT (`echo > /dev/tty`), an open the host makes with the caller's terminal: a host
+-- that looked at a descriptor and opened it again opened the fifo for writing (no Landlock
+-- rule binds the host). A reader on the host tells whether anything came through the fifo.
+attempt("descriptor swaps", "/dev/tty opened with O_CREAT while a descriptor swaps between the "
+  .. "terminal and a fifo outside", {
+  prepare = function()
+    os.execute("rm -rf " .. SWAP_DIR .. "; mkdir -m 0777 " .. SWAP_DIR)
+    assert(os.execute("mkfifo -m 0666 " .. SWAP_DIR .. "/tty.fifo"))
+    local O_NONBLOCK = 2048 -- (a reader that does not wait for a writer)
+    return { fd = assert(uv.fs_open(SWAP_DIR .. "/tty.fifo", O_NONBLOCK, 0)) }
+  end,
+  argv = function() return { RT, "tty-swap", SWAP_DIR .. "/tty.fifo", "2000" } end,
+  effect = function(_, st, res)
+    local got = uv.fs_read(st.fd, 4096) or ""
+    uv.fs_close(st.fd)
+    os.execute("rm -rf " .. SWAP_DIR)
+    if got ~= "" or res.output:match("^ok") then
+      return "the fifo outside was written: " .. got .. res.output
+    end
+  end,
+  records = function() return {} end,
+})
+
 -- The descriptor and the address swapped together: an inet socket with an inet address (or a
 -- socket with no address) and a unix socket with a host socket's path in turn. A judge that
 -- let the kernel make a call it found harmless would have the kernel find the other pair.

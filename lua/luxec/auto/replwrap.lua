@@ -85,6 +85,13 @@ local function start(level, argv, opts)
       error("bad argument #1 to 'replwrap' (the process is closed)", level + 1)
     end
     argv = { "session " .. tostring(p.pid) }
+    -- (as pexpect's REPLWrapper: a terminal that echoes is set not to, or every line sent
+    -- would come back before its output; a line editor reading a line at this moment may put
+    -- its saved echo back when that line ends)
+    if p:size() and p:getecho() then
+      p:setecho(false)
+      p:wait_echo_off({ timeout = opts.timeout or M.defaults.timeout })
+    end
   else
     local env = { TERM = "dumb" } -- no colours, no bracketed paste from the line editor
     for k, v in pairs(opts.env or {}) do
@@ -113,8 +120,8 @@ local function start(level, argv, opts)
   return r
 end
 
---- Wrap a REPL. argv: the program, or a session already started (on a terminal; start it
---- with echo = false, or what is sent comes back in the output); opts: prompt (required:
+--- Wrap a REPL. argv: the program, or a session already started (on a terminal; one that
+--- echoes is set not to, as pexpect does); opts: prompt (required:
 --- the prompt it shows, or the one init sets), continuation (its continuation prompt), init
 --- (a line sent at orig_prompt that changes the prompt), orig_prompt, finish (a line sent
 --- once when the code ends inside a statement: "" ends a Python block), cancel (the line
