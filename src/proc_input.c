@@ -59,11 +59,13 @@ static const char *const cc_names[] = {"eof", "intr", "quit", "susp", "erase", "
 static const int cc_index[] = {VEOF, VINTR, VQUIT, VSUSP, VERASE, VKILL};
 
 /* p:tty_char(name) -> the byte the terminal now takes as "eof", "intr", "quit", "susp",
- * "erase" or "kill" (its termios), or nil for a pipe session or one whose terminal is gone
- * or has the character disabled. */
+ * "erase" or "kill" (its termios), or nil for a pipe session or one whose terminal has the
+ * character disabled; nil, "EPIPE: ...", "EPIPE" once nobody reads the terminal (what a
+ * write of that byte would get). */
 static int proc_tty_char(lua_State *L) {
   proc *p = proc_check(L, 1);
   int which = luaL_checkoption(L, 2, NULL, cc_names);
+  if (p->tty && p->in_err) return luxec_push_error(L, p->in_err);
   struct termios tio;
   int fd = p->out[0].fd >= 0 ? p->out[0].fd : p->in_fd;
   if (!p->tty || fd < 0 || tcgetattr(fd, &tio) != 0 ||

@@ -32,7 +32,9 @@ static void grow_pipe(pstream *s) {
 static void stream_eof(proc *p, pstream *s) {
   s->eof = 1;
   if (p->tty && p->in_fd >= 0) { /* the PTY's input ends with it (the descriptor is shared) */
-    if (p->wq.head != NULL) p->in_err = EIO;
+    /* Nobody reads the terminal any more: a write gets EPIPE, as on a pipe whose reader left.
+     * (A terminal whose close_stdin() was done keeps refusing writes as misuse.) */
+    if (!p->in_err && (p->wq.head != NULL || !p->stdin_closed)) p->in_err = EPIPE;
     proc_io_free_queue(p);
     p->in_fd = -1;
     p->in_polling = 0;
@@ -212,7 +214,9 @@ static ssize_t write_some(int fd, const char *data, size_t len) {
 }
 
 static void input_failed(proc *p, int err) {
-  p->in_err = err;
+  /* A terminal's master refuses writes with EIO once nothing has the terminal open: the
+   * caller gets the broken pipe a pipe's reader leaving gives. */
+  p->in_err = p->tty && err == EIO ? EPIPE : err;
   proc_io_stop_input(p);
 }
 
@@ -224,7 +228,8 @@ static void finish_close_stdin(proc *p) {
     struct termios tio;
     char eof = 4;
     if (p->out[0].fd >= 0 && tcgetattr(p->out[0].fd, &tio) == 0) eof = (char)tio.c_cc[VEOF];
-    if (p->in_fd >= 0 && write_some(p->in_fd, &eof, 1) < 0) p->in_err = errno;
+    ssize_t n = p->in_fd >= 0 ? write_some(p->in_fd, &eof, 1) : 0;
+    if (n < 0) input_failed(p, (int)-n);
     return;
   }
   proc_io_stop_input(p);
@@ -274,7 +279,7 @@ static int proc_write(lua_State *L) {
     ssize_t n = write_some(p->in_fd, data, len);
     if (n < 0) {
       input_failed(p, (int)-n);
-      return luxec_push_error(L, (int)-n);
+      return luxec_push_error(L, p->in_err);
     }
     done = (size_t)n;
   }
@@ -294,9 +299,11 @@ static int proc_input_queued(lua_State *L) {
   return 1;
 }
 
-/* p:close_stdin(): EOF for the child once everything queued is written. */
+/* p:close_stdin(): EOF for the child once everything queued is written; nil, "EPIPE: ...",
+ * "EPIPE" when its input is already gone (a write failed, or its terminal ended). */
 static int proc_close_stdin(lua_State *L) {
   proc *p = proc_check(L, 1);
+  if (p->in_err) return luxec_push_error(L, p->in_err);
   if (p->stdin_closed || p->close_in_pending || p->in_fd < 0) {
     lua_pushboolean(L, 1);
     return 1;

@@ -211,16 +211,20 @@ function Process:read_range(offset, length, stream) end
 function Process:snapshot(stream) end
 
 --- Write without blocking the loop (what the pipe does not take is queued): the bytes
---- accepted, or nil, "EPIPE: broken pipe", "EPIPE" after the child closed its end.
+--- accepted, or nil, "EPIPE: broken pipe", "EPIPE" after the child closed its end (on a
+--- terminal: once its output ended). send, sendline, sendcontrol, sendeof and close_stdin
+--- return the same then.
 ---@param data string
 ---@return integer|nil accepted
 ---@return string|nil err
 ---@return string|nil code
 function Process:write(data) end
 
---- EOF on stdin (the EOF character on a PTY).
+--- EOF on stdin (the EOF character on a PTY); nil, "EPIPE: broken pipe", "EPIPE" when the
+--- input is already gone.
 ---@return boolean|nil ok
 ---@return string|nil err
+---@return string|nil code
 function Process:close_stdin() end
 
 --- Send a signal to the program, or to its process group.

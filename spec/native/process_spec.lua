@@ -118,6 +118,39 @@ describe("luxec.spawn with pipes", function()
     p:close()
   end)
 
+  it("every input path returns EPIPE once a terminal's program is gone, none raises", function()
+    local p = assert(luxec.spawn({ "true" }, { tty = true }))
+    assert.equals(1, (p:expect(luxec.EOF, { timeout = 10 })))
+    local gone = { nil, "EPIPE: broken pipe", "EPIPE" }
+    assert.same(gone, { p:write("x") })
+    assert.same(gone, { p:send("x") })
+    assert.same(gone, { p:sendline("x") })
+    assert.same(gone, { p:sendcontrol("c") })
+    assert.same(gone, { p:sendeof() })
+    assert.same(gone, { p:close_stdin() })
+    assert.equals("EPIPE", p:status().stdin_error)
+    p:close()
+  end)
+
+  it("a write after close_stdin() still raises, on a terminal whose program is gone", function()
+    local p = assert(luxec.spawn({ "cat" }, { tty = true }))
+    assert.is_true(p:close_stdin()) -- cat reads the EOF character and exits
+    assert.equals(1, (p:expect(luxec.EOF, { timeout = 10 })))
+    assert.matches("write: stdin was closed with close_stdin%(%)$", H.err_of(p.write, p, "x"))
+    assert.is_true(p:close_stdin())
+    p:close()
+  end)
+
+  it("sendeof and close_stdin return EPIPE after a pipe's write got it", function()
+    local p = assert(luxec.spawn({ "true" }, { stdin = "pipe" }))
+    assert.equals(1, (p:expect(luxec.EOF, { timeout = 10 })))
+    local gone = { nil, "EPIPE: broken pipe", "EPIPE" }
+    assert.same(gone, { p:sendline("x") })
+    assert.same(gone, { p:sendeof() })
+    assert.same(gone, { p:close_stdin() })
+    p:close()
+  end)
+
   it("writes 10 MiB to cat while reading its output: nothing lost, the loop never blocked",
     function()
       local size = 10 * 1024 * 1024

@@ -52,6 +52,14 @@ describe("luxec.run with events", function()
     assert.is_true(H.now_ms() - t0 < 3000)
   end)
 
+  it("ends normally when the program exits before its prompt's answer is written", function()
+    -- (pexpect's run returns the output here too: the answer has nobody to read it)
+    local r = assert(luxec.run({ "sh", "-c", "printf 'Name: '; exit 0" }, { timeout = 10,
+      events = { ["Name: "] = function(p) assert(p:wait({ timeout = 10 })) return "bob\n" end } }))
+    assert.same({ 0, "Name: ", 1, false, false },
+      { r.code, r.output, r.events, r.stopped, r.timed_out })
+  end)
+
   it("an error raised by an answer function propagates; nothing is left running", function()
     local err = err_of(luxec.run, { "sh", "-c", "echo go; exec sleep 30" }, { events = {
       go = function() error("no answer for go", 0) end } })

@@ -116,7 +116,8 @@ return function(Process)
   function Process:sendeof()
     closed_error(self, "sendeof")
     if not self:size() then return self:close_stdin() end
-    local eof = self._core:tty_char("eof")
+    local eof, err, code = self._core:tty_char("eof")
+    if code then return nil, err, code end -- (nobody reads the terminal: EPIPE, as a write)
     if not eof then
       return nil, "EINVAL: the terminal's EOF character is disabled (stty eof)", "EINVAL"
     end

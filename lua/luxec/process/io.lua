@@ -76,8 +76,9 @@ return function(Process, check_open)
 
   --- Write to the program's input (its terminal, or its stdin pipe). Never blocks: what the
   --- pipe does not take now is queued. Returns the bytes accepted, or nil, "EPIPE: ...",
-  --- "EPIPE" once the program closed its end. Every input path (send, sendline, sendcontrol,
-  --- sendeof, interact) goes through here, so the parts (a recording) see all of it.
+  --- "EPIPE" once the program closed its end (a terminal: once its output ended). Every
+  --- input path (send, sendline, sendcontrol, sendeof, interact) goes through here, so the
+  --- parts (a recording) see all of it.
   ---@param data string
   ---@return integer|nil, string|nil, string|nil
   function Process:write(data)
@@ -101,7 +102,8 @@ return function(Process, check_open)
 
   --- The end of input: on a pipe, stdin is closed (the program reads EOF); on a terminal, the
   --- EOF character is written after what is queued and the terminal takes no more input.
-  --- (p:sendeof() is the terminal's ^D that leaves it usable.)
+  --- (p:sendeof() is the terminal's ^D that leaves it usable.) nil, "EPIPE: ...", "EPIPE"
+  --- when the input is already gone, as write returns then.
   ---@return boolean|nil, string|nil, string|nil
   function Process:close_stdin()
     check_open(self, "close_stdin")

@@ -90,6 +90,8 @@ local function answer_events(p, pats, answers, timeout_ms)
       if r == true then return count, true, false end
       answer = type(r) == "string" and r or nil
     end
+    -- (A program that ended first leaves nobody to read it: the send returns EPIPE, and the
+    -- next expect finds the EOF.)
     if answer then p:send(answer) end
   end
 end
