@@ -41,14 +41,29 @@ function Stream.screen(self)
 end
 Stream.expect_screen = Stream.screen
 
---- The status of a stream: {kind, name, eof, finished, running, exited, tty, write_queued}.
+--- The status of a stream: {kind, name, eof, finished, running, exited, tty, write_queued};
+--- after close(), the status it had then (running false), as a spawned session's.
 function Stream:status()
+  local final = self._final
+  if final and not self._core then -- (closed: the status it had then, a copy)
+    local st = {}
+    for k, v in pairs(final) do st[k] = v end
+    return st
+  end
   if not self._core then
     error(("attempt to call 'status' on a closed stream (%s)"):format(self.target), 2)
   end
   local st = self._core:status()
   st.finished = self._finished
   st.waiting_for_input = false
+  return st
+end
+
+--- The status close() keeps for status() and wait() after it: a stream still open then is
+--- ended by the close (killed_by "close"), as a spawned session's program.
+function Stream:_final_status()
+  local st = self:status()
+  if st.running then st.running, st.killed_by = false, "close" end
   return st
 end
 
