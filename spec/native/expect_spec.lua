@@ -131,6 +131,24 @@ describe("p:expect", function()
     assert.matches("attempt to call 'expect' on a closed process", err_of(p.expect, p, "x"))
   end)
 
+  it("takes the regex flags lua-rex-pcre2 knows, and names any other letter", function()
+    local p = sh("echo 'HELLO aaab'; sleep 30")
+    assert.same({ 1, "HELLO" }, { p:expect({ re = "h e l l o # a comment", flags = "xi" }) })
+    assert.same({ 1, " a" }, { p:expect({ re = " a+", flags = "U" }) }) -- (ungreedy)
+    assert.same({ 1, "aab" }, { p:expect({ re = "a+b", flags = "imsxU" }) })
+    for _, flags in ipairs({ "I", "u", "q", "zz9", "iq" }) do
+      local bad = flags:match("[^imsxU]")
+      local line = debug.getinfo(1, "l").currentline + 1 -- (the error names the caller's line)
+      local err = err_of(function() p:expect({ re = "hello", flags = flags }) end)
+      assert.equals(("expect_spec.lua:%d: bad argument #1 to 'expect' (unknown regex flag %q in " ..
+        "flags %q of \"hello\" (the flags are i caseless, m multiline, s dotall, x extended, " ..
+        "U ungreedy))"):format(line, bad, flags), err:match("expect_spec%.lua:.*"))
+    end
+    assert.matches("^bad option 'events' to 'run' %(unknown regex flag \"I\"",
+      err_of(luxec.run, { "true" }, { events = { [{ re = "x", flags = "I" }] = "y" } }))
+    p:close()
+  end)
+
   it("expect_exact matches strings as they are", function()
     local p = sh("echo '[a-z]+ (x)'")
     assert.same({ 1, "[a-z]+ (x)" }, { p:expect_exact({ "[a-z]+ (x)", luxec.EOF }) })

@@ -46,6 +46,10 @@ end
 
 local regex_cache = setmetatable({}, { __mode = "v" })
 
+-- The flag letters lua-rex-pcre2 takes in its flags string (each sets one PCRE2 option).
+local REGEX_FLAGS = "imsxU"
+local REGEX_FLAGS_TEXT = "the flags are i caseless, m multiline, s dotall, x extended, U ungreedy"
+
 local function compile_regex(fname, src, flags)
   local key = (flags or "") .. "/" .. src
   local r = regex_cache[key]
@@ -140,6 +144,12 @@ local function compile_one(fname, pat, exact)
     elseif type(pat.re) == "string" then
       if pat.flags ~= nil and type(pat.flags) ~= "string" then
         argerror(fname, 1, "regex flags must be a string such as \"i\" or \"ms\"")
+      end
+      -- lua-rex-pcre2 ignores a letter it does not know: a typo would be another regex.
+      local bad = pat.flags and pat.flags:match("[^" .. REGEX_FLAGS .. "]")
+      if bad then
+        argerror(fname, 1, ("unknown regex flag %q in flags %q of %q (%s)")
+          :format(bad, pat.flags, pat.re, REGEX_FLAGS_TEXT))
       end
       return { kind = "re", src = pat.re, re = compile_regex(fname, pat.re, pat.flags) }
     end

@@ -36,14 +36,15 @@ end
 
 ---@param Process luxec.Process  the class, being defined by luxec.process
 return function(Process)
-  --- Wait until the output matches one of `patterns` and consume it through the match.
-  --- A pattern is a plain string, {lua = "Lua pattern"}, {re = "PCRE2 regex", flags = "i"},
-  --- luxec.EOF (the output ended) or luxec.TIMEOUT (the wait ran out); one or a list. The
-  --- earliest match in the output wins, ties going to the first listed. Returns the index of
-  --- the pattern, the matched text and its captures, and sets p.before (the output before the
-  --- match), p.after and p.match (the matched text, or luxec.EOF / luxec.TIMEOUT) and
-  --- p.captures. Without a matching EOF or TIMEOUT pattern the end of the output or of the
-  --- wait returns nil, "eof: ..." or "timeout: ...", and "eof" or "timeout".
+  --- Wait until the output matches one of `patterns` and consume it through the match. A
+  --- pattern is a plain string, {lua = "Lua pattern"}, {re = "PCRE2 regex", flags = "i"}
+  --- (flags: letters of "imsxU"), luxec.EOF (the output ended) or luxec.TIMEOUT (the wait ran
+  --- out); one or a list. The earliest match in the output wins, ties going to the first
+  --- listed. Returns the index of the pattern, the matched text and its captures, and sets
+  --- p.before (the output before the match), p.after and p.match (the matched text, or
+  --- luxec.EOF / luxec.TIMEOUT) and p.captures. Without a matching EOF or TIMEOUT pattern the
+  --- end of the output or of the wait returns nil, "eof: ..." or "timeout: ...", and "eof" or
+  --- "timeout".
   --- At the end of the output expect also waits for the exit (within the timeout), so
   --- p:status() then says how the program ended; a program that closed its output and goes
   --- on running is still an EOF when the timeout passes, and p:status().running says so.
