@@ -228,6 +228,19 @@ describe("luxec.process.run", function()
   it("checks its own options", function()
     assert.has_error(function() luxec.run({ "true" }, { timeout = "1" }) end,
       "bad option 'timeout' to 'run' (non-negative number of seconds or false expected, got 1)")
+    assert.has_error(function() luxec.run({ "true" }, { timeout = -2 }) end,
+      "bad option 'timeout' to 'run' (non-negative number of seconds or false expected, got -2)")
+  end)
+
+  it("takes timeout = -1 as its default, no limit (pexpect's run(timeout=-1))", function()
+    local opts = { timeout = -1 }
+    local r = assert(luxec.run({ "sh", "-c", "sleep 0.2; echo done" }, opts))
+    assert.same({ 0, "done\n", false }, { r.code, r.output, r.timed_out })
+    assert.same({ timeout = -1 }, opts) -- (the caller's table is left as it was)
+    r = assert(luxec.run({ "sh", "-c", "printf 'Name: '; read n; echo \"hi $n\"" },
+      { timeout = -1, events = { ["Name: "] = "bob\n" } }))
+    assert.same({ 0, "Name: bob\r\nhi bob\r\n", 1, false },
+      { r.code, r.output, r.events, r.timed_out })
   end)
 end)
 

@@ -9,7 +9,7 @@ local M = {}
 local RUN_OPTIONS = { input = "string", events = "table" }
 
 ---@class luxec.RunOptions: luxec.SpawnOptions
----@field timeout number|false|nil  seconds before it is terminated (false or nil: no limit)
+---@field timeout number|false|nil  seconds before it is terminated (false, nil or -1: no limit)
 ---@field input string|nil  written to stdin, then EOF
 ---@field events table|nil  pattern -> answer: a string to send, or fn(p, match, count)
 
@@ -99,7 +99,8 @@ end
 --- Run a command to completion: {code, signal, signal_name, output, stderr, dropped,
 --- timed_out, sandbox, ...}; sandbox is status().sandbox of a sandboxed run (layers,
 --- denials, protected and masked paths), else nil. opts: every spawn option, plus timeout
---- (seconds, or false for none) and input (written to stdin, then EOF).
+--- (seconds, or false for none; -1 is the default, none, as pexpect's run(timeout=-1)) and
+--- input (written to stdin, then EOF).
 --- events (pexpect's run with events): {[pattern] = answer} or {{pattern, answer}, ...};
 --- whenever the output matches a pattern (as p:expect takes them: a plain string, {re =},
 --- {lua =}), its answer is sent — a string as it is, or a function fn(p, match, count) whose
@@ -116,6 +117,13 @@ function M.run(argv, opts)
   end
   if opts ~= nil and type(opts) ~= "table" then
     error("bad argument #2 to 'run' (options must be a table, got " .. type(opts) .. ")", 2)
+  end
+  -- (timeout = -1: run's default, no limit, as pexpect's run(timeout=-1) keeps its default)
+  if opts and opts.timeout == -1 then
+    local copy = {}
+    for k, v in pairs(opts) do copy[k] = v end
+    copy.timeout = nil
+    opts = copy
   end
   local sopts = {}
   for k, v in pairs(opts or {}) do
