@@ -299,11 +299,11 @@ static int proc_input_queued(lua_State *L) {
   return 1;
 }
 
-/* p:close_stdin(): EOF for the child once everything queued is written; nil, "EPIPE: ...",
- * "EPIPE" when its input is already gone (a write failed, or its terminal ended). */
+/* p:close_stdin(): EOF for the child once everything queued is written; true at once when
+ * its input is already gone (a write failed, or its terminal ended): no more input reaches
+ * it either way, and a script that ends its input after the program ended is not wrong. */
 static int proc_close_stdin(lua_State *L) {
   proc *p = proc_check(L, 1);
-  if (p->in_err) return luxec_push_error(L, p->in_err);
   if (p->stdin_closed || p->close_in_pending || p->in_fd < 0) {
     lua_pushboolean(L, 1);
     return 1;

@@ -212,7 +212,7 @@ function Process:snapshot(stream) end
 
 --- Write without blocking the loop (what the pipe does not take is queued): the bytes
 --- accepted, or nil, "EPIPE: broken pipe", "EPIPE" after the child closed its end (on a
---- terminal: once its output ended). send, sendline, sendcontrol, sendeof and close_stdin
+--- terminal: once its output ended). send, sendline, sendcontrol and a terminal's sendeof
 --- return the same then.
 ---@param data string
 ---@return integer|nil accepted
@@ -220,8 +220,8 @@ function Process:snapshot(stream) end
 ---@return string|nil code
 function Process:write(data) end
 
---- EOF on stdin (the EOF character on a PTY); nil, "EPIPE: broken pipe", "EPIPE" when the
---- input is already gone.
+--- EOF on stdin (the EOF character on a PTY); true also when the input is already gone (no
+--- more input reaches the program either way).
 ---@return boolean|nil ok
 ---@return string|nil err
 ---@return string|nil code

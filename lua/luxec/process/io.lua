@@ -102,8 +102,8 @@ return function(Process, check_open)
 
   --- The end of input: on a pipe, stdin is closed (the program reads EOF); on a terminal, the
   --- EOF character is written after what is queued and the terminal takes no more input.
-  --- (p:sendeof() is the terminal's ^D that leaves it usable.) nil, "EPIPE: ...", "EPIPE"
-  --- when the input is already gone, as write returns then.
+  --- (p:sendeof() is the terminal's ^D that leaves it usable.) true also when the input is
+  --- already gone: no more input reaches the program either way.
   ---@return boolean|nil, string|nil, string|nil
   function Process:close_stdin()
     check_open(self, "close_stdin")
