@@ -90,6 +90,20 @@ describe("pexpect's test_pxssh.py", function()
       assert.same({ nil, "auth" }, { none, code })
     end)
 
+  it("a cooked session whose prompt comes well before it reads (a loaded machine) is open "
+    .. "once it reads", function()
+      H.write_file(dir .. "/slow-ssh", COOKED_SSH:gsub("prompt = \"%$\"\n",
+        "prompt = \"$\"\nimport time\nsys.stdout.write(prompt); sys.stdout.flush()\n"
+        .. "time.sleep(1.5); prompt = \"\"\n", 1), tonumber("755", 8))
+      local s = assert(luxec.ssh.login({ host = "server", user = "me", password = "s3cret",
+        ssh = dir .. "/slow-ssh", timeout = 10 }))
+      s.process:sendline("ping")
+      assert(s.process:expect("pong", { timeout = 10 }))
+      s.process:sendline("exit")
+      assert(s.process:wait({ timeout = 10 }))
+      s.process:close()
+    end)
+
   it("test_wrong_pw", function()
     local s, msg, code = login("wr0ng")
     assert.same({ nil, "auth" }, { s, code })

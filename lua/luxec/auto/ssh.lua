@@ -196,6 +196,13 @@ local function authenticate(p, opts, deadline, timeout)
       -- ssh) is open once the program echoes again and waits for a line.
       st = p:status()
       if st.running and st.canonical == false then return true end
+      if secrets_sent > 0 and st.running and not st.echo_off and not st.waiting_for_input then
+        -- The prompt came before the program reads (a loaded machine): wait for that read,
+        -- within the login's time, not for more output (after a prompt none comes).
+        p:wait_input({ timeout = math.max(0, deadline - uv.hrtime() / 1e6) / 1000 })
+        st = p:status()
+        if st.running and st.canonical == false then return true end
+      end
       if secrets_sent > 0 and st.running and st.waiting_for_input and not st.echo_off then
         return true
       end
