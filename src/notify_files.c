@@ -8,6 +8,7 @@
  * the supervisor and the kernel's read the task's memory at different times: a task that
  * changes the path in between can at worst make a refusal go unrecorded (the kernel still
  * refuses it), never get through. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -413,8 +414,27 @@ out:
 
 /* ---- unlink, rmdir ---- */
 
+/* Whether the directory at l holds no name but "." and "..": 1, 0, or -1 when it cannot be
+ * read. */
+int file_dir_empty(sbx_task *t, sbx_loc *l) {
+  int dfd = loc_dirfd(t, l);
+  int fd = dfd < 0 ? -1 : openat(dfd, l->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR *d = fd < 0 ? NULL : fdopendir(fd);
+  if (d == NULL) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  int empty = 1;
+  struct dirent *e;
+  while (empty && (e = readdir(d)) != NULL)
+    empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+  closedir(d);
+  return empty;
+}
+
 static void judge_remove(sbx_call *c, const char *op, int dirfd, uint64_t addr) {
   char *path = c->to;
+  int rmdir = op[0] == 'r';
   if (c->m->reserve_only) return;
   if (file_arg_path(c, addr, path) < 0 || path[0] == '\0') return;
   sbx_task t;
@@ -433,6 +453,13 @@ static void judge_remove(sbx_call *c, const char *op, int dirfd, uint64_t addr) 
     goto out;
   }
   if (rc < 0) goto out;
+  /* A call that fails for the kernel's own reasons is left to it, unrecorded: unlink of a
+   * directory (EISDIR) or with a '/' after the name, rmdir of what is no directory
+   * (ENOTDIR) or of one that is not empty (ENOTEMPTY; the kernel looks at a mount point
+   * first: EBUSY for a protected one, as without evidence). */
+  int dir = S_ISDIR(st.st_mode);
+  if (rmdir ? !dir : dir || l.slash) goto out;
+  if (rmdir && file_dir_empty(&t, &l) == 0) goto out;
   /* a read-only path inside a root is a mount point in the sandbox: EBUSY */
   int err = inside ? (c->m->mountns ? EBUSY : EACCES) : file_write_errno(&t, &l, 0);
   refuse(c, op, err, full, NULL);

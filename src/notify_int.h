@@ -200,6 +200,8 @@ int notify_meta_call(sbx_call *c);
 int file_arg_path(sbx_call *c, uint64_t addr, char *out);
 /* Resolve l to the object (following final links when follow). 0 or -errno. */
 int file_resolve_obj(sbx_task *t, sbx_loc *l, int follow, struct stat *st);
+/* Whether the directory at l holds no name but "." and "..": 1, 0, or -1 (unreadable). */
+int file_dir_empty(sbx_task *t, sbx_loc *l);
 /* Whether path is one of the paths kept read-only (or masked). */
 int file_ro_path(const sbx_monitor *m, const char *path);
 /* Whether the new name l is refused as reserved (ancestor: or a directory above one). */

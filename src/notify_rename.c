@@ -17,6 +17,9 @@
 #define RENAME_NOREPLACE (1 << 0)
 #define RENAME_EXCHANGE (1 << 1)
 #endif
+#ifndef RENAME_WHITEOUT
+#define RENAME_WHITEOUT (1 << 2)
+#endif
 
 /* Whether `path` is, or is a directory above, one of `list`. */
 static int at_or_above(const char *path, char *const *list, int n) {
@@ -43,10 +46,48 @@ static long mount_id(sbx_task *t, sbx_loc *l) {
   return (long)sx.stx_mnt_id;
 }
 
+/* The kernel's own answer to a rename of a to b, which it gives before any the sandbox would
+ * (from, to: their paths): a missing name, a name already there (RENAME_NOREPLACE), a '/'
+ * after a file's name, a directory moved below itself or onto one of its own directories, a
+ * file onto a directory or a directory onto a file, a directory onto one not empty. 0 when
+ * the rename would be made; -1 when it changes nothing (one file under both names: the
+ * kernel answers 0). */
+static int rename_own_error(sbx_task *t, sbx_loc *a, sbx_loc *b, unsigned flags, const char *from,
+                            const char *to) {
+  struct stat sa, sb;
+  int rc = loc_lstat(t, a, &sa);
+  if (rc < 0) return -rc;
+  rc = loc_lstat(t, b, &sb);
+  if (rc < 0 && rc != -ENOENT) return -rc;
+  int there = rc == 0, adir = S_ISDIR(sa.st_mode), bdir = there && S_ISDIR(sb.st_mode);
+  if ((flags & RENAME_NOREPLACE) && there) return EEXIST;
+  if (flags & RENAME_EXCHANGE) {
+    if (!there) return ENOENT;
+    if (!bdir && b->slash) return ENOTDIR;
+  }
+  if (!adir && (a->slash || (!(flags & RENAME_EXCHANGE) && b->slash))) return ENOTDIR;
+  size_t nf = strlen(from), nt = strlen(to);
+  if (adir && nt > nf && strncmp(to, from, nf) == 0 && to[nf] == '/') return EINVAL;
+  if (bdir && nf > nt && strncmp(from, to, nt) == 0 && from[nt] == '/')
+    return (flags & RENAME_EXCHANGE) ? EINVAL : ENOTEMPTY;
+  if (there && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino) return -1;
+  if (!there || (flags & RENAME_EXCHANGE)) return 0;
+  if (adir != bdir) return adir ? ENOTDIR : EISDIR;
+  if (bdir && file_dir_empty(t, b) == 0) return ENOTEMPTY;
+  return 0;
+}
+
 /* rename and link: judged, then performed here (notify_create.c), never left to the kernel,
- * which would read the paths again. */
+ * which would read the paths again. A rename the kernel would fail for its own reasons
+ * (rename_own_error) is answered with its errno, unrecorded, whatever the sandbox would
+ * refuse in it. */
 void file_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t newaddr,
                  unsigned flags) {
+  if ((flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)) ||
+      ((flags & RENAME_EXCHANGE) && (flags & (RENAME_NOREPLACE | RENAME_WHITEOUT)))) {
+    answer(c, EINVAL);
+    return;
+  }
   if (file_arg_path(c, oldaddr, c->path) < 0 || file_arg_path(c, newaddr, c->to) < 0) {
     answer(c, EFAULT);
     return;
@@ -58,7 +99,6 @@ void file_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t
   sbx_task t;
   task_init(&t, (pid_t)c->req->pid);
   sbx_loc a, b;
-  struct stat st;
   char from[PATH_MAX], to[PATH_MAX];
   emu_state es;
   b.dirfd = -1;
@@ -74,21 +114,12 @@ void file_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t
   int pinned = pins_mount(c->m, from) || file_ro_path(c->m, to) ||
                ((flags & RENAME_EXCHANGE) && pins_mount(c->m, to));
   /* a new name onto a reserved one (an exchange puts something at both) */
-  int res = file_reserved(&t, c->m, &b, to, 1) ||
-            ((flags & RENAME_EXCHANGE) && file_reserved(&t, c->m, &a, from, 1));
+  int res = file_reserved(&t, c->m, &b, to, 1);
+  if (!res && (flags & RENAME_EXCHANGE)) res = file_reserved(&t, c->m, &a, from, 1);
   if (res || !wa || !wb || pinned) {
-    rc = loc_lstat(&t, &a, &st);
-    if (rc < 0) { /* ENOENT: nothing to protect, the error a program expects */
-      answer(c, -rc);
-      goto out;
-    }
-    rc = loc_lstat(&t, &b, &st);
-    if ((flags & RENAME_NOREPLACE) && rc == 0) {
-      answer(c, EEXIST);
-      goto out;
-    }
-    if ((flags & RENAME_EXCHANGE) && rc == -ENOENT) {
-      answer(c, ENOENT);
+    int own = rename_own_error(&t, &a, &b, flags, from, to);
+    if (own != 0) { /* (-1: nothing would change) */
+      answer(c, own < 0 ? 0 : own);
       goto out;
     }
     int err;
@@ -131,12 +162,12 @@ void file_link(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t n
   sbx_task t;
   task_init(&t, (pid_t)c->req->pid);
   sbx_loc a, b;
-  struct stat st;
+  struct stat st, obj; /* (obj: the file linked) */
   char from[PATH_MAX], to[PATH_MAX];
   emu_state es;
   b.dirfd = -1;
   int rc = c->path[0] == '\0' ? loc_fd(&t, olddir, &a) : loc_parent(&t, olddir, c->path, &a);
-  if (rc == 0) rc = file_resolve_obj(&t, &a, flags & AT_SYMLINK_FOLLOW, &st);
+  if (rc == 0) rc = file_resolve_obj(&t, &a, flags & AT_SYMLINK_FOLLOW, &obj);
   if (rc == 0) rc = loc_parent(&t, newdir, c->to, &b);
   if (rc < 0 || b.type != LAST_NORM) {
     answer(c, rc < 0 ? -rc : EEXIST);
@@ -149,11 +180,16 @@ void file_link(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t n
   }
   loc_path(&a, from, sizeof from);
   loc_path(&b, to, sizeof to);
-  if (file_reserved(&t, c->m, &b, to, 0)) {
+  int res = file_reserved(&t, c->m, &b, to, 0);
+  int wb = path_writable(c->m, b.dir), wa = path_writable(c->m, from);
+  if ((res || !wa || !wb) && S_ISDIR(obj.st_mode)) { /* the kernel's own: no hard link */
+    answer(c, EPERM);
+    goto out;
+  }
+  if (res) {
     refuse(c, "link", EACCES, from, to);
     goto out;
   }
-  int wb = path_writable(c->m, b.dir), wa = path_writable(c->m, from);
   if (!wa || !wb) {
     /* the new name is refused first (EROFS, EACCES); a name in a root for a file outside it
      * would give it rights it has not: EXDEV (a mount boundary, or Landlock's refer rule) */

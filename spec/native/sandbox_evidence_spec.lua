@@ -353,6 +353,91 @@ describe("sandbox evidence (workspace-write, network denied)", function()
     end)
   end)
 
+  -- A protected name (the workspace's .git: read-only in the sandbox, and a reserved name) in
+  -- a call the kernel fails for its own reasons: its errno, and no record, with evidence and
+  -- without; a call that would otherwise succeed is refused and recorded.
+  describe("on a protected name, the kernel's own errors come first", function()
+    if not H.have("git") then return end
+    before_each(function()
+      assert(os.execute("git init -q '" .. root .. "'"))
+      write_file(root .. "/f", "f\n")
+      assert(uv.fs_mkdir(root .. "/d", 493))
+      assert(uv.fs_mkdir(root .. "/sub", 493))
+    end)
+
+    local function both(argv)
+      local out, _, report = jail(argv)
+      local out2, _, report2 = jail(argv, { sandbox = { mode = "workspace-write",
+        network = "deny", workspace = root, evidence = false } })
+      return out, report, out2, report2
+    end
+
+    for _, case in ipairs({
+      { "unlink of the .git directory", { "unlink", ".git" }, "EISDIR" },
+      { "unlinkat (no AT_REMOVEDIR) of it", { "unlinkat", ".git" }, "EISDIR" },
+      { "unlink of it with a '/'", { "unlink", ".git/" }, "EISDIR" },
+      -- (not empty: the kernel looks at the mount point first)
+      { "rmdir of it", { "rmdir", ".git" }, "EBUSY" },
+      { "unlinkat (AT_REMOVEDIR) of it", { "rmdirat", ".git" }, "EBUSY" },
+      -- (a file in the read-only .git: the kernel says EROFS before it looks at the type)
+      { "rmdir of its HEAD, a file", { "rmdirat", ".git/HEAD" }, "EROFS" },
+      { "rename of a file onto it", { "rename", "f", ".git" }, "EISDIR" },
+      { "RENAME_NOREPLACE onto it", { "rename2", "f", ".git", "n" }, "EEXIST" },
+      { "RENAME_NOREPLACE of it onto a file", { "rename2", ".git", "f", "n" }, "EEXIST" },
+      { "RENAME_EXCHANGE with a missing name", { "rename2", ".git", "missing", "x" }, "ENOENT" },
+      { "rename of a missing file onto it", { "rename", "missing", ".git" }, "ENOENT" },
+      { "rename of an empty directory onto it", { "rename", "d", ".git" }, "ENOTEMPTY" },
+      { "rename of it onto a file", { "rename", ".git", "f" }, "ENOTDIR" },
+      { "rename of it below itself", { "rename", ".git", ".git/x" }, "EINVAL" },
+      { "rename of a file with a '/' onto sub/.git", { "rename", "f/", "sub/.git" }, "ENOTDIR" },
+      { "rename of it onto itself (nothing changes)", { "rename", ".git", ".git" }, "ok" },
+      { "a hard link of a directory as sub/.git", { "link", "d", "sub/.git" }, "EPERM" },
+      { "mkdir of it", { "mkdir", ".git" }, "EEXIST" },
+      { "symlink as it", { "symlink", ".git", "f" }, "EEXIST" },
+      { "O_CREAT of it", { "open", ".git", "wc" }, "EISDIR" },
+      { "O_CREAT|O_EXCL of it", { "open", ".git", "wcx" }, "EEXIST" },
+      { "O_CREAT of sub/.git/ (a '/')", { "open", "sub/.git/", "wc" }, "EISDIR" },
+      { "chmod of sub/.git, missing", { "fchmodat2", "sub/.git" }, "ENOENT" },
+    }) do
+      it(case[1] .. " (" .. case[3] .. ")", function()
+        local out, report, out2, report2 = both({ EV, table.unpack(case[2]) })
+        assert.equals(case[3], out)
+        none(report)
+        assert.equals(case[3], out2)
+        none(report2)
+        assert.is_true(exists(root .. "/.git/HEAD"))
+        assert.equals("f\n", read_file(root .. "/f"))
+        assert.is_false(exists(root .. "/sub/.git"))
+      end)
+    end
+
+    -- what would otherwise be made is refused and recorded (the reserved name: in both modes)
+    for _, case in ipairs({
+      { "rename of a directory as sub/.git", { "rename", "d", "sub/.git" }, "EACCES" },
+      { "RENAME_NOREPLACE of a file as sub/.git", { "rename2", "f", "sub/.git", "n" }, "EACCES" },
+      { "mkdir of sub/.git", { "mkdir", "sub/.git" }, "EACCES" },
+      { "O_CREAT of sub/.GIT", { "open", "sub/.GIT", "wc" }, "EACCES" },
+      { "a hard link of a file as sub/.git", { "link", "f", "sub/.git" }, "EACCES" },
+    }) do
+      it(case[1] .. " (" .. case[3] .. ", recorded)", function()
+        local out, report, out2, report2 = both({ EV, table.unpack(case[2]) })
+        assert.equals(case[3], out)
+        only(report, { op = case[2][1]:gsub("2$", ""), error = case[3] })
+        assert.equals(case[3], out2)
+        only(report2, { op = case[2][1]:gsub("2$", ""), error = case[3] })
+        assert.is_false(exists(root .. "/sub/.git") or exists(root .. "/sub/.GIT"))
+      end)
+    end
+
+    it("rename of the .git directory itself is refused and recorded (a mount point)", function()
+      local out, report = both({ EV, "rename", ".git", "moved" })
+      assert.is_truthy(out == "EBUSY" or out == "EACCES", out)
+      only(report, { op = "rename", path = root .. "/.git", to = root .. "/moved", error = out })
+      assert.is_true(exists(root .. "/.git/HEAD"))
+      assert.is_false(exists(root .. "/moved"))
+    end)
+  end)
+
   describe("what keeps working leaves no record", function()
     it("an O_TMPFILE file in a root", function()
       local out, _, report = ev("open", root, "T")

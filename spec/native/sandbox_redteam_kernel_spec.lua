@@ -615,11 +615,14 @@ py("a hard link of a file outside into the workspace: refused, its record",
 py("write a file outside through a link in the workspace: the file's record",
   try("os.open('lnk', os.O_WRONLY)"), { { "open", function(ctx) return ctx.target end } },
   { prepare = link_out })
-py("move a directory of the workspace over one outside: its record",
-  try("os.mkdir('d')") .. "\n" .. try("os.rename('d', O)") .. "\n" .. try("os.rmdir('d')"),
-  { { "rename", function(ctx) return ctx.ws .. "/d" end, function(ctx) return ctx.out end,
-    mode = "workspace-write" },
-    { "mkdir", function(ctx) return ctx.ws .. "/d" end, mode = "read-only" } })
+-- (over one that is not empty: the kernel's ENOTEMPTY, no record)
+py("move a directory of the workspace over an empty one outside: its record",
+  try("os.mkdir('d')") .. "\n" .. try("os.rename('d', O)") .. "\n"
+    .. try("os.rename('d', O + '/empty')") .. "\n" .. try("os.rmdir('d')"),
+  { { "rename", function(ctx) return ctx.ws .. "/d" end,
+    function(ctx) return ctx.out .. "/empty" end, mode = "workspace-write" },
+    { "mkdir", function(ctx) return ctx.ws .. "/d" end, mode = "read-only" } },
+  { prepare = function(ctx) uv.fs_mkdir(ctx.out .. "/empty", 493) end })
 py("utime, chmod, chown, setxattr of a file outside: one record each",
   try("os.utime(O + '/target')") .. "\n" .. try("os.chmod(O + '/target', 0o666)") .. "\n"
     .. try("os.chown(O + '/target', os.getuid(), os.getgid())") .. "\n"
