@@ -14,8 +14,6 @@
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -53,97 +51,6 @@ int file_ro_path(const sbx_monitor *m, const char *path) {
   for (int i = 0; i < m->nro; i++)
     if (strcmp(path, m->ro_paths[i]) == 0) return 1;
   return 0;
-}
-
-static int has(sbx_task *t, sbx_loc *l, const char *name) {
-  struct stat st;
-  int fd = loc_dirfd(t, l);
-  return fd >= 0 && fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-}
-
-/* The names git takes a directory for a repository by are made one at a time in a
- * directory, by every session of every host: the look at the other names and the making of
- * this one hold an flock of the directory (and, among a host's sessions, a mutex) until the
- * call is over (task_free). Two sessions making objects/ and refs/ at once would otherwise
- * both find the other missing. 0, or -1 when the lock cannot be had (refused: a process may
- * hold the flock itself; it is waited for 0.2 s at most). */
-static pthread_mutex_t gitdir_mutex = PTHREAD_MUTEX_INITIALIZER;
-
-static int gitdir_lock(sbx_task *t, sbx_loc *l) {
-  int slot = t->gitlock[0] < 0 ? 0 : 1;
-  if (t->gitlock[slot] >= 0) return -1;
-  int dfd = loc_dirfd(t, l);
-  int fd = dfd < 0 ? -1 : openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  struct stat a, b; /* (a rename's two names in one directory: one lock) */
-  if (slot == 1 && fstat(fd, &a) == 0 && fstat(t->gitlock[0], &b) == 0 && a.st_dev == b.st_dev &&
-      a.st_ino == b.st_ino) {
-    close(fd);
-    return 0;
-  }
-  if (t->gitmutex == NULL) {
-    pthread_mutex_lock(&gitdir_mutex);
-    t->gitmutex = &gitdir_mutex;
-  }
-  for (int i = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; i++) {
-    if (errno != EWOULDBLOCK || i == 200) {
-      close(fd);
-      return -1;
-    }
-    usleep(1000);
-  }
-  t->gitlock[slot] = fd;
-  return 0;
-}
-
-/* Whether the new name l would complete a git directory where it is: git takes a directory
- * holding HEAD, objects/ and refs/ (or HEAD and a commondir file naming where the other two
- * are) for a repository, and runs what its config names (core.pager...) for a git command
- * run there or below. */
-static int completes_gitdir(sbx_task *t, sbx_loc *l) {
-  const char *n = l->name;
-  if (strcasecmp(n, "HEAD") != 0 && strcasecmp(n, "objects") != 0 && strcasecmp(n, "refs") != 0 &&
-      strcasecmp(n, "commondir") != 0)
-    return 0;
-  if (gitdir_lock(t, l) < 0) return 1;
-  if (strcasecmp(n, "HEAD") == 0)
-    return (has(t, l, "objects") && has(t, l, "refs")) || has(t, l, "commondir");
-  if (strcasecmp(n, "objects") == 0) return has(t, l, "HEAD") && has(t, l, "refs");
-  if (strcasecmp(n, "refs") == 0) return has(t, l, "HEAD") && has(t, l, "objects");
-  if (strcasecmp(n, "commondir") == 0) return has(t, l, "HEAD");
-  return 0;
-}
-
-/* Whether the new name l (full: its path) is reserved: a protected name (any case: on a
- * case-insensitive file system ".GIT" is ".git") made anywhere in a writable root, the name
- * that would complete a git directory, or a missing protected path; with ancestor, also a
- * directory above such a path (a rename or a symbolic link there would put the path in
- * place). Outside the roots the kernel refuses. */
-int file_reserved(sbx_task *t, const sbx_monitor *m, sbx_loc *l, char *full, int ancestor) {
-  if (m->nreserved == 0 || l->type != LAST_NORM) return 0;
-  /* A reserved path is compared as a path: the directory's, read back from the descriptor
-   * the call will be made on (a cwd moved, or a directory renamed, since the walk read it
-   * would otherwise name another place than the one the name is made in); full (PATH_MAX
-   * bytes) becomes that path, for the record. */
-  for (int i = 0; i < m->nreserved; i++) {
-    if (m->reserved[i][0] != '/') continue;
-    int rc = loc_settle(t, l);
-    if (rc == -ENOENT) return 0; /* a removed directory: the call fails there with ENOENT */
-    if (rc < 0) return 1;        /* unreadable: refuse rather than guess */
-    loc_path(l, full, PATH_MAX);
-    break;
-  }
-  if (!path_writable(m, l->dir)) return 0;
-  size_t n = strlen(full);
-  for (int i = 0; i < m->nreserved; i++) {
-    const char *r = m->reserved[i];
-    if (r[0] != '/') {
-      if (strcasecmp(l->name, r) == 0) return 1;
-    } else if (strcmp(full, r) == 0 || (ancestor && strncmp(full, r, n) == 0 && r[n] == '/')) {
-      return 1;
-    }
-  }
-  return completes_gitdir(t, l);
 }
 
 /* A refusal of the policy (not of a reserved name): recorded only with file evidence (the
@@ -213,8 +120,9 @@ static void open_create(sbx_call *c, int dirfd, const char *path, int flags, uns
     loc_path(&l, full, sizeof full);
     rc = loc_lstat(&t, &l, &st);
     if (rc == -ENOENT) { /* a new name */
-      if (file_reserved(&t, c->m, &l, full, 0)) {
-        refuse(c, "open", EACCES, full, NULL);
+      int res = file_reserved(&t, c->m, &l, full, 0);
+      if (res) {
+        refuse(c, "open", file_reserved_errno(res), full, NULL);
       } else if (!path_writable(c->m, l.dir)) {
         file_deny(c, "open", file_write_errno(&t, &l, 0), full, NULL);
       } else {
@@ -384,8 +292,9 @@ void make_name(sbx_call *c, const char *op, int dirfd, int kind, unsigned mode, 
     goto out;
   }
   loc_path(&l, full, sizeof full);
-  if (file_reserved(&t, c->m, &l, full, kind == MK_LINK)) {
-    refuse(c, op, EACCES, full, NULL);
+  int res = file_reserved(&t, c->m, &l, full, kind == MK_LINK);
+  if (res) {
+    refuse(c, op, file_reserved_errno(res), full, NULL);
     goto out;
   }
   if (!path_writable(c->m, l.dir) || device) {

@@ -47,9 +47,9 @@ typedef struct sbx_task {
   pid_t tid;
   int rootfd; /* O_PATH of the walk's root (the task's root, or a RESOLVE_IN_ROOT dirfd) */
   char rootpath[PATH_MAX];
-  int flags;                 /* W_* */
-  int gitlock[2];            /* directories locked while a git directory's name is made */
-  pthread_mutex_t *gitmutex; /* (held with them) */
+  int flags;       /* W_* */
+  int gitlock[2];  /* directories locked while a git directory's name is made */
+  void *gitdir[2]; /* (their mutexes, held with them: notify_reserved.c) */
 } sbx_task;
 
 enum { W_NOSYM = 1, W_NOMAGIC = 2, W_BENEATH = 4, W_INROOT = 8 };
@@ -204,8 +204,17 @@ int file_resolve_obj(sbx_task *t, sbx_loc *l, int follow, struct stat *st);
 int file_dir_empty(sbx_task *t, sbx_loc *l);
 /* Whether path is one of the paths kept read-only (or masked). */
 int file_ro_path(const sbx_monitor *m, const char *path);
-/* Whether the new name l is refused as reserved (ancestor: or a directory above one). */
+/* ---- notify_reserved.c ---- */
+
+/* Whether the new name l is refused as reserved (ancestor: or a directory above one):
+ * RES_NAME; RES_LOCKED when it is a name that completes a git directory and that
+ * directory's lock could not be had; else RES_NO. */
+enum { RES_NO, RES_NAME, RES_LOCKED };
 int file_reserved(sbx_task *t, const sbx_monitor *m, sbx_loc *l, char *full, int ancestor);
+/* The errno of a refused reserved name: EACCES; EAGAIN for RES_LOCKED. */
+int file_reserved_errno(int res);
+/* Let go of the directories locked by file_reserved (task_free). */
+void file_gitdir_unlock(sbx_task *t);
 /* A refusal of the policy: recorded only with file evidence. */
 void file_deny(sbx_call *c, const char *op, int err, const char *path, const char *to);
 /* The errno of a write refused in l's directory (obj: on the last component itself). */

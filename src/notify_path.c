@@ -29,18 +29,13 @@ void task_init(sbx_task *t, pid_t tid) {
   strcpy(t->rootpath, "/");
   t->flags = 0;
   t->gitlock[0] = t->gitlock[1] = -1;
-  t->gitmutex = NULL;
+  t->gitdir[0] = t->gitdir[1] = NULL;
 }
 
 void task_free(sbx_task *t) {
   if (t->rootfd >= 0) close(t->rootfd);
   t->rootfd = -1;
-  for (int i = 0; i < 2; i++) { /* (the call that made the name is over) */
-    if (t->gitlock[i] >= 0) close(t->gitlock[i]);
-    t->gitlock[i] = -1;
-  }
-  if (t->gitmutex != NULL) pthread_mutex_unlock(t->gitmutex);
-  t->gitmutex = NULL;
+  file_gitdir_unlock(t);
 }
 
 void loc_free(sbx_loc *l) {

@@ -124,7 +124,7 @@ void file_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t
     }
     int err;
     if (res) {
-      err = EACCES;
+      err = file_reserved_errno(res);
     } else if (!wa || !wb) {
       int ro = loc_readonly(&t, &a, 0) || loc_readonly(&t, &b, 0);
       err = !ro ? EACCES : mount_id(&t, &a) != mount_id(&t, &b) ? EXDEV : EROFS;
@@ -187,7 +187,7 @@ void file_link(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t n
     goto out;
   }
   if (res) {
-    refuse(c, "link", EACCES, from, to);
+    refuse(c, "link", file_reserved_errno(res), from, to);
     goto out;
   }
   if (!wa || !wb) {
