@@ -182,7 +182,17 @@ out:
 
 static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, unsigned mode,
                        uint64_t resolve) {
-  if (flags & O_PATH) return; /* no access at all */
+  if (flags & O_PATH) return; /* no access at all (the kernel drops every other flag) */
+  /* the kernel's own EINVAL first, unrecorded: an unnamed file (its bit, 020000000: the C
+   * library's __O_TMPFILE has O_DIRECTORY in it) needs O_DIRECTORY, no O_CREAT and write
+   * access */
+  const uint64_t tmp_bit = 020000000;
+  if ((flags & tmp_bit) &&
+      ((flags & (tmp_bit | O_DIRECTORY | O_CREAT)) != (tmp_bit | O_DIRECTORY) ||
+       (flags & O_ACCMODE) == O_RDONLY)) {
+    answer(c, EINVAL);
+    return;
+  }
   int tmpfile = (flags & O_TMPFILE) == O_TMPFILE;
   int creat = (flags & O_CREAT) && !tmpfile;
   int acc = (int)(flags & O_ACCMODE);
@@ -263,6 +273,10 @@ void make_name(sbx_call *c, const char *op, int dirfd, int kind, unsigned mode, 
   int device = 0;
   if (kind == MK_NODE) {
     unsigned type = mode & S_IFMT;
+    if (type == S_IFDIR) { /* the kernel's first answer (may_mknod), before the path */
+      answer(c, EPERM);
+      return;
+    }
     if (type != 0 && type != S_IFREG && type != S_IFCHR && type != S_IFBLK && type != S_IFIFO &&
         type != S_IFSOCK) {
       answer(c, EINVAL);

@@ -137,6 +137,13 @@ void file_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t
       file_deny(c, "rename", err, from, to);
     goto out;
   }
+  if (a.slash || b.slash) { /* (the names made below have none: a file's '/' is ENOTDIR) */
+    int own = rename_own_error(&t, &a, &b, flags, from, to);
+    if (own != 0) {
+      answer(c, own < 0 ? 0 : own);
+      goto out;
+    }
+  }
   int da = loc_dirfd(&t, &a), db = loc_dirfd(&t, &b);
   if (da < 0 || db < 0 || (rc = emu_begin(c, &es)) < 0) {
     answer(c, da < 0 ? -da : db < 0 ? -db : -rc);
@@ -151,6 +158,10 @@ out:
 }
 
 void file_link(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t newaddr, int flags) {
+  if (flags & ~(AT_SYMLINK_FOLLOW | AT_EMPTY_PATH)) { /* the kernel's first answer */
+    answer(c, EINVAL);
+    return;
+  }
   if (file_arg_path(c, oldaddr, c->path) < 0 || file_arg_path(c, newaddr, c->to) < 0) {
     answer(c, EFAULT);
     return;

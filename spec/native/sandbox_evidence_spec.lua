@@ -429,6 +429,35 @@ describe("sandbox evidence (workspace-write, network denied)", function()
       end)
     end
 
+    -- the kernel's checks of the arguments come before the path: its errno, no record, and
+    -- nothing made (inside as outside)
+    for _, case in ipairs({
+      { "O_TMPFILE without O_DIRECTORY, outside", function() return { "open", outside, "U" } end,
+        "EINVAL" },
+      { "O_TMPFILE with O_CREAT, outside", function() return { "open", outside, "Tc" } end,
+        "EINVAL" },
+      { "mknod of a directory, inside", function() return { "mknod-dir", "newdir" } end, "EPERM" },
+      { "mknod of a directory, outside",
+        function() return { "mknod-dir", outside .. "/newdir" } end, "EPERM" },
+      { "rename of a file to a name with a '/'", function() return { "rename", "f", "g/" } end,
+        "ENOTDIR" },
+      { "rename of a file named with a '/'", function() return { "rename", "f/", "g" } end,
+        "ENOTDIR" },
+      { "linkat with a flag the kernel does not know",
+        function() return { "linkat-badflags", "f", "g" } end, "EINVAL" },
+    }) do
+      it(case[1] .. " (" .. case[3] .. ", no record)", function()
+        local out, report, out2, report2 = both({ EV, table.unpack(case[2]()) })
+        assert.equals(case[3], out)
+        none(report)
+        assert.equals(case[3], out2)
+        none(report2)
+        assert.equals("f\n", read_file(root .. "/f"))
+        assert.is_false(exists(root .. "/g") or exists(root .. "/newdir")
+          or exists(outside .. "/newdir"))
+      end)
+    end
+
     it("rename of the .git directory itself is refused and recorded (a mount point)", function()
       local out, report = both({ EV, "rename", ".git", "moved" })
       assert.is_truthy(out == "EBUSY" or out == "EACCES", out)
