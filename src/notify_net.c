@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -104,8 +105,57 @@ static int to_proxy(const sbx_call *c, const struct sockaddr_storage *ss, sock_k
   return ntohl(in->sin_addr.s_addr) == INADDR_LOOPBACK;
 }
 
-/* connect, sendto, sendmsg: a destination, from a socket of kind k. */
-static void judge_dest(sbx_call *c, const char *op, uint64_t addr, uint64_t len, sock_kind k) {
+#define SIN6_LEN_RFC2133 24 /* the shortest inet6 address the kernel takes (no scope id) */
+
+/* A TCP socket's own answer to a connect, which the kernel gives before it looks at the
+ * address: a socket that is connected, connecting or listening answers EISCONN or EALREADY
+ * (or waits for the connect under way) whatever the address, and connects nowhere new: -1,
+ * the host's own connect (or send) answers. One that is closed may still be connected (a
+ * peer's reset) or have a failed connect to report: the kernel is asked with an address too
+ * short for any connect (IPPROTO_TCP checks the length first, after the state), and
+ * answers EINVAL when the state lets a connect go on (0 here). */
+static int tcp_state(const sbx_sock *sk, sock_kind k) {
+  struct tcp_info ti;
+  socklen_t l = sizeof ti;
+  if (getsockopt(sk->fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0 || l < 1) return 0;
+  if (ti.tcpi_state != TCP_CLOSE) return -1;
+  if (k.protocol != IPPROTO_TCP) return 0; /* (MPTCP's connect makes a subflow first) */
+  struct sockaddr_storage probe = {.ss_family = (sa_family_t)sk->family};
+  if (connect(sk->fd, (const struct sockaddr *)&probe, sizeof(sa_family_t)) == 0) return 0;
+  return errno == EINVAL ? 0 : errno;
+}
+
+/* The kernel's own answer, before the destination is used, to an inet address ss (len) given
+ * to the inet socket sk of kind k (connects: a connect, or a TCP send that connects): the
+ * socket's state (TCP), the send's flags (UDP's MSG_OOB), an address shorter than its
+ * family's or of a family the socket takes none of. 0: none (the address is the call's); -1:
+ * the socket ignores the address (tcp_state). A call the kernel fails for one of these is
+ * no refusal of the sandbox's: answered with the kernel's errno, unrecorded. */
+static int inet_kernel_check(const sbx_sock *sk, sock_kind k, int connects, int flags,
+                             const struct sockaddr_storage *ss, socklen_t len) {
+  if (is_tcp(k) && connects) {
+    int e = tcp_state(sk, k);
+    if (e != 0) return e;
+  }
+  if (is_udp(k) && !connects && (flags & MSG_OOB)) return EOPNOTSUPP;
+  if (sk->family == AF_INET) /* (TCP, UDP, ping and raw alike) */
+    return len < sizeof(struct sockaddr_in) ? EINVAL : ss->ss_family != AF_INET ? EAFNOSUPPORT : 0;
+  if (sk->family != AF_INET6) return 0;
+  if (ss->ss_family == AF_INET6) return len < SIN6_LEN_RFC2133 ? EINVAL : 0;
+  if (!is_udp(k)) /* an AF_INET address on an inet6 socket: only UDP takes one */
+    return len < SIN6_LEN_RFC2133 ? EINVAL : EAFNOSUPPORT;
+  int v6only = 0;
+  socklen_t l = sizeof v6only;
+  if (getsockopt(sk->fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &l) == 0 && v6only)
+    return connects ? EAFNOSUPPORT : ENETUNREACH;
+  return len < sizeof(struct sockaddr_in) ? EINVAL : 0;
+}
+
+/* connect, sendto, sendmsg with the network denied in full access (the kernel makes the
+ * call): a destination, from the socket sk of kind k. The kernel's own failures go on to it
+ * unrecorded (the network namespace keeps in whatever the memory says by then). */
+static void judge_dest(sbx_call *c, const char *op, uint64_t addr, uint64_t len, const sbx_sock *sk,
+                       sock_kind k) {
   struct sockaddr_storage ss;
   int rc = read_addr(c, addr, len, &ss);
   if (rc == 0) return;
@@ -113,15 +163,25 @@ static void judge_dest(sbx_call *c, const char *op, uint64_t addr, uint64_t len,
     answer(c, EFAULT);
     return;
   }
-  /* unix sockets are judged by the kernel layers; the network namespace keeps the rest
-   * in, whatever the memory says by then: a refusal here is the evidence */
-  if (ss.ss_family == AF_UNIX || !c->m->net_deny || to_proxy(c, &ss, k)) return;
+  const __u64 *a = c->req->data.args;
+  int nr = c->req->data.nr;
+  int flags = nr == SYS_connect ? 0 : (int)(nr == SYS_sendmsg ? a[2] : a[3]);
+  int connects = nr == SYS_connect || (is_tcp(k) && (flags & MSG_FASTOPEN));
+  if (is_tcp(k) && !connects) return; /* (a TCP send ignores its address) */
+  /* the network namespace keeps every address in, whatever the memory says by then: a
+   * refusal here is the evidence */
+  if (!c->m->net_deny || to_proxy(c, &ss, k)) return;
+  if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) return; /* (AF_UNSPEC: none) */
+  if (inet_kernel_check(sk, k, connects, flags, &ss,
+                        (socklen_t)(len > sizeof ss ? sizeof ss : len)) != 0)
+    return;
   refuse_addr(c, op, &ss);
   c->rec.type = k.type;
   c->rec.protocol = k.protocol;
 }
 
-static void judge_sendmmsg(sbx_call *c, uint64_t vec, unsigned vlen, sock_kind k) {
+static void judge_sendmmsg(sbx_call *c, uint64_t vec, unsigned vlen, const sbx_sock *sk,
+                           sock_kind k) {
   if (vlen > MMSG_MAX) vlen = MMSG_MAX;
   for (unsigned i = 0; i < vlen; i++) {
     struct mmsghdr mh;
@@ -129,7 +189,8 @@ static void judge_sendmmsg(sbx_call *c, uint64_t vec, unsigned vlen, sock_kind k
       answer(c, EFAULT);
       return;
     }
-    judge_dest(c, "sendmmsg", (uint64_t)(uintptr_t)mh.msg_hdr.msg_name, mh.msg_hdr.msg_namelen, k);
+    judge_dest(c, "sendmmsg", (uint64_t)(uintptr_t)mh.msg_hdr.msg_name, mh.msg_hdr.msg_namelen, sk,
+               k);
     if (c->resp->flags == 0) return; /* refused: one record for the call */
   }
 }
@@ -245,6 +306,10 @@ static int judge_inet(sbx_call *c, const char *op, const sbx_sock *sk, int flags
   if ((ss->ss_family != AF_INET && ss->ss_family != AF_INET6) || !c->m->net_deny ||
       to_proxy(c, ss, k))
     return 0;
+  int connects = strcmp(op, "connect") == 0 || (is_tcp(k) && (flags & MSG_FASTOPEN));
+  int e = inet_kernel_check(sk, k, connects, flags, ss, len);
+  if (e < 0) return 0; /* the host's call answers (it goes nowhere new) */
+  if (e > 0) return e; /* the kernel's own answer: no refusal */
   refuse_addr(c, op, ss);
   c->rec.type = k.type;
   c->rec.protocol = k.protocol;
@@ -291,10 +356,30 @@ static void mediated(sbx_call *c, int nr, const __u64 *a) {
   send_connect(c, &sk, &d);
 }
 
+/* connect, sendto, sendmsg, sendmmsg of the inet (or other) socket sk in full access with
+ * the network denied: the kernel makes the call, its destination judged here. */
+static void judge_net_dest(sbx_call *c, const sbx_sock *sk, sock_kind k) {
+  const __u64 *a = c->req->data.args;
+  switch (c->req->data.nr) {
+    case SYS_connect: judge_dest(c, "connect", a[1], a[2], sk, k); break;
+    case SYS_sendto: judge_dest(c, "sendto", a[4], a[5], sk, k); break;
+    case SYS_sendmsg: {
+      struct msghdr msg;
+      if (read_mem((pid_t)c->req->pid, a[1], &msg, sizeof msg) < 0)
+        answer(c, EFAULT);
+      else
+        judge_dest(c, "sendmsg", (uint64_t)(uintptr_t)msg.msg_name, msg.msg_namelen, sk, k);
+      break;
+    }
+    default: judge_sendmmsg(c, a[1], (unsigned)a[2], sk, k); break;
+  }
+}
+
 int notify_net_call(sbx_call *c) {
   const __u64 *a = c->req->data.args;
   int nr = c->req->data.nr;
   sock_kind k = {0, 0};
+  sbx_sock sk;
   if (nr == SYS_bind) {
     bind_call(c, (int)a[0], a[1], a[2]);
     return 1;
@@ -307,13 +392,17 @@ int notify_net_call(sbx_call *c) {
     /* full access: the call is the kernel's (a socket file may be reached anyway); with
      * the network denied, an inet address is evidence */
     if (!c->m->net_deny) return 1;
-    int dup, domain = socket_domain(c, (int)a[0], &dup, &k, 0);
+    int domain = socket_domain(c, (int)a[0], &sk.fd, &k, 1);
     if (domain < 0) { /* no socket: nothing to record */
       answer(c, domain == -3 ? EBADF : domain == -1 ? ENOTSOCK : EPERM);
       return 1;
     }
-    if (dup >= 0) close(dup);
-    if (domain == AF_UNIX) return 1;
+    sk.family = domain;
+    sk.type = k.type;
+    sk.protocol = k.protocol;
+    if (domain != AF_UNIX) judge_net_dest(c, &sk, k);
+    close(sk.fd);
+    return 1;
   }
   switch (c->req->data.nr) {
     case SYS_socket: {
@@ -323,17 +412,6 @@ int notify_net_call(sbx_call *c) {
       d->protocol = (int)a[2];
       return 1;
     }
-    case SYS_connect: judge_dest(c, "connect", a[1], a[2], k); return 1;
-    case SYS_sendto: judge_dest(c, "sendto", a[4], a[5], k); return 1;
-    case SYS_sendmsg: {
-      struct msghdr msg;
-      if (read_mem((pid_t)c->req->pid, a[1], &msg, sizeof msg) < 0)
-        answer(c, EFAULT);
-      else
-        judge_dest(c, "sendmsg", (uint64_t)(uintptr_t)msg.msg_name, msg.msg_namelen, k);
-      return 1;
-    }
-    case SYS_sendmmsg: judge_sendmmsg(c, a[1], (unsigned)a[2], k); return 1;
     default: return 0;
   }
 }

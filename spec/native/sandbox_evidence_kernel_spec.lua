@@ -1,0 +1,121 @@
+-- Calls the kernel fails for its own reasons, before the sandbox is asked, get the kernel's
+-- errno and leave no record, with evidence on and with `evidence = false` alike: an address
+-- too short for its family or of a family the socket takes none of, a connect of a socket
+-- that is already connected. Every attempt is one system call of the `evidence` fixture; a
+-- call the sandbox does refuse is still recorded, naming what the call gave.
+local H = require("helper")
+local luxec = require("luxec")
+local sandbox = require("luxec.sandbox")
+
+local EV = H.fixture("evidence")
+
+local function list(report)
+  local got = {}
+  for _, d in ipairs(report.denials) do got[#got + 1] = sandbox.describe(d) end
+  return table.concat(got, "; ")
+end
+
+local function none(report)
+  assert(#report.denials == 0 and report.denials_total == 0,
+    "expected no record, got: " .. list(report))
+end
+
+local function only(report, want)
+  assert(#report.denials == 1 and report.denials_total == 1,
+    "expected one record, got: " .. list(report))
+  local d = report.denials[1]
+  for k, v in pairs(want) do
+    assert(d[k] == v, ("record field %s: expected %s, got %s (%s)"):format(k, tostring(v),
+      tostring(d[k]), sandbox.describe(d)))
+  end
+  assert.equals("supervisor", d.source)
+  return d
+end
+
+describe("sandbox: the kernel's own failures come first, unrecorded, in both evidence modes",
+  function()
+  if H.skip_without_sandbox() then return end
+
+  local root, outside
+  before_each(function()
+    root, outside = H.workspace_and_outside()
+  end)
+  after_each(function()
+    H.rmtree(root)
+    H.rm_outside(outside)
+    H.assert_clean()
+  end)
+
+  -- Run argv in the sandbox; its output (without the last newline) and the sandbox report.
+  local function jail(argv, policy, opts)
+    local sb = { mode = "workspace-write", network = "deny", workspace = root }
+    for k, v in pairs(policy or {}) do sb[k] = v end
+    local o = { cwd = root, sandbox = sb }
+    for k, v in pairs(opts or {}) do o[k] = v end
+    local p = assert(luxec.spawn(argv, o))
+    local st = assert(p:wait({ timeout = 20 }))
+    local out = p:read()
+    p:close()
+    return (out:gsub("\n$", "")), st.sandbox
+  end
+
+  -- The same call with evidence and without: the same errno both ways; the report of the
+  -- first.
+  local function both(argv, want, policy, opts)
+    local out, report = jail(argv, policy, opts)
+    assert.equals(want, out)
+    local p2 = {}
+    for k, v in pairs(policy or {}) do p2[k] = v end
+    p2.evidence = false
+    local out2 = jail(argv, p2, opts)
+    assert.equals(want, out2, "evidence = false answers otherwise")
+    return report
+  end
+
+  describe("connect and sendto of inet addresses", function()
+    local BYNAME = { network = { allow = { "example.test" } } }
+    for _, net in ipairs({ { "the network denied", {} }, { "network by name", BYNAME } }) do
+      describe("(" .. net[1] .. ")", function()
+        for _, case in ipairs({
+          { "an AF_INET address of 8 bytes", { "4", "tcp", "4", "127.0.0.2", "9", "8",
+            "connect" }, "EINVAL" },
+          { "an AF_INET6 address of 20 bytes", { "6", "tcp", "6", "::2", "9", "20", "connect" },
+            "EINVAL" },
+          { "an AF_INET6 address on an inet socket", { "4", "tcp", "6", "::2", "9", "28",
+            "connect" }, "EAFNOSUPPORT" },
+          { "an AF_INET address on an inet6 TCP socket", { "6", "tcp", "4", "127.0.0.2", "9",
+            "16", "connect" }, "EINVAL" },
+          { "an AF_INET6 address on a UDP inet socket", { "4", "udp", "6", "::2", "9", "28",
+            "connect" }, "EAFNOSUPPORT" },
+          { "sendto UDP with an address of 4 bytes", { "4", "udp", "4", "127.0.0.2", "9", "4",
+            "sendto" }, "EINVAL" },
+          { "sendto UDP of an AF_INET6 address on an inet socket", { "4", "udp", "6", "::2",
+            "9", "28", "sendto" }, "EAFNOSUPPORT" },
+          { "a connect of a listening TCP socket", { "4", "tcp", "4", "127.0.0.2", "9", "16",
+            "listening" }, "EISCONN" },
+        }) do
+          it(case[1] .. " fails " .. case[3] .. ", unrecorded", function()
+            local argv = { EV, "inet" }
+            for _, a in ipairs(case[2]) do argv[#argv + 1] = a end
+            none(both(argv, case[3], net[2]))
+          end)
+        end
+
+        it("a well-formed address is still refused and recorded as given", function()
+          local report = both({ EV, "inet", "6", "tcp", "6", "::2", "9", "24", "connect" },
+            "EPERM", net[2])
+          only(report, { op = "connect", family = "AF_INET6", addr = "::2", port = 9 })
+          report = both({ EV, "inet", "6", "udp", "4", "127.0.0.2", "9", "16", "sendto" },
+            "EPERM", net[2])
+          only(report, { op = "sendto", family = "AF_INET", addr = "127.0.0.2", port = 9 })
+        end)
+      end)
+    end
+
+    it("a second connect of a TCP socket connected to the proxy fails EISCONN, unrecorded",
+      function()
+      none(both({ EV, "inet", "4", "tcp", "4", "127.0.0.2", "9", "16", "connected" },
+        "EISCONN", BYNAME))
+    end)
+  end)
+end)
