@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -112,9 +113,17 @@ static int xattr_ok(sbx_call *c, uint64_t name, uint64_t size, uint64_t flags) {
          !(flags & ~(uint64_t)(XATTR_CREATE | XATTR_REPLACE));
 }
 
-/* utime*: invalid times fail EINVAL first; both omitted changes nothing. */
+/* utime*: invalid times fail EINVAL first (a timespec's tv_nsec past a second, not UTIME_NOW
+ * or UTIME_OMIT; a timeval's tv_usec past a second); both omitted changes nothing. */
 static int times_ok(sbx_call *c, uint64_t addr, int nsec) {
-  if (addr == 0 || !nsec) return 1;
+  if (addr == 0) return 1;
+  if (!nsec) {
+    struct timeval tv[2];
+    if (read_mem((pid_t)c->req->pid, addr, tv, sizeof tv) < 0) return 0;
+    for (int i = 0; i < 2; i++)
+      if (tv[i].tv_usec < 0 || tv[i].tv_usec >= 1000000) return 0;
+    return 1;
+  }
   struct timespec ts[2];
   if (read_mem((pid_t)c->req->pid, addr, ts, sizeof ts) < 0) return 0;
   for (int i = 0; i < 2; i++) {
@@ -132,16 +141,57 @@ static int follow(uint64_t flags) {
   return (flags & AT_SYMLINK_NOFOLLOW) ? 0 : M_FOLLOW;
 }
 
+/* A set-id chmod of the task's descriptor fd that names no file of a file system (a pipe, a
+ * socket, an anonymous inode: nothing a path reaches, nothing that can be run): the kernel's
+ * own answer, from the host's chmod of its duplicate of that very object (the task's
+ * descriptor could be another file by the time the kernel looked again), made without the
+ * host's capabilities. 1 when answered so, 0 when fd is a file (judged as any). */
+static int setid_nofile(sbx_call *c, int fd, uint64_t mode) {
+  int dup = unix_target_fd(c->m, c->req->id, (pid_t)c->req->pid, fd);
+  if (dup < 0) {
+    answer(c, errno == EBADF ? EBADF : EPERM);
+    return 1;
+  }
+  char link[48], target[8];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", dup);
+  if (readlink(link, target, sizeof target) > 0 && target[0] == '/') { /* a file */
+    close(dup);
+    return 0;
+  }
+  emu_state es;
+  int rc = emu_drop_caps(&es);
+  if (rc < 0) {
+    answer(c, -rc);
+  } else { /* (through the link: an O_PATH descriptor too) */
+    emu_answer(c, fchmodat(AT_FDCWD, link, (mode_t)(mode & 07777), 0));
+    emu_end(&es);
+  }
+  close(dup);
+  return 1;
+}
+
 /* A set-user-ID or set-group-ID bit, on any file: refused. A program left in a writable root
  * (the workspace, /tmp) with the bit set runs as its owner for whoever starts it on the host
  * later (root's, for a root host: a root shell for every local user). The mode is a register
- * (no race); the record names the path the call would have changed. */
-static void refuse_setid(sbx_call *c, int dirfd, uint64_t addr, int how, int empty) {
+ * (no race); the record names the path the call would have changed (recorded with file
+ * evidence; without it the same answer, unrecorded). The kernel's own failures come first:
+ * no such file, a descriptor that is not open, fchmod of an O_PATH one (EBADF). */
+static void refuse_setid(sbx_call *c, int dirfd, uint64_t addr, int how, int empty, uint64_t mode) {
   pid_t pid = (pid_t)c->req->pid;
   sbx_task t;
   sbx_loc l;
   struct stat st;
   char raw[PATH_MAX], full[PATH_MAX];
+  int by_fd = (how & M_FD) != 0;
+  if (by_fd && (dirfd < 0 || opath(pid, dirfd))) {
+    answer(c, EBADF);
+    return;
+  }
+  if (!by_fd && addr != 0 && empty) {
+    char first;
+    if (read_mem(pid, addr, &first, 1) == 0 && first == '\0') by_fd = 1;
+  }
+  if (by_fd && dirfd >= 0 && setid_nofile(c, dirfd, mode)) return;
   task_init(&t, pid);
   l.dirfd = -1;
   raw[0] = full[0] = '\0';
@@ -158,6 +208,8 @@ static void refuse_setid(sbx_call *c, int dirfd, uint64_t addr, int how, int emp
    * the kernel's answer, nothing refused */
   if (rc < 0 && rc != -EACCES) {
     answer(c, -rc);
+  } else if (c->m->reserve_only) {
+    answer(c, EPERM);
   } else {
     if (rc == 0) loc_path(&l, full, sizeof full);
     refuse(c, "chmod", EPERM, full[0] ? full : raw[0] ? raw : NULL, NULL);
@@ -175,15 +227,15 @@ int notify_meta_call(sbx_call *c) {
   if (nr == SYS_fchmodat || nr == NR_fchmodat2) mode = a[2];
   if (mode & (S_ISUID | S_ISGID)) {
     if (nr == SYS_chmod)
-      refuse_setid(c, at, a[0], M_FOLLOW, 0);
+      refuse_setid(c, at, a[0], M_FOLLOW, 0, mode);
     else if (nr == SYS_fchmod)
-      refuse_setid(c, (int)a[0], 0, M_FD, 0);
+      refuse_setid(c, (int)a[0], 0, M_FD, 0, mode);
     else if (nr == SYS_fchmodat)
-      refuse_setid(c, (int)a[0], a[1], M_FOLLOW, 0);
+      refuse_setid(c, (int)a[0], a[1], M_FOLLOW, 0, mode);
     else if (!at_flags_ok(a[3]))
       answer(c, EINVAL);
     else
-      refuse_setid(c, (int)a[0], a[1], follow(a[3]), (a[3] & AT_EMPTY_PATH) != 0);
+      refuse_setid(c, (int)a[0], a[1], follow(a[3]), (a[3] & AT_EMPTY_PATH) != 0, mode);
     return 1;
   }
   switch (c->req->data.nr) {

@@ -223,8 +223,10 @@ static int build_filter(const sandbox_spec *s, int notify, int netns, struct soc
     else
       RULE(SCMP_ACT_NOTIFY, sendto, 1, SCMP_A4(SCMP_CMP_NE, 0));
   }
-  /* chmod to a set-user-ID or set-group-ID mode: with file evidence the host refuses it
-   * (notify_meta.c), else the filter does (the mode is a register) */
+  /* chmod to a set-user-ID or set-group-ID mode (the mode is a register): the host judges it
+   * (notify_meta.c) with evidence or without, so that both give the kernel's own failures
+   * first (no such file, EBADF) and the same refusal; only without a listener does the filter
+   * refuse it */
   if (s->mode != SBX_FULL && !(notify && s->evidence_files)) {
     static const struct {
       int nr;
@@ -236,7 +238,8 @@ static int build_filter(const sandbox_spec *s, int notify, int netns, struct soc
     for (size_t i = 0; i < sizeof chmods / sizeof chmods[0]; i++) {
       for (uint64_t bit = S_ISGID; bit <= S_ISUID; bit <<= 1) {
         struct scmp_arg_cmp m = {chmods[i].arg, SCMP_CMP_MASKED_EQ, bit, bit};
-        rc |= seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EPERM), chmods[i].nr, 1, &m);
+        rc |= seccomp_rule_add_array(ctx, notify ? SCMP_ACT_NOTIFY : SCMP_ACT_ERRNO(EPERM),
+                                     chmods[i].nr, 1, &m);
       }
     }
   }

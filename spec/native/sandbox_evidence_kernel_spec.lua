@@ -60,10 +60,11 @@ describe("sandbox: the kernel's own failures come first, unrecorded, in both evi
   end
 
   -- The same call with evidence and without: the same errno both ways; the report of the
-  -- first.
-  local function both(argv, want, policy, opts)
+  -- first (between: called between the two).
+  local function both(argv, want, policy, opts, between)
     local out, report = jail(argv, policy, opts)
     assert.equals(want, out)
+    if between then between() end
     local p2 = {}
     for k, v in pairs(policy or {}) do p2[k] = v end
     p2.evidence = false
@@ -116,6 +117,42 @@ describe("sandbox: the kernel's own failures come first, unrecorded, in both evi
       function()
       none(both({ EV, "inet", "4", "tcp", "4", "127.0.0.2", "9", "16", "connected" },
         "EISCONN", BYNAME))
+    end)
+  end)
+
+  describe("metadata calls", function()
+    local uv = require("luv")
+    before_each(function()
+      H.write_file(outside .. "/f", "x\n")
+      assert(uv.fs_chmod(outside .. "/f", 420))
+    end)
+
+    it("utimes and futimesat with a tv_usec past a second fail EINVAL, unrecorded", function()
+      none(both({ EV, "utimes-usec", outside .. "/f" }, "EINVAL"))
+      none(both({ EV, "futimesat-usec", outside .. "/f" }, "EINVAL"))
+    end)
+
+    it("a set-id fchmod of an O_PATH descriptor fails EBADF, unrecorded", function()
+      none(both({ EV, "fchmod-setid", "path", outside .. "/f" }, "EBADF"))
+    end)
+
+    it("a set-id chmod the kernel fails first: ENOENT, ENOTDIR, unrecorded", function()
+      none(both({ EV, "chmod", outside .. "/nonexist", "4755" }, "ENOENT"))
+      none(both({ EV, "chmod", outside .. "/f/", "4755" }, "ENOTDIR"))
+      none(both({ EV, "chmod", root .. "/nonexist", "2755" }, "ENOENT"))
+    end)
+
+    it("a set-id fchmod of a pipe is the kernel's (no program can come of it)", function()
+      none(both({ EV, "fchmod-setid", "pipe" }, "ok"))
+    end)
+
+    it("a set-id chmod of a file is refused EPERM both ways, recorded with evidence", function()
+      H.write_file(root .. "/prog", "x\n")
+      only(both({ EV, "chmod", root .. "/prog", "4755" }, "EPERM"),
+        { op = "chmod", path = root .. "/prog", error = "EPERM" })
+      assert.equals(0, uv.fs_stat(root .. "/prog").mode & 3072) -- (no S_ISUID, S_ISGID)
+      only(both({ EV, "chmod", outside .. "/f", "2755" }, "EPERM"),
+        { op = "chmod", path = outside .. "/f" })
     end)
   end)
 end)
