@@ -41,26 +41,29 @@ static char **copy(char **in, int n) {
 }
 
 /* Whether a read of the calling task's memory failed while this thread judged its call
- * (see handle). */
-static _Thread_local int unreadable;
+ * (see handle), and whether a string read was longer than size (no NUL in it). */
+static _Thread_local int unreadable, too_long;
 
 /* Read a NUL-terminated string from the target, page by page (the next page may not be
- * mapped). */
+ * mapped): 0, -EFAULT where the memory cannot be read, -ENAMETOOLONG when no NUL is in the
+ * first size bytes (for a path, size PATH_MAX: the kernel's own limit, its answer too). */
 int read_string(pid_t pid, uint64_t addr, char *out, size_t size) {
   size_t got = 0;
-  while (got < size - 1) {
+  while (got < size) {
     size_t page_left = 4096 - ((addr + got) & 4095);
-    size_t want = size - 1 - got < page_left ? size - 1 - got : page_left;
+    size_t want = size - got < page_left ? size - got : page_left;
     struct iovec local = {out + got, want}, remote = {(void *)(uintptr_t)(addr + got), want};
     ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
     if (n <= 0) {
       unreadable = 1;
-      return -1;
+      return -EFAULT;
     }
     if (memchr(out + got, '\0', (size_t)n) != NULL) return 0;
     got += (size_t)n;
   }
-  return -1; /* longer than any path the kernel takes: ENAMETOOLONG there */
+  out[size - 1] = '\0';
+  too_long = 1;
+  return -ENAMETOOLONG;
 }
 
 int read_mem(pid_t pid, uint64_t addr, void *out, size_t len) {
@@ -246,8 +249,13 @@ static void handle(sbx_call *c) {
     refuse(c, name, EPERM, NULL, NULL);
     return;
   }
-  unreadable = 0;
+  unreadable = too_long = 0;
   if (notify_net_call(c) || notify_file_call(c) || notify_meta_call(c)) {
+    /* A path longer than the kernel takes is its ENAMETOOLONG, not the EFAULT of memory the
+     * host could not read (the judges answer EFAULT for both): no refusal, no record. */
+    if (too_long && !unreadable && !c->handed_off && c->resp->flags == 0 &&
+        c->resp->error == -EFAULT && c->rec.op[0] == '\0')
+      c->resp->error = -ENAMETOOLONG;
     /* Never let a call go on whose arguments the host could not read: the kernel may read
      * what the host cannot (memory of another kind, or changed meanwhile) and then act on
      * arguments nobody judged. Where the kernel cannot read them either, EFAULT is its own

@@ -29,7 +29,8 @@ typedef struct sbx_call {
 } sbx_call;
 
 void copy_str(char *dst, size_t size, const char *src);
-/* A NUL-terminated string / len bytes from the target's memory; 0 or -1. */
+/* A NUL-terminated string (of at most size bytes with its NUL: else -ENAMETOOLONG, -EFAULT
+ * where unreadable) / len bytes (0 or -1) from the target's memory. */
 int read_string(pid_t pid, uint64_t addr, char *out, size_t size);
 int read_mem(pid_t pid, uint64_t addr, void *out, size_t len);
 /* Answer the call with -err (no record). */

@@ -198,8 +198,10 @@ static void refuse_setid(sbx_call *c, int dirfd, uint64_t addr, int how, int emp
   int rc;
   if (how & M_FD)
     rc = loc_fd(&t, dirfd, &l);
-  else if (addr == 0 || read_string(pid, addr, raw, sizeof raw) < 0)
+  else if (addr == 0)
     rc = -EFAULT;
+  else if ((rc = read_string(pid, addr, raw, sizeof raw)) < 0)
+    raw[0] = '\0'; /* (EFAULT, ENAMETOOLONG: the kernel's) */
   else if (raw[0] == '\0')
     rc = empty ? loc_fd(&t, dirfd, &l) : -ENOENT;
   else if ((rc = loc_parent(&t, dirfd, raw, &l)) == 0)

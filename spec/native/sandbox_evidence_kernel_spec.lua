@@ -155,4 +155,26 @@ describe("sandbox: the kernel's own failures come first, unrecorded, in both evi
         { op = "chmod", path = outside .. "/f" })
     end)
   end)
+
+  describe("paths longer than the kernel takes", function()
+    for _, call in ipairs({ "mkdir", "open", "rename", "symlink" }) do
+      it(call .. " of a path of 4096 bytes fails ENAMETOOLONG, unrecorded; of 4095 it is "
+        .. "walked (ENOENT)", function()
+        for _, base in ipairs({ root, outside }) do
+          none(both({ EV, "long", call, base, "4096" }, "ENAMETOOLONG"))
+          none(both({ EV, "long", call, base, "5000" }, "ENAMETOOLONG"))
+          local want = call == "symlink" and "ok" or "ENOENT"
+          if call == "symlink" and base == outside then want = "EROFS" end
+          local report = both({ EV, "long", call, base, "4095" }, want, nil, nil,
+            function() os.remove(base .. "/x") end)
+          if want == "EROFS" then
+            only(report, { op = "symlink", path = outside .. "/x" })
+          else
+            none(report)
+          end
+          os.remove(base .. "/x")
+        end
+      end)
+    end
+  end)
 end)
