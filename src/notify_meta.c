@@ -56,7 +56,10 @@ static int fd_meta_ok(const sbx_monitor *m, pid_t tid, int fd) {
   ssize_t n = readlink(link, path, sizeof path - 1);
   if (n <= 0 || path[0] != '/') return 0; /* a pipe, a socket, gone: the longer way says */
   path[n] = '\0';
-  if (n > 10 && strcmp(path + n - 10, " (deleted)") == 0) return 0;
+  struct stat st; /* removed (" (deleted)" is also a name's own ending): the longer way */
+  if (n > 10 && strcmp(path + n - 10, " (deleted)") == 0 &&
+      (stat(link, &st) < 0 || st.st_nlink == 0))
+    return 0;
   return path_meta_ok(m, path);
 }
 

@@ -53,6 +53,17 @@ static int task_root(sbx_task *t) {
   return t->rootfd;
 }
 
+/* Whether path, which fd_path gave for our descriptor fd, is that of an object no longer
+ * linked: the kernel writes " (deleted)" after the path of one removed, and a live file's own
+ * name can end so too ("notes (deleted)"), which only its count of links tells apart (a
+ * removed directory, a file with no name left: 0). */
+static int unlinked(int fd, const char *path) {
+  size_t n = strlen(path);
+  if (n <= 10 || strcmp(path + n - 10, " (deleted)") != 0) return 0;
+  struct stat st;
+  return fstat(fd, &st) == 0 && st.st_nlink == 0;
+}
+
 /* The path of one of our descriptors (the task's view, see the top). */
 static int fd_path(int fd, char *out, size_t size) {
   char link[48];
@@ -307,8 +318,7 @@ static int start(sbx_task *t, int dirfd, const char *path, sbx_loc *l) {
   int fd = open(link, O_PATH | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT ? -EBADF : -errno;
   int rc = fd_path(fd, l->dir, sizeof l->dir);
-  size_t len = rc < 0 ? 0 : strlen(l->dir);
-  if (rc < 0 || l->dir[0] != '/' || (len > 10 && strcmp(l->dir + len - 10, " (deleted)") == 0)) {
+  if (rc < 0 || l->dir[0] != '/' || unlinked(fd, l->dir)) {
     close(fd);
     return rc < 0 ? rc : l->dir[0] != '/' ? -ENOTDIR : -ENOENT; /* a pipe, a socket: no dir */
   }
@@ -385,8 +395,7 @@ int loc_settle(sbx_task *t, sbx_loc *l) {
   char now[PATH_MAX];
   int rc = fd_path(fd, now, sizeof now);
   if (rc < 0) return rc;
-  size_t n = strlen(now);
-  if (now[0] != '/' || (n > 10 && strcmp(now + n - 10, " (deleted)") == 0)) return -ENOENT;
+  if (now[0] != '/' || unlinked(fd, now)) return -ENOENT;
   copy_str(l->dir, sizeof l->dir, now);
   return 0;
 }
@@ -397,8 +406,10 @@ void loc_path(const sbx_loc *l, char *out, size_t size) {
   } else {
     snprintf(out, size, "%s%s%s", l->dir, strcmp(l->dir, "/") == 0 ? "" : "/", l->name);
   }
-  size_t n = strlen(out);
-  if (n > 10 && strcmp(out + n - 10, " (deleted)") == 0) out[n - 10] = '\0';
+  /* an object removed meanwhile (reached through a descriptor): the path it had; a name the
+   * caller gave is its own, whatever it ends with */
+  if (l->type != LAST_NORM && l->dirfd >= 0 && unlinked(l->dirfd, out))
+    out[strlen(out) - 10] = '\0';
 }
 
 int loc_readonly(sbx_task *t, sbx_loc *l, int obj) {

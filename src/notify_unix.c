@@ -131,7 +131,9 @@ static int resolve_target(pid_t tid, const char *path, char *out, size_t size) {
     ssize_t n = readlink(link, base, sizeof base - 1);
     if (n < 0) return -1;
     base[n] = '\0';
-    if (n > 10 && strcmp(base + n - 10, " (deleted)") == 0) {
+    struct stat st; /* a cwd removed; " (deleted)" can also be a directory's own name */
+    if (n > 10 && strcmp(base + n - 10, " (deleted)") == 0 &&
+        (stat(link, &st) < 0 || st.st_nlink == 0)) {
       errno = ENOENT;
       return -1;
     }

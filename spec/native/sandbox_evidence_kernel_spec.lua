@@ -177,4 +177,48 @@ describe("sandbox: the kernel's own failures come first, unrecorded, in both evi
       end)
     end
   end)
+
+  describe("names that end in \" (deleted)\" are names like any", function()
+    local uv = require("luv")
+
+    it("a new ~/.bashrc (deleted) in a root is made, unrecorded (~/.bashrc is reserved)",
+      function()
+      assert(uv.fs_mkdir(root .. "/home", 493))
+      local env = { HOME = root .. "/home", PATH = os.getenv("PATH") }
+      local name = root .. "/home/.bashrc (deleted)"
+      none(both({ EV, "open", name, "wc" }, "ok", nil, { env = env },
+        function() assert(os.remove(name)) end))
+      assert.is_nil(uv.fs_lstat(root .. "/home/.bashrc"))
+    end)
+
+    it("a relative create in a cwd named so inside a root works, unrecorded", function()
+      assert(uv.fs_mkdir(root .. "/dd (deleted)", 493))
+      none(both({ EV, "cd-open", root .. "/dd (deleted)", "inside" }, "ok"))
+      assert.is_truthy(uv.fs_lstat(root .. "/dd (deleted)/inside"))
+    end)
+
+    it("a unix socket connected to by a relative name in a cwd named so works", function()
+      assert(uv.fs_mkdir(root .. "/ud (deleted)", 493))
+      none(both({ EV, "cd-unix", root .. "/ud (deleted)", "s" }, "ok", nil, nil,
+        function() assert(os.remove(root .. "/ud (deleted)/s")) end))
+    end)
+
+    it("a relative create in a cwd named so outside is refused EROFS and recorded", function()
+      assert(uv.fs_mkdir(outside .. "/od (deleted)", 493))
+      only(both({ EV, "cd-open", outside .. "/od (deleted)", "x" }, "EROFS"),
+        { op = "open", path = outside .. "/od (deleted)/x", error = "EROFS" })
+    end)
+
+    it("fchmod of a read-only descriptor of a file named so outside: EROFS, recorded", function()
+      H.write_file(outside .. "/of (deleted)", "x\n")
+      only(both({ EV, "fd", "fchmod", outside .. "/of (deleted)" }, "EROFS"),
+        { op = "chmod", path = outside .. "/of (deleted)", error = "EROFS" })
+    end)
+
+    it("a create in a cwd really removed fails ENOENT, unrecorded", function()
+      assert(uv.fs_mkdir(root .. "/gone", 493))
+      none(both({ EV, "cd-rmdir-open", root .. "/gone", "x" }, "ENOENT", nil, nil,
+        function() assert(uv.fs_mkdir(root .. "/gone", 493)) end))
+    end)
+  end)
 end)
