@@ -20,7 +20,7 @@ local expected = table.concat({
   "... later: refused, unchanged (copied)",
   "a session on a terminal: /dev/pts/0 (copied)",
   "another session: pid 2 (copied)",
-  "a third one's /proc and /dev/pts: 4; ptmx;  (copied)",
+  "a third one's /proc and /dev/pts: 2; ptmx;  (copied)",
   "",
 }, "\n")
 
