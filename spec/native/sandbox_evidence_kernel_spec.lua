@@ -5,32 +5,11 @@
 -- call the sandbox does refuse is still recorded, naming what the call gave.
 local H = require("helper")
 local luxec = require("luxec")
-local sandbox = require("luxec.sandbox")
 
 local EV = H.fixture("evidence")
 
-local function list(report)
-  local got = {}
-  for _, d in ipairs(report.denials) do got[#got + 1] = sandbox.describe(d) end
-  return table.concat(got, "; ")
-end
-
-local function none(report)
-  assert(#report.denials == 0 and report.denials_total == 0,
-    "expected no record, got: " .. list(report))
-end
-
-local function only(report, want)
-  assert(#report.denials == 1 and report.denials_total == 1,
-    "expected one record, got: " .. list(report))
-  local d = report.denials[1]
-  for k, v in pairs(want) do
-    assert(d[k] == v, ("record field %s: expected %s, got %s (%s)"):format(k, tostring(v),
-      tostring(d[k]), sandbox.describe(d)))
-  end
-  assert.equals("supervisor", d.source)
-  return d
-end
+local records = require("lib.records")
+local none, only = records.none, records.only
 
 describe("sandbox: the kernel's own failures come first, unrecorded, in both evidence modes",
   function()

@@ -17,35 +17,12 @@ local function exists(path)
   return uv.fs_lstat(path) ~= nil
 end
 
-local function fmt(d)
-  local parts = {}
-  for k, v in pairs(d) do parts[#parts + 1] = k .. "=" .. tostring(v) end
-  table.sort(parts)
-  return "{" .. table.concat(parts, ", ") .. "}"
-end
-
-local function list(report)
-  local got = {}
-  for _, d in ipairs(report.denials) do got[#got + 1] = sandbox.describe(d) end
-  return table.concat(got, "; ")
-end
-
--- No record at all.
-local function none(report)
-  assert(#report.denials == 0 and report.denials_total == 0,
-    "expected no record, got: " .. list(report))
-end
+local records = require("lib.records")
+local list, none = records.list, records.none
 
 -- Exactly one record, of one call, with these fields (and made by the supervisor).
 local function only(report, want)
-  assert(#report.denials == 1 and report.denials_total == 1,
-    "expected the one record " .. fmt(want) .. ", got: " .. list(report))
-  local d = report.denials[1]
-  for k, v in pairs(want) do
-    assert(d[k] == v, ("record field %s: expected %s, got %s (%s)"):format(k, tostring(v),
-      tostring(d[k]), sandbox.describe(d)))
-  end
-  assert.equals("supervisor", d.source)
+  local d = records.only(report, want)
   assert.is_true(d.pid > 0)
   assert.equals(1, d.count)
   return d

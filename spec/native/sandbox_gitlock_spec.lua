@@ -8,15 +8,10 @@
 local H = require("helper")
 local uv = require("luv")
 local luxec = require("luxec")
-local sandbox = require("luxec.sandbox")
 
 local EV = H.fixture("evidence")
 
-local function list(report)
-  local got = {}
-  for _, d in ipairs(report.denials) do got[#got + 1] = sandbox.describe(d) end
-  return table.concat(got, "; ")
-end
+local list = require("lib.records").list
 
 describe("sandbox: a git directory's names are made under a lock of that directory", function()
   if H.skip_without_sandbox() then return end
