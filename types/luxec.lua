@@ -161,6 +161,7 @@ function Reader:read() end
 ---@field after string|luxec.Sentinel|nil  expect: the last match (luxec.EOF or luxec.TIMEOUT when the output ended or the time ran out)
 ---@field match string|luxec.Sentinel|nil  expect: the last match (pexpect's name)
 ---@field captures string[]|nil  expect: the last match's captures
+---@field index integer|nil  expect: the index of the pattern that matched last
 local Process = {}
 
 --- Wait until finished (exited and every stream at EOF); timeout in seconds. After close(),

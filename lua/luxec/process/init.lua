@@ -43,38 +43,10 @@ M.on_spawn = {}
 
 local session_serial = 0
 
----@class luxec.Process
----@field pid integer
----@field timeout number|false|nil  the default timeout of expect and wait_input (seconds)
----@field before string|nil  after expect: the output before the match
----@field after string|table|nil  after expect: the matched text, or luxec.EOF / luxec.TIMEOUT
----@field match string|table|nil  the same as after
----@field captures table|nil  after expect: the captures of the match ({n = count})
----@field index integer|nil  after expect: the index of the pattern that matched
+-- (the public fields and options are annotated in types/luxec.lua)
 local Process = {}
 Process.__index = Process
 M.Process = Process
-
----@class luxec.SpawnOptions
----@field env table<string, string|false>|nil  exact environment (or overrides with inherit_env)
----@field inherit_env boolean|nil  start from the host's environment (default when env is nil)
----@field cwd string|nil
----@field arg0 string|nil  argv[0] as the program sees it
----@field tty boolean|{rows: integer, cols: integer, raw: boolean}|nil  a new PTY (24x80 by
----default; raw: in raw mode before the program runs, every byte through as it is)
----@field echo boolean|nil  false: the terminal starts without echo (a pipe never echoes)
----@field stdin "pipe"|"null"|nil  pipes only (default "pipe")
----@field stderr "merge"|"pipe"|nil  pipes only: merged in arrival order (default) or apart
----@field head integer|nil  bytes kept from the start of each stream (512 KiB)
----@field tail integer|nil  bytes kept from the end (512 KiB)
----@field log string|nil  append the whole output stream to this file
----@field log_stderr string|nil  the same for stderr when it is apart
----@field log_max integer|nil  stop appending to the log after this many bytes (no limit)
----@field grace_ms integer|nil  after exit, wait this long for EOF before naming holders (50)
----@field cgroup boolean|nil  a cgroup for the session where possible (default true)
----@field sandbox luxec.SandboxPolicy|nil  confine it (see luxec.sandbox)
----@field record string|nil  record the session into this file (asciicast v2)
----@field log_to file*|fun(data: string, stream: integer)|nil  output as it arrives (logfile_read)
 
 --- A timeout option: nil (the default), false (no limit) or seconds >= 0. Returns the
 --- milliseconds, or nil for no limit; raises a message naming fname.
