@@ -269,7 +269,8 @@ function Process:close() end
 -- Automation (Expect, pexpect) ------------------------------------------------------------
 
 --- A plain string, a Lua pattern, a PCRE2 regex (flags: letters of i caseless, m multiline,
---- s dotall, x extended, U ungreedy; another letter raises), EOF or TIMEOUT.
+--- s dotall, x extended, U ungreedy, u UTF-8 characters; another letter raises), EOF or
+--- TIMEOUT.
 ---@alias luxec.Pattern string|{lua: string}|{re: string, flags: string|nil}|luxec.Sentinel
 
 --- Wait until the output matches one of `patterns` and consume it through the match. The

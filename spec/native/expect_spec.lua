@@ -136,16 +136,39 @@ describe("p:expect", function()
     assert.same({ 1, "HELLO" }, { p:expect({ re = "h e l l o # a comment", flags = "xi" }) })
     assert.same({ 1, " a" }, { p:expect({ re = " a+", flags = "U" }) }) -- (ungreedy)
     assert.same({ 1, "aab" }, { p:expect({ re = "a+b", flags = "imsxU" }) })
-    for _, flags in ipairs({ "I", "u", "q", "zz9", "iq" }) do
-      local bad = flags:match("[^imsxU]")
+    for _, flags in ipairs({ "I", "q", "zz9", "iq", "uX" }) do
+      local bad = flags:match("[^imsxUu]")
       local line = debug.getinfo(1, "l").currentline + 1 -- (the error names the caller's line)
       local err = err_of(function() p:expect({ re = "hello", flags = flags }) end)
       assert.equals(("expect_spec.lua:%d: bad argument #1 to 'expect' (unknown regex flag %q in " ..
         "flags %q of \"hello\" (the flags are i caseless, m multiline, s dotall, x extended, " ..
-        "U ungreedy))"):format(line, bad, flags), err:match("expect_spec%.lua:.*"))
+        "U ungreedy, u UTF-8 characters))"):format(line, bad, flags),
+        err:match("expect_spec%.lua:.*"))
     end
     assert.matches("^bad option 'events' to 'run' %(unknown regex flag \"I\"",
       err_of(luxec.run, { "true" }, { events = { [{ re = "x", flags = "I" }] = "y" } }))
+    p:close()
+  end)
+
+  it("reads the output as UTF-8 characters with flags = \"u\", ill-formed bytes and all", function()
+    -- é is \303\251 and ü \303\274; \377 is no character, and the é after "caf" comes in two
+    -- writes 0.3 s apart
+    local script = [[printf 'x\303\251\377\303\251\303\274!\n'; printf 'caf\303'; sleep 0.3; ]] ..
+      [[printf '\251 ok\n'; sleep 30]]
+    -- bytes (no u): a class of two characters is a class of their bytes, `.` one byte
+    local p = sh(script)
+    assert.same({ 1, "\195" }, { p:expect({ re = "[éè]" }) })
+    assert.equals("x", p.before)
+    assert.same({ 1, "caf\195" }, { p:expect({ re = "caf." }) })
+    p:close()
+    p = sh(script)
+    -- characters: `.` is never the ill-formed \377, so the first é does not match; \w is ü
+    assert.same({ 1, "éü", "ü" }, { p:expect({ re = "[éè](.)", flags = "u" }) })
+    assert.equals("x\195\169\255", p.before)
+    assert.same({ 1, "!" }, { p:expect({ re = "\\W", flags = "u" }) })
+    -- the split é: `.` waits for the whole character
+    assert.same({ 1, "café" }, { p:expect({ re = "caf.", flags = "u" }) })
+    assert.same({ 1, "ok" }, { p:expect({ re = "OK", flags = "iu" }) })
     p:close()
   end)
 

@@ -46,9 +46,24 @@ end
 
 local regex_cache = setmetatable({}, { __mode = "v" })
 
--- The flag letters lua-rex-pcre2 takes in its flags string (each sets one PCRE2 option).
-local REGEX_FLAGS = "imsxU"
-local REGEX_FLAGS_TEXT = "the flags are i caseless, m multiline, s dotall, x extended, U ungreedy"
+-- The flag letters: each sets PCRE2 options. i, m, s, x and U are lua-rex-pcre2's own
+-- letters; u reads the subject as UTF-8 characters (UTF and UCP: `.`, classes and \w take a
+-- character, not a byte), with ill-formed bytes in it allowed, never matched by a character
+-- (PCRE2_MATCH_INVALID_UTF, PCRE2 10.34; output is whatever bytes the program wrote).
+local REGEX_FLAGS = "imsxUu"
+local REGEX_FLAGS_TEXT = "the flags are i caseless, m multiline, s dotall, x extended, " ..
+  "U ungreedy, u UTF-8 characters"
+local MATCH_INVALID_UTF = 0x04000000 -- (pcre2.h; lua-rex-pcre2 does not name it)
+
+-- The flags string as lua-rex-pcre2's compile flags: the string itself, or with u a number.
+local function compile_flags(flags)
+  if not flags or not flags:find("u", 1, true) then return flags end
+  local f = rex.flags()
+  local names = { i = "CASELESS", m = "MULTILINE", s = "DOTALL", x = "EXTENDED", U = "UNGREEDY" }
+  local cf = f.UTF | f.UCP | MATCH_INVALID_UTF
+  for c in flags:gmatch("[imsxU]") do cf = cf | f[names[c]] end
+  return cf
+end
 
 local function compile_regex(fname, src, flags)
   local key = (flags or "") .. "/" .. src
@@ -62,7 +77,7 @@ local function compile_regex(fname, src, flags)
     end
     rex, NOTBOL = mod, mod.flags().NOTBOL
   end
-  local ok, compiled = pcall(rex.new, src, flags)
+  local ok, compiled = pcall(rex.new, src, compile_flags(flags))
   if not ok then
     argerror(fname, 1, ("invalid regex %q: %s"):format(src, tostring(compiled)))
   end
