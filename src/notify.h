@@ -47,6 +47,12 @@ struct server {          /* a serving thread (notify.c) */
   struct server *next;   /* in the idle list */
 };
 
+/* A session's calls that may wait long (a fifo opened for writing before any reader, a
+ * blocking connect or send) wait on threads of their own, at most this many at once: past
+ * it they wait on the session's serving thread, so a session cannot fill the host with
+ * threads and descriptors (a thousand writers of readerless fifos took 1,100 of each). */
+#define SBX_LATER_MAX 32
+
 typedef struct sbx_monitor {
   struct server *server;     /* the thread serving it, until it is done with it */
   int stopping;              /* the session stops it (atomic) */
@@ -83,6 +89,7 @@ typedef struct sbx_monitor {
   int reserve_only; /* file calls are notified for the reserved names only (no evidence) */
   int killable;     /* a caller's non-fatal signals wait for its answer (sbx_unix_cfg) */
   int refs;         /* the session, and each connect still waiting on its own thread */
+  int later;        /* calls waiting on threads of their own (at most SBX_LATER_MAX) */
   /* the session's cpu limit, which the serving thread's work for it counts against: the
    * host's CPU spent judging and making its calls (0: no limit) */
   long long cpu_quota_ns, cpu_period_ns;

@@ -44,17 +44,32 @@ int later_gone(sbx_monitor *m, uint64_t id) {
 }
 
 /* Run fn(arg) on a detached thread that holds m; -1 when none could be made. */
+int later_take(sbx_monitor *m) {
+  pthread_mutex_lock(&m->lock);
+  int ok = m->later < SBX_LATER_MAX;
+  if (ok) m->later++, m->refs++;
+  pthread_mutex_unlock(&m->lock);
+  return ok ? 0 : -1;
+}
+
+void later_done(sbx_monitor *m) {
+  pthread_mutex_lock(&m->lock);
+  m->later--;
+  pthread_mutex_unlock(&m->lock);
+  sbx_monitor_release(m);
+}
+
 int later_thread(sbx_monitor *m, void *(*fn)(void *), void *arg) {
+  if (later_take(m) < 0) return -1;
   pthread_t t;
   pthread_attr_t at;
-  sbx_monitor_retain(m);
   pthread_attr_init(&at);
   pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&at, 256 * 1024);
   int rc = pthread_create(&t, &at, fn, arg);
   pthread_attr_destroy(&at);
   if (rc == 0) return 0;
-  sbx_monitor_release(m);
+  later_done(m);
   return -1;
 }
 
@@ -158,7 +173,7 @@ static void *connect_thread(void *arg) {
   emu_drop_caps(&caps); /* (this thread's own, for its life) */
   later_answer(j->m, j->id, conn_run(j));
   conn_free(j);
-  sbx_monitor_release(j->m);
+  later_done(j->m);
   free(j);
   return NULL;
 }

@@ -182,8 +182,7 @@ typedef struct pending_open {
  * as long each time up to a second: the host's work for a wait stays small however many
  * waits the session starts (a thousand waiting writers made the host, outside the session's
  * CPU limit, busy on both CPUs when each looked every 10 ms). */
-static void *fifo_thread(void *arg) {
-  pending_open *po = arg;
+static void fifo_wait(pending_open *po) {
   char self[48];
   snprintf(self, sizeof self, "/proc/self/fd/%d", po->opath);
   int want = (po->flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_NOCTTY | O_CLOEXEC | O_NONBLOCK;
@@ -218,7 +217,12 @@ static void *fifo_thread(void *arg) {
     close(fd);
   }
   close(po->opath);
-  sbx_monitor_release(po->m);
+}
+
+static void *fifo_thread(void *arg) {
+  pending_open *po = arg;
+  fifo_wait(po);
+  later_done(po->m);
   free(po);
   return NULL;
 }
@@ -274,28 +278,21 @@ void emu_open_existing(sbx_call *c, int dirfd, const char *name, int flags, cons
         return;
       }
     }
+    pending_open one = {.m = c->m, .id = c->req->id, .opath = opath, .flags = flags};
     pending_open *po = malloc(sizeof *po);
-    pthread_t t;
-    pthread_attr_t at;
     if (po != NULL) {
-      *po = (pending_open){.m = c->m, .id = c->req->id, .opath = opath, .flags = flags};
-      sbx_monitor_retain(c->m);
-      pthread_attr_init(&at);
-      pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-      int rc = pthread_create(&t, &at, fifo_thread, po);
-      pthread_attr_destroy(&at);
-      if (rc == 0) {
+      *po = one;
+      if (later_thread(c->m, fifo_thread, po) == 0) {
         c->handed_off = 1;
         return;
       }
-      sbx_monitor_release(c->m);
       free(po);
     }
-    close(opath);
-    {
-      answer(c, EAGAIN);
-      return;
-    }
+    /* as many waits as a session may have: this one waits on the serving thread (the reader
+     * of a fifo opens it for reading, a call that does not come here) */
+    fifo_wait(&one);
+    c->handed_off = 1; /* (answered) */
+    return;
   }
   int fd = open(self, want);
   int e = errno;

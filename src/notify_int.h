@@ -162,8 +162,14 @@ typedef int (*sbx_judge)(sbx_call *c, const char *op, const sbx_sock *sk, int fl
 int later_answer(sbx_monitor *m, uint64_t id, long rc);
 /* Whether call id's caller no longer waits for it. */
 int later_gone(sbx_monitor *m, uint64_t id);
-/* fn(arg) on a detached thread that holds m; -1 when none could be made. */
+/* fn(arg) on a detached thread that holds m (and one of its SBX_LATER_MAX waits: fn ends
+ * with later_done); -1 when none could be made or the session has as many waiting: the
+ * caller then waits on the session's serving thread (only the session waits for it). */
 int later_thread(sbx_monitor *m, void *(*fn)(void *), void *arg);
+/* Take one of m's waits on threads of their own (and a hold of m): 0, or -1 at the limit. */
+int later_take(sbx_monitor *m);
+/* The end of a wait later_take (or later_thread) took. */
+void later_done(sbx_monitor *m);
 long long later_now_ms(void);
 /* connect(sk, d), made by the host: answered now, or by a thread of its own for a blocking
  * socket (c->handed_off). Takes sk->fd and d->hold. */

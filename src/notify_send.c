@@ -425,7 +425,7 @@ static void *send_thread(void *arg) {
   int answered = !gone && later_answer(j->m, j->id, res) == 0;
   if (answered && pipe && !j->m->killable) syscall(SYS_tkill, j->tid, SIGPIPE);
   if (k != NULL) cut_end(k, !answered && j->done > 0);
-  sbx_monitor_release(j->m);
+  later_done(j->m);
   close(j->sock);
   job_free(j);
   return NULL;

@@ -43,9 +43,14 @@ static int dev_nodes(void) {
       {"/proc/self/fd/0", "/dev/stdin"},  {"/proc/self/fd/1", "/dev/stdout"},
       {"/proc/self/fd/2", "/dev/stderr"}, {NULL, NULL}};
   int fds[8];
+  /* (the mount layer made every mount nodev, the host's /dev among them: its copies work) */
+  struct mount_attr dev_attr = {.attr_clr = MOUNT_ATTR_NODEV};
   for (int i = 0; devs[i]; i++) {
     fds[i] = (int)syscall(SYS_open_tree, AT_FDCWD, devs[i], OPEN_TREE_CLONE | O_CLOEXEC);
     if (fds[i] < 0 && errno != ENOENT) return -1; /* (a device this machine lacks is none) */
+    if (fds[i] >= 0 &&
+        syscall(SYS_mount_setattr, fds[i], "", AT_EMPTY_PATH, &dev_attr, sizeof dev_attr) < 0)
+      return -1;
   }
   if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0) return -1;
   for (int i = 0; devs[i]; i++) {

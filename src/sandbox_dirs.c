@@ -275,7 +275,30 @@ static node *add_node(char *path) {
   return n;
 }
 
-/* The node for path as it is now (NULL: not a directory, unreadable, or out of memory; *oom
+/* path (n: its node, or NULL) as a directory the host may not read or look into: no entries,
+ * nothing known of it but that (the search reports it; it is read again when its parent's
+ * watch reports a change of it). */
+static node *closed_node(node *n, const char *path, int *children_verify, int *oom) {
+  if (n == NULL) {
+    char *copy = strdup(path);
+    n = copy ? add_node(copy) : NULL;
+    if (n == NULL) {
+      free(copy);
+      *oom = 1;
+      return NULL;
+    }
+  }
+  unwatch(n, 1); /* (one it had when it could be read) */
+  unlink_kids(n, 0);
+  n->nlen = 0;
+  n->dotgit = n->bare = 0;
+  n->closed = 1;
+  n->dirty = n->stale = 0;
+  *children_verify = 0;
+  return n;
+}
+
+/* The node for path as it is now (NULL: not a directory, or out of memory; *oom
  * set for the last). *children_verify: its subdirectories must be looked up again. path is
  * the caller's. */
 node *scan_visit(const char *path, int verify, long long racy, char *buf, size_t size,
@@ -299,9 +322,13 @@ node *scan_visit(const char *path, int verify, long long racy, char *buf, size_t
   }
   struct statx sx;
   if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_INO | STATX_MTIME | STATX_CTIME,
-            &sx) < 0 ||
-      !S_ISDIR(sx.stx_mode))
+            &sx) < 0) {
+    /* a directory the host may list but not search: its entries cannot be looked up, so each
+     * is closed (what is in it is unknown), not skipped */
+    if (errno == EACCES && wd < 0) return closed_node(n, path, children_verify, oom);
     return NULL;
+  }
+  if (!S_ISDIR(sx.stx_mode)) return NULL;
   int same_dir = n && wd >= 0 && wd == n->wd; /* re-read: what events did not name is the same */
   if (n == NULL) {
     char *copy = strdup(path);
@@ -327,14 +354,8 @@ node *scan_visit(const char *path, int verify, long long racy, char *buf, size_t
   }
   n->dirty = n->stale = 0;
   if (read_node(n, &sx, racy, buf, size) < 0) {
-    if (errno == EACCES && n->wd < 0) { /* what the host cannot list, it cannot search */
-      unlink_kids(n, 0);
-      n->nlen = 0;
-      n->dotgit = n->bare = 0;
-      n->closed = 1;
-      *children_verify = 0;
-      return n;
-    }
+    if (errno == EACCES && n->wd < 0) /* what the host cannot list, it cannot search */
+      return closed_node(n, path, children_verify, oom);
     n->stale = 1;
     return NULL;
   }

@@ -29,6 +29,9 @@
 #ifndef MOUNT_ATTR_RDONLY
 #define MOUNT_ATTR_RDONLY 0x00000001
 #endif
+#ifndef MOUNT_ATTR_NODEV
+#define MOUNT_ATTR_NODEV 0x00000004
+#endif
 #ifndef AT_RECURSIVE
 #define AT_RECURSIVE 0x8000
 #endif
@@ -46,14 +49,19 @@ struct mount_attr_v0 {
 static int mount_layer(sandbox_prep *p) {
   /* private first: nothing done below may propagate to the host's mounts */
   if (syscall(SYS_mount, "none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0) return -1;
+  /* No device node works outside the sandbox's own /dev (sandbox_dev.c): one that root put
+   * in a writable root (a kernel log, a disk) would be written or read through it. */
   int fds[64];
   int n = p->nroots < 64 ? p->nroots : 64;
+  struct mount_attr_v0 nodev = {.attr_set = MOUNT_ATTR_NODEV};
   for (int i = 0; i < n; i++) {
     fds[i] = (int)syscall(SYS_open_tree, AT_FDCWD, p->roots[i],
                           OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC);
-    if (fds[i] < 0) return -1;
+    if (fds[i] < 0 || syscall(SYS_mount_setattr, fds[i], "", AT_EMPTY_PATH | AT_RECURSIVE, &nodev,
+                              sizeof nodev) < 0)
+      return -1;
   }
-  struct mount_attr_v0 ro = {.attr_set = MOUNT_ATTR_RDONLY};
+  struct mount_attr_v0 ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV};
   if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof ro) < 0) return -1;
   for (int i = 0; i < n; i++) {
     if (syscall(SYS_move_mount, fds[i], "", AT_FDCWD, p->roots[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)

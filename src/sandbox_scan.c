@@ -28,11 +28,13 @@ static struct memo {
   unsigned long long serial; /* names this answer (never 0) */
   int nhits;
   char **dirs;
-  unsigned char *types; /* DT_ type + 1, or 0: a bare repository */
+  unsigned char *types; /* DT_ type + 1, 0: a bare repository, MEMO_CLOSED, MEMO_DEEP */
 } memos[NMEMO];
 
-/* Add {dir =, type =} (a .git entry of that type in dir) or {dir =, bare = true} to list. */
-static void hit(lua_State *L, int list, const char *dir, const char *type) {
+/* Add {dir =, type =} (a .git entry of that type in dir) to list, or with type NULL {dir =,
+ * [flag] = true}: flag "bare" (a bare repository) or "closed" (a directory the host may not
+ * read: what is in it is unknown). */
+static void hit(lua_State *L, int list, const char *dir, const char *type, const char *flag) {
   lua_createtable(L, 0, 2);
   lua_pushstring(L, dir);
   lua_setfield(L, -2, "dir");
@@ -41,10 +43,13 @@ static void hit(lua_State *L, int list, const char *dir, const char *type) {
     lua_setfield(L, -2, "type");
   } else {
     lua_pushboolean(L, 1);
-    lua_setfield(L, -2, "bare");
+    lua_setfield(L, -2, flag);
   }
   lua_rawseti(L, list, (lua_Integer)lua_rawlen(L, list) + 1);
 }
+
+#define MEMO_CLOSED 255 /* a memo's type of a closed directory (0: a bare repository) */
+#define MEMO_DEEP 254   /* ... of a directory at the depth bound with directories in it */
 
 /* A directory to visit: its path (owned, or NULL: its node's), the node it had, and the
  * parent whose kids[idx] it is. */
@@ -113,12 +118,16 @@ static struct memo *memo_store(lua_State *L, int list, const char *root, int dep
     m->nhits = i + 1;
     lua_getfield(L, -2, "type");
     const char *t = lua_tostring(L, -1);
-    m->types[i] = t == NULL                     ? 0
+    lua_getfield(L, -3, "closed");
+    lua_getfield(L, -4, "deep");
+    m->types[i] = lua_toboolean(L, -2)          ? MEMO_CLOSED
+                  : lua_toboolean(L, -1)        ? MEMO_DEEP
+                  : t == NULL                   ? 0
                   : strcmp(t, "directory") == 0 ? DT_DIR + 1
                   : strcmp(t, "file") == 0      ? DT_REG + 1
                   : strcmp(t, "link") == 0      ? DT_LNK + 1
                                                 : DT_UNKNOWN + 1;
-    lua_pop(L, 3);
+    lua_pop(L, 5);
     if (m->dirs[i] == NULL) {
       memo_clear(m);
       return NULL;
@@ -133,11 +142,13 @@ static struct memo *memo_store(lua_State *L, int list, const char *root, int dep
 }
 
 /* core.sandbox_scan(root, depth, max_dirs, racy_secs[, serial]) -> hits, dirs_read, serial |
- * nil, "dirs"|"depth", dir_reached (a directory past the bound: more directories than max_dirs, or
- * one at the depth bound with directories in it). A directory read less than racy_secs after its last change is not
- * trusted by its times alone (without a watch) at the next search. serial names the answer
- * (0: none kept); given the serial of an answer that still holds, hits is true instead of the
- * list (nothing made). */
+ * nil, "dirs", dir_reached. hits: {dir, type} for a .git entry, {dir, bare = true} for a
+ * bare repository, {dir, closed = true} for a directory the host may not read, {dir, deep =
+ * true} for one at the depth bound with directories in it (not searched). The bound: more
+ * directories than max_dirs (dir_reached: the first past it). A directory read less than
+ * racy_secs after its last change is not trusted by its times alone (without a watch) at the
+ * next search. serial names the answer (0: none kept); given the serial of an answer that
+ * still holds, hits is true instead of the list (nothing made). */
 int core_sandbox_scan(lua_State *L) {
   const char *root = luaL_checkstring(L, 1);
   int maxdepth = (int)luaL_checkinteger(L, 2);
@@ -158,9 +169,14 @@ int core_sandbox_scan(lua_State *L) {
     if (luaL_optinteger(L, 5, 0) == (lua_Integer)m->serial) {
       lua_pushboolean(L, 1);
     } else {
-      for (int i = 0; i < m->nhits; i++)
+      for (int i = 0; i < m->nhits; i++) {
+        unsigned char t = m->types[i];
         hit(L, list, m->dirs[i],
-            m->types[i] ? scan_type_name((unsigned char)(m->types[i] - 1)) : NULL);
+            t && t != MEMO_CLOSED && t != MEMO_DEEP ? scan_type_name((unsigned char)(t - 1)) : NULL,
+            t == MEMO_CLOSED ? "closed"
+            : t == MEMO_DEEP ? "deep"
+                             : "bare");
+      }
     }
     lua_pushinteger(L, m->read);
     lua_pushinteger(L, (lua_Integer)m->serial);
@@ -216,14 +232,17 @@ int core_sandbox_scan(lua_State *L) {
       continue;
     }
     n->gen = S.gen;
-    if (n->dotgit) hit(L, list, n->path, scan_type_name((unsigned char)(n->dotgit - 1)));
+    /* a directory the host may not read: unsearched, the caller keeps all of it (a sandboxed
+     * command that owns it could take the permission away to hide a repository in it) */
+    if (n->closed) hit(L, list, n->path, NULL, "closed");
+    if (n->dotgit) hit(L, list, n->path, scan_type_name((unsigned char)(n->dotgit - 1)), NULL);
     if (n->bare) {
       /* a bare repository (or a git directory by another name): not searched further */
-      hit(L, list, n->path, NULL);
+      hit(L, list, n->path, NULL, "bare");
     } else if (n->nlen > 0 && it.depth >= maxdepth) {
-      /* directories below the bound: a repository there would go unprotected */
-      fail = "depth";
-      reached = strdup(dir);
+      /* directories below the bound: unsearched, the caller keeps all of it (a repository
+       * there would go unprotected) */
+      hit(L, list, n->path, NULL, "deep");
     } else if (n->nlen > 0) {
       if (n->kids == NULL) { /* the first walk since it was read: one slot per name */
         size_t k = 0;

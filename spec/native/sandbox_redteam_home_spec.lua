@@ -80,6 +80,132 @@ home_attempt("~/.profile by a race: the cwd moves between HOME and a directory b
       { "mkdir", home .. "/race-sub" } }
   end, { watch = { ".profile" }, loose = true })
 
+-- A mode an earlier session set: a sandboxed command may take the read or search permission
+-- away from a directory it owns in a writable root. The host's searches (repositories,
+-- protect, deny_read) run as the host's user; what they cannot read must not be taken for
+-- empty, or the next session gives the permission back and writes what was hidden. prepare()
+-- sets the mode as that earlier session would have; effect() puts it back.
+local function hidden_attempt(name, a)
+  local set = a.prepare
+  a.prepare = function(ctx, mode)
+    local st = set and set(ctx, mode) or {}
+    local r = luxec.run({ "chmod", a.mode, a.dir(ctx) })
+    assert(r.code == 0, "chmod: " .. r.output)
+    return st
+  end
+  local effect = a.effect
+  a.effect = function(ctx, st, res)
+    luxec.run({ "chmod", "755", a.dir(ctx) })
+    return effect(ctx, st, res)
+  end
+  a.loose = "pattern"
+  attempt("a permission an earlier session took away", name, a)
+end
+
+local HOOK = "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > %s/.git/hooks/pre-commit"
+hidden_attempt("a nested repository in a directory made unreadable (chmod 300)", {
+  mode = "300",
+  dir = function(ctx) return ctx.ws .. "/deep" end,
+  prepare = function(ctx)
+    if not uv.fs_stat(ctx.ws .. "/deep/nested/.git") then
+      luxec.run({ "git", "init", "-q", ctx.ws .. "/deep/nested" }, { env = { PATH = D.PATH } })
+      give(ctx, ctx.ws .. "/deep")
+    end
+  end,
+  argv = function() return { "sh", "-c", "chmod 755 deep; " .. HOOK:format("deep/nested") } end,
+  effect = function(ctx)
+    local hook = ctx.ws .. "/deep/nested/.git/hooks/pre-commit"
+    if uv.fs_stat(hook) then
+      os.remove(hook)
+      return "a hook was planted in " .. hook
+    end
+  end,
+  records = function()
+    return { { "chmod", "/deep$" }, { "open", "/deep/nested/%.git/hooks/pre%-commit$" } }
+  end,
+})
+hidden_attempt("the workspace itself made unreadable (chmod 300; under /tmp)", {
+  mode = "300",
+  dir = function(ctx) return ctx.ws end,
+  argv = function() return { "sh", "-c", "chmod 755 \"$PWD\"; " .. HOOK:format(".") } end,
+  effect = function(ctx)
+    local hook = ctx.ws .. "/.git/hooks/pre-commit"
+    if uv.fs_stat(hook) then
+      os.remove(hook)
+      return "a hook was planted in " .. hook
+    end
+  end,
+  records = function()
+    return { { "chmod", "/ws$" }, { "open", "/ws/%.git/hooks/pre%-commit$" } }
+  end,
+})
+hidden_attempt("HOME made unsearchable (chmod 600): the masked ~/.netrc, the protected ~/.bashrc", {
+  mode = "600",
+  home = function(ctx) return ctx.tmphome end,
+  dir = function(ctx) return ctx.tmphome end,
+  argv = function() return { "sh", "-c", "chmod 700 ~; cat ~/.netrc; echo x >> ~/.bashrc" } end,
+  effect = function(ctx, _, res)
+    if res.output:find("password secret", 1, true) then return "~/.netrc was read" end
+    if file(ctx.tmphome .. "/.bashrc") ~= "# host rc\n" then return "~/.bashrc was written" end
+  end,
+  records = function() return { { "chmod", "/home$" }, { "open", "/home/%.bashrc$" } } end,
+})
+hidden_attempt("HOME made unlistable (chmod 300): the masked ~/.*_history", {
+  mode = "300",
+  home = function(ctx) return ctx.tmphome end,
+  dir = function(ctx) return ctx.tmphome end,
+  prepare = function(ctx)
+    H.write_file(ctx.tmphome .. "/.bash_history", "ssh root@db -p hunter2\n")
+    give(ctx, ctx.tmphome .. "/.bash_history")
+  end,
+  argv = function() return { "sh", "-c", "chmod 700 ~; cat ~/.bash_history" } end,
+  effect = function(_, _, res)
+    if res.output:find("hunter2", 1, true) then return "~/.bash_history was read" end
+  end,
+  records = function() return { { "chmod", "/home$" } } end,
+})
+attempt("a permission an earlier session took away",
+  "a directory of another user the host may not read: kept read-only, the session runs", {
+    prepare = function(ctx)
+      uv.fs_mkdir(ctx.ws .. "/theirs", 448) -- (root's, 0700)
+      return {}
+    end,
+    argv = function() return { "sh", "-c", "ls theirs; touch theirs/x; echo made" } end,
+    effect = function(ctx) -- (root's host and session may write root's directory)
+      local made = os.remove(ctx.ws .. "/theirs/x")
+      if made and ctx.user.uid ~= 0 then return "theirs/x was made" end
+    end,
+    records = function() return { { "open", "/theirs/x$" } } end,
+    loose = "pattern",
+    check = function(ctx, res)
+      assert.matches("made", res.output)
+      if ctx.user.uid ~= 0 then
+        assert.matches("cannot open directory 'theirs': Permission denied", res.output)
+      end
+    end,
+  })
+
+-- A device node root made in a writable root (before the session) is no way to a device: the
+-- mounts outside the sandbox's own /dev are nodev.
+attempt("a device node in a writable root", "write the kernel log through a node made by root", {
+  skip = function() return uv.getuid() ~= 0 and "mknod needs root: skipped" or nil end,
+  prepare = function(ctx)
+    local node = ctx.ws .. "/kmsgnode"
+    if not uv.fs_stat(node) then
+      local r = luxec.run({ "mknod", "-m", "666", node, "c", "1", "11" })
+      assert(r.code == 0, "mknod: " .. r.output)
+    end
+    return { marker = "luxec-redteam-kmsg-" .. H.rand_digits(8) }
+  end,
+  argv = function(_, st) return { "sh", "-c", "echo '<3>" .. st.marker .. "' > kmsgnode" } end,
+  effect = function(_, st)
+    local r = luxec.run({ "dmesg" })
+    if r.output:find(st.marker, 1, true) then return "the line reached the kernel log" end
+  end,
+  records = function() return { { "open", "/kmsgnode$" } } end,
+  loose = "pattern",
+})
+
 -- Evidence: calls the kernel fails for its own reasons are never recorded; records are exact
 local function evidence(name, script, want, extra)
   local a = extra or {}

@@ -4,6 +4,7 @@ local uv = require("luxec.sandbox.deps").fs
 local P = require("luxec.sandbox.paths")
 
 local list_dir, under, expand_home, fail = P._list_dir, P._under, P._expand_home, P._fail
+local blocker = P._blocker
 
 local M = {}
 
@@ -50,15 +51,32 @@ local function glob_pattern(comp)
 end
 
 -- The existing paths a glob names (absolute; `*`, `?` and `[...]` match within one name,
--- dot files included).
-local function expand(glob)
+-- dot files included). A directory on the way the host may not search goes to found:closed()
+-- (kept read-only where a session could change its mode back; nothing below it can be
+-- reached meanwhile); one it may search but not list goes to `unlistable`: which of its names
+-- match is unknown, and any can be read by name, so it is masked whole. (A directory's mode
+-- may have been set by any earlier session that had it writable, whatever this one's mode.)
+local function expand(glob, found, unlistable)
+  local function closed(path)
+    local dir = blocker(path)
+    if not dir then return end
+    dir = uv.fs_realpath(dir) or dir
+    if dir == (uv.fs_realpath(path) or path) then
+      unlistable[#unlistable + 1] = dir
+    elseif found then
+      found:closed(dir)
+    end
+  end
   local paths = { "" }
   for comp in glob:gmatch("[^/]+") do
     local nextp = {}
     if comp:find("[%*%?%[]") then
       local pat = glob_pattern(comp)
       for _, base in ipairs(paths) do
-        for _, e in ipairs(list_dir(base == "" and "/" or base) or {}) do
+        local dir = base == "" and "/" or base
+        local entries, code = list_dir(dir)
+        if not entries and code == "EACCES" then closed(dir) end
+        for _, e in ipairs(entries or {}) do
           if e.name:find(pat) then nextp[#nextp + 1] = base .. "/" .. e.name end
         end
       end
@@ -70,24 +88,34 @@ local function expand(glob)
   end
   local out = {}
   for _, p in ipairs(paths) do
-    if p ~= "" and uv.fs_lstat(p) then out[#out + 1] = p end
+    if p ~= "" then
+      local st, _, code = uv.fs_lstat(p)
+      if st then
+        out[#out + 1] = p
+      elseif code == "EACCES" then
+        closed(p)
+      end
+    end
   end
   return out
 end
 
 --- The canonical paths to mask for the deny_read entries (`user`) and, with `defaults`, the
 --- default list; HOME-relative ones against `home`. A match that is a symlink masks its
---- target. Raises when a user entry would hide a writable root.
+--- target. Raises when a user entry would hide a writable root (`roots`: what the session
+--- must see), or when a directory the host may not read holds one. A directory on the way the
+--- host may not search is given to found:closed() (luxec.sandbox.paths' collector of what is
+--- kept read-only); one it may not list is masked.
 ---@return string[]
-function M.masks(defaults, user, roots, home)
-  local set, list = {}, {}
+function M.masks(defaults, user, roots, home, found)
+  local set, list, unlistable = {}, {}, {}
   local function add(entry, is_default)
     local abs = expand_home(entry, home)
     if not abs then
       if is_default then return end
       fail("deny_read entry %q needs HOME, and the session has no absolute HOME", entry)
     end
-    for _, match in ipairs(expand(abs)) do
+    for _, match in ipairs(expand(abs, found, unlistable)) do
       local real = uv.fs_realpath(match)
       if real and not set[real] then
         local hidden
@@ -111,6 +139,15 @@ function M.masks(defaults, user, roots, home)
     for _, e in ipairs(M.DEFAULT_DENY_READ) do add(e, true) end
   end
   for _, e in ipairs(user) do add(e, false) end
+  for _, dir in ipairs(unlistable) do
+    for _, r in ipairs(roots) do
+      if under(r, dir) then fail(P.CLOSED, dir) end
+    end
+    if not set[dir] and dir ~= "/" then
+      set[dir] = true
+      list[#list + 1] = dir
+    end
+  end
   table.sort(list)
   local out = {}
   for _, p in ipairs(list) do

@@ -159,7 +159,10 @@ local function holds(e)
       if not hits or #hits ~= #s.hits then return false end
       for i, h in ipairs(hits) do
         local was = s.hits[i]
-        if h.dir ~= was.dir or h.type ~= was.type or h.bare ~= was.bare then return false end
+        if h.dir ~= was.dir or h.type ~= was.type or h.bare ~= was.bare
+          or h.closed ~= was.closed or h.deep ~= was.deep then
+          return false
+        end
       end
       s.serial = serial
     end

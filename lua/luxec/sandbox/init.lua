@@ -190,7 +190,8 @@ local function resolve(policy, cwd, home, search)
     local keep_visible = { cwd and realpath(cwd) or nil }
     for _, r in ipairs(roots) do keep_visible[#keep_visible + 1] = r end
     for _, r in ipairs(bases) do keep_visible[#keep_visible + 1] = r end
-    masks = deny_read.masks(deny_defaults, deny, keep_visible, home)
+    masks = deny_read.masks(deny_defaults, deny, keep_visible, home, found)
+    found:settle() -- (with the directories on the way the host could not read)
     for _, p in ipairs(found.reserved) do reserved[#reserved + 1] = p end
   end
   -- resource limits: checked apart (luxec.sandbox.limits), whatever the mode

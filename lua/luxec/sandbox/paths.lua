@@ -66,12 +66,13 @@ end
 --- the policy changes them).
 M.DEFAULT_SCAN = { depth = 64, dirs = 20000, repos = 2000 }
 
---- The entries of dir ({name =, type =} each), or nil when it cannot be read. (Not
+--- The entries of dir ({name =, type =} each), or nil and the error's name when it cannot be
+--- read. (Not
 --- uv.fs_scandir: this luv keeps every listing it returns referenced from its registry, so a
 --- search on each spawn grew the heap by half a KiB a directory; fs_opendir's are released.)
 local function list_dir(dir)
-  local d = uv.fs_opendir(dir, nil, 256)
-  if not d then return nil end
+  local d, _, code = uv.fs_opendir(dir, nil, 256)
+  if not d then return nil, code end
   local out = {}
   while true do
     local batch = d:readdir()
@@ -225,6 +226,36 @@ function Found:keep(path)
   end
 end
 
+-- The directory that keeps the host from looking `path` up or listing it: path itself when
+-- the host can look it up (a directory it may not read), else the deepest ancestor it can
+-- look up (one it may not search). nil when the lookup failed for another reason.
+local function blocker(path)
+  local st, _, code = uv.fs_lstat(path)
+  if st then return path end
+  if code ~= "EACCES" then return nil end
+  local up = dirname(path)
+  while up ~= "/" and not uv.fs_lstat(up) do up = dirname(up) end
+  return up
+end
+
+-- A directory in a writable root the host may not read or search: what is in it is unknown.
+-- A sandboxed command that owns it could have taken the permission away to hide a repository
+-- or a protected file from this search and give it back in a later session, so all of it is
+-- kept read-only (its mode cannot change in the session either). A root itself (or a
+-- directory above one) fails the spawn: nothing could be written.
+function Found:closed(dir)
+  if not inside_any(dir, self.roots) then return end
+  for _, r in ipairs(self.roots) do
+    if under(r, dir) then fail(M.CLOSED, dir) end
+  end
+  self:keep(dir)
+end
+
+--- The message of a directory the host may not read that holds a root (or what a session sees).
+M.CLOSED = "the host may not read or search %s (permission denied), so what the sandbox "
+  .. "keeps read-only or masks in it cannot be found; give the host's user read and search "
+  .. "permission on it (chmod u+rx)"
+
 -- A missing path no mount can hold: its creation is refused by the supervisor instead (a
 -- new name there, or a rename or symbolic link onto a directory above it).
 function Found:reserve(path)
@@ -259,6 +290,11 @@ function Found:protect(path, top)
   end
   if st then
     self:keep(uv.fs_realpath(path) or path)
+    return
+  end
+  local closed = blocker(path)
+  if closed then -- (whether it exists is unknown)
+    self:closed(uv.fs_realpath(closed) or closed)
     return
   end
   local up = dirname(path)
@@ -477,10 +513,7 @@ M.SCAN_RACY_SECS = 2
 -- next search while its watch (inotify) or, without one, its times say it did not change.
 function Found:scan(root, scan, ctx)
   local hits, read, at = deps.scan(root, scan.depth, scan.dirs - self.dirs, M.SCAN_RACY_SECS)
-  if not hits and read == "depth" then
-    return false, ("found directories deeper than %d levels (in %s)"):format(scan.depth, at),
-      "depth"
-  elseif not hits then
+  if not hits then
     return false, ("read %d directories and did not reach the end (at %s)"):format(scan.dirs,
       at), "dirs"
   end
@@ -490,7 +523,15 @@ function Found:scan(root, scan, ctx)
       return false, ("found more than %d repositories (at %s)"):format(scan.repos, h.dir),
         "repos"
     end
-    if h.bare then
+    if h.closed then
+      self:closed(h.dir)
+    elseif h.deep then -- (not searched: all of it read-only)
+      if h.dir == root then
+        return false, ("found directories deeper than %d levels (in %s)"):format(scan.depth,
+          root), "depth"
+      end
+      self:keep(h.dir)
+    elseif h.bare then
       self:repo(h.dir, nil, ctx) -- a bare repository, or a git directory by another name
     else
       self:dotgit(h.dir, h.type, ctx)
@@ -560,17 +601,23 @@ function M.protected(roots, o)
       end
     end
   end
-  -- a path below another read-only one is covered by it (the bind is recursive)
-  table.sort(f.ro)
+  f:settle()
+  return f
+end
+
+--- The read-only list in order, each path below another read-only one left out (the bind is
+--- recursive); again after more were kept (luxec.sandbox.deny_read's closed directories).
+function Found:settle()
+  table.sort(self.ro)
   local ro = {}
-  for _, p in ipairs(f.ro) do
+  for _, p in ipairs(self.ro) do
     if not (ro[#ro] and under(p, ro[#ro])) then ro[#ro + 1] = p end
   end
-  f.ro = ro
-  return f
+  self.ro = ro
 end
 
 -- For luxec.sandbox.deny_read (the deny_read globs).
 M._list_dir, M._under, M._expand_home, M._fail = list_dir, under, expand_home, fail
+M._blocker = blocker
 
 return M
