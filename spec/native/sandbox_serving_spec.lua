@@ -136,4 +136,70 @@ describe("the sandbox's serving threads", function()
       assert.same({ "open " .. outside .. "/after" }, paths(st.sandbox))
       assert.is_nil(uv.fs_lstat(outside .. "/after"))
     end)
+
+  it("wait on at most 32 threads for a session; the rest in turn, none lost", function()
+    -- 100 threads of the program each open a fifo of its own for writing before any reader
+    local N = 100
+    local prog = ([[
+import os, sys, threading
+os.chdir(sys.argv[1])
+for i in range(%d): os.mkfifo("f%%d" %% i)
+def w(i):
+    with open("f%%d" %% i, "w") as f: f.write("w%%d\n" %% i)
+ts = [threading.Thread(target=w, args=(i,)) for i in range(%d)]
+for t in ts: t.start()
+print("started", flush=True)
+for t in ts: t.join()
+print("all written", flush=True)
+]]):format(N, N)
+    assert(uv.fs_mkdir(root .. "/ff", 493))
+    -- (a session before: its serving thread waits in the pool for the next, and the
+    -- network namespaces are made ahead again)
+    local w = assert(luxec.spawn({ "true" }, opts()))
+    assert(w:wait({ timeout = 20 }))
+    w:close()
+    local before = threads()
+    local p = assert(luxec.spawn({ "python3", "-c", prog, root .. "/ff" }, opts()))
+    H.wait_output(p, "started", 20000)
+    -- the program's threads wait in their opens: 32 on threads of the host, one more on the
+    -- session's serving thread, the rest queued behind it
+    local function in_open()
+      local n = 0
+      local d = uv.fs_scandir("/proc/" .. p.pid .. "/task")
+      for t in function() return d and uv.fs_scandir_next(d) end do
+        local sc = H.read_file(("/proc/%d/task/%s/syscall"):format(p.pid, t)) or ""
+        if sc:match("^257 ") then n = n + 1 end
+      end
+      return n
+    end
+    H.wait_for(function() return in_open() == N end, 20000, "the writers in their opens")
+    H.wait_for(function() return threads() >= before + 32 end, 20000, "32 waiting threads")
+    -- (a hand-off past the bound would take a thread at once: none does within half a second;
+    -- the thread that makes network namespaces ahead may be one more)
+    local most = threads()
+    local t0 = uv.hrtime()
+    while uv.hrtime() - t0 < 5e8 do
+      most = math.max(most, threads())
+      luxec.sleep(0.01)
+    end
+    assert.is_true(most <= before + 33, ("%d threads, %d before"):format(most, before))
+    -- another session is served meanwhile
+    local q = assert(luxec.spawn({ EV, "open", outside .. "/meanwhile", "wc" }, opts()))
+    assert(q:wait({ timeout = 20 }))
+    assert.equals("EROFS\n", q:read())
+    q:close()
+    -- a reader for each fifo: every writer gets through, each line read once
+    local got = {}
+    for i = 0, N - 1 do
+      local f = assert(io.open(("%s/ff/f%d"):format(root, i), "r"))
+      got[#got + 1] = f:read("a")
+      f:close()
+    end
+    local st = assert(p:wait({ timeout = 60 }))
+    assert.equals(0, st.code)
+    assert.matches("all written\n", p:read())
+    p:close()
+    for i = 0, N - 1 do assert.equals(("w%d\n"):format(i), got[i + 1]) end
+    H.wait_for(function() return threads() <= before + 1 end, 20000, "the waits' threads gone")
+  end)
 end)
