@@ -298,7 +298,8 @@ static node *closed_node(node *n, const char *path, int *children_verify, int *o
   return n;
 }
 
-/* The node for path as it is now (NULL: not a directory, or out of memory; *oom
+/* The node for path as it is now (NULL: not a directory (errno ENOTDIR, ENOENT or ELOOP),
+ * not looked at for another reason (errno says which), or out of memory; *oom
  * set for the last). *children_verify: its subdirectories must be looked up again. path is
  * the caller's. */
 node *scan_visit(const char *path, int verify, long long racy, char *buf, size_t size,
@@ -328,7 +329,10 @@ node *scan_visit(const char *path, int verify, long long racy, char *buf, size_t
     if (errno == EACCES && wd < 0) return closed_node(n, path, children_verify, oom);
     return NULL;
   }
-  if (!S_ISDIR(sx.stx_mode)) return NULL;
+  if (!S_ISDIR(sx.stx_mode)) {
+    errno = ENOTDIR;
+    return NULL;
+  }
   int same_dir = n && wd >= 0 && wd == n->wd; /* re-read: what events did not name is the same */
   if (n == NULL) {
     char *copy = strdup(path);

@@ -8,6 +8,7 @@
  * reads only what changed and walks the rest by pointer; a search after none answers from
  * its memo, or with true for an answer the caller already holds. */
 #include <dirent.h>
+#include <errno.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdlib.h>
@@ -46,6 +47,19 @@ static void hit(lua_State *L, int list, const char *dir, const char *type, const
     lua_setfield(L, -2, flag);
   }
   lua_rawseti(L, list, (lua_Integer)lua_rawlen(L, list) + 1);
+}
+
+/* A "closed" hit for the directory that holds dir (dir itself at depth 0). */
+static void hit_parent(lua_State *L, int list, const char *dir, int depth) {
+  const char *slash = depth > 0 ? strrchr(dir, '/') : NULL;
+  if (slash == NULL) {
+    hit(L, list, dir, NULL, "closed");
+    return;
+  }
+  size_t len = slash == dir ? 1 : (size_t)(slash - dir);
+  char *up = strndup(dir, len);
+  if (up != NULL) hit(L, list, up, NULL, "closed");
+  free(up);
 }
 
 #define MEMO_CLOSED 255 /* a memo's type of a closed directory (0: a bare repository) */
@@ -227,7 +241,12 @@ int core_sandbox_scan(lua_State *L) {
     }
     if (n == NULL || (n->wd < 0 && !(n->closed && it.depth > 0))) watched = 0;
     if (n == NULL) {
+      int e = errno;
       S.reads++;
+      /* an entry the host could not look at, though it is there (a path past PATH_MAX, an I/O
+       * error, no descriptor left): what is below it is unknown, so its directory is kept
+       * whole (the root itself: the caller fails) */
+      if (!oom && e != ENOENT && e != ENOTDIR && e != ELOOP) hit_parent(L, list, dir, it.depth);
       free(it.dir);
       continue;
     }
