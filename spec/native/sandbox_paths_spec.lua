@@ -141,6 +141,40 @@ describe("sandbox paths (workspace-write)", function()
     assert.truthy(tostring(err):find("Raise git_scan.depth", 1, true), err)
   end)
 
+  it("keeps a directory whose entry the search cannot look at (past PATH_MAX) read-only",
+    function()
+      -- 25 names of 200 bytes: a bare repository below them is reached by relative names only
+      -- (an existing hook opened for writing: without evidence, the kernel's own open)
+      local walk = [[
+import os, sys
+os.chdir(sys.argv[1])
+for i in range(25):
+    n = ("d%02d" % i) + "x" * 197
+    if sys.argv[2] == "make": os.mkdir(n)
+    os.chdir(n)
+if sys.argv[2] == "make":
+    os.system("git init -q --bare repo")
+    os.makedirs("repo/hooks", exist_ok=True)
+    open("repo/hooks/pre-receive", "w").write("#!/bin/sh\n")
+else:
+    try:
+        os.close(os.open("repo/hooks/pre-receive", os.O_WRONLY))
+        print("PLANTED")
+    except OSError as e:
+        print("refused", e.errno)
+]]
+      assert.equals(0, luxec.run({ "python3", "-c", walk, ws, "make" }).code)
+      local r = assert(luxec.run({ "python3", "-c", walk, ws, "plant" }, { cwd = ws,
+        sandbox = { mode = "workspace-write", tmp = false, evidence = false } }))
+      os.execute("rm -rf '" .. ws .. "/d00" .. ("x"):rep(197) .. "'")
+      assert.matches("^refused 30\n", r.output) -- EROFS
+      local kept
+      for _, p in ipairs(r.sandbox.protected) do
+        if #p > 3900 and p:sub(1, #ws + 5) == ws .. "/d00x" then kept = p end
+      end
+      assert.truthy(kept, "no directory near PATH_MAX kept read-only")
+    end)
+
   it("finds a repository the host made since the last search (the search keeps what it read)",
     function()
       local paths = require("luxec.sandbox.paths")
