@@ -1,7 +1,9 @@
 /* notify_reserved.c: the reserved names (notify_files.c): a protected name made anywhere in a
- * writable root, a missing protected path, and the name that would complete a git directory,
- * looked at under a lock of the directory it is made in. */
+ * writable root, a missing protected path, a deny_read path or glob (a secret made in a
+ * session could be linked elsewhere before the host writes it), and the name that would
+ * complete a git directory, looked at under a lock of the directory it is made in. */
 #include <errno.h>
+#include <fnmatch.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +142,26 @@ static int completes_gitdir(sbx_task *t, sbx_loc *l) {
   return done ? RES_NAME : locked ? RES_NO : RES_LOCKED;
 }
 
+/* Whether a reserved glob (a deny_read entry: `*`, `?` and `[...]` within one name, no
+ * escapes) names path, or with ancestor a directory above a path it names (its first
+ * components match path's). */
+static int glob_reserves(const char *glob, const char *path, int ancestor) {
+  if (fnmatch(glob, path, FNM_PATHNAME | FNM_NOESCAPE) == 0) return 1;
+  if (!ancestor) return 0;
+  size_t k = 0; /* path's components */
+  for (const char *p = path; *p; p++) k += *p == '/';
+  const char *cut = glob;
+  for (size_t seen = 0; *cut; cut++)
+    if (*cut == '/' && ++seen > k) break;
+  if (*cut != '/') return 0; /* (the glob has no more components than path) */
+  char prefix[PATH_MAX];
+  size_t len = (size_t)(cut - glob);
+  if (len >= sizeof prefix) return 0;
+  memcpy(prefix, glob, len);
+  prefix[len] = '\0';
+  return fnmatch(prefix, path, FNM_PATHNAME | FNM_NOESCAPE) == 0;
+}
+
 /* Whether the new name l (full: its path) is reserved: a protected name (any case: on a
  * case-insensitive file system ".GIT" is ".git") made anywhere in a writable root, the name
  * that would complete a git directory, or a missing protected path; with ancestor, also a
@@ -165,6 +187,8 @@ int file_reserved(sbx_task *t, const sbx_monitor *m, sbx_loc *l, char *full, int
     const char *r = m->reserved[i];
     if (r[0] != '/') {
       if (strcasecmp(l->name, r) == 0) return RES_NAME;
+    } else if (strpbrk(r, "*?[") != NULL) {
+      if (glob_reserves(r, full, ancestor)) return RES_NAME;
     } else if (strcmp(full, r) == 0 || (ancestor && strncmp(full, r, n) == 0 && r[n] == '/')) {
       return RES_NAME;
     }

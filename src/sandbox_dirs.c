@@ -133,12 +133,19 @@ void scan_drain(void) {
         S.epoch++;
       }
       if (e->mask & IN_IGNORED) unwatch(d, 0);
-      if (e->mask & IN_ATTRIB) { /* a mode or owner changed: a closed directory may open */
-        if (!(e->mask & IN_ISDIR) || e->len == 0 || e->name[0] == '\0') continue;
+      if (e->mask & IN_ATTRIB) {
+        /* a mode, owner or ACL changed: a closed directory may open, an open one close (the
+         * host may no longer read it, or look into it): read again */
+        if (e->len == 0 || e->name[0] == '\0') { /* the watched directory's own */
+          d->stale = d->dirty = 1;
+          S.epoch++;
+          continue;
+        }
+        if (!(e->mask & IN_ISDIR)) continue;
         char *sub = scan_join(d->path, e->name);
         node *c = sub ? scan_by_path(sub) : NULL;
-        if (c && c->closed) {
-          c->stale = 1;
+        if (c) {
+          c->stale = c->dirty = 1;
           S.epoch++;
         }
         if (sub == NULL) all_stale();

@@ -8,7 +8,8 @@
 --- record one of them; loose = "present": these among others; loose = "pattern": paths are
 --- patterns, each record one of them, none at all allowed); refused (a pattern of the
 --- output); home(ctx) -> the session's HOME; tty; stdin ("null" or "pipe", spawn's option);
---- policy (added to the sandbox's); check;
+--- policy (added to the sandbox's); check; unstarted(ctx, mode) -> a pattern the spawn's
+--- error must match (the command must not start), or nil;
 --- hold(ctx, st, pid): called while the command, having printed HELD, waits for a line (pid:
 --- the attempt's luxec host).
 local H = require("helper")
@@ -52,7 +53,7 @@ local function give(ctx, ...)
 end
 
 local SECRET = "luxec-host-secret-" .. H.rand_digits(8)
-local function jail(ctx, argv, mode, home, tty, extra, hold, stdin)
+local function jail(ctx, argv, mode, home, tty, extra, hold, stdin, unstarted)
   local policy = { mode = mode, network = "deny" }
   for k, v in pairs(extra or {}) do policy[k] = v end
   -- the luxec host has a secret in its environment that the session is not given
@@ -86,6 +87,12 @@ local function jail(ctx, argv, mode, home, tty, extra, hold, stdin)
   local line = out:match("RESULT ([^\n]*)")
   assert(line, "the attempt's luxec host gave no result: " .. out)
   local res = assert(json.decode(line))
+  if unstarted then -- the spawn must fail, naming why
+    assert(res.error, "the command was started: " .. out)
+    assert.matches(unstarted, tostring(res.error))
+    res.output, res.denials = "", {}
+    return res
+  end
   assert(not res.error, "the command was not started: " .. tostring(res.error))
   return res
 end
@@ -205,7 +212,8 @@ local function run_attempt(ctx, a, mode)
   reset_home(ctx)
   snapshot_home(ctx, home or ctx.home)
   local res = jail(ctx, a.argv(ctx, st), mode, home, a.tty, a.policy,
-    a.hold and function(pid) a.hold(ctx, st, pid) end, a.stdin)
+    a.hold and function(pid) a.hold(ctx, st, pid) end, a.stdin,
+    a.unstarted and a.unstarted(ctx, mode))
   local out = res.output or ""
   local what = a.effect(ctx, st, res)
   H.write_file(ctx.target, ctx.target_text)

@@ -99,6 +99,16 @@ local function hidden_attempt(name, a)
     return effect(ctx, st, res)
   end
   a.loose = "pattern"
+  -- a normal user's host may not read the directory, which its own user owns (so the
+  -- session's user could give the permission back): a workspace-write spawn fails, naming it
+  -- (read-only: nothing is searched, and nothing can change the mode back). Root's host reads
+  -- every directory.
+  local fails_in = a.fails_in or { ["workspace-write"] = true }
+  a.unstarted = function(ctx, mode)
+    if ctx.user.uid == 0 or not fails_in[mode] then return nil end
+    return (a.failing or "the host may not read or search %s"):format(
+      (a.dir(ctx):gsub("%p", "%%%0")))
+  end
   attempt("a permission an earlier session took away", name, a)
 end
 
@@ -139,6 +149,32 @@ hidden_attempt("the workspace itself made unreadable (chmod 300; under /tmp)", {
     return { { "chmod", "/ws$" }, { "open", "/ws/%.git/hooks/pre%-commit$" } }
   end,
 })
+hidden_attempt("a repository whose core.hooksPath (../hooks) lies outside a directory made "
+  .. "unsearchable (chmod 400)", {
+  mode = "400",
+  dir = function(ctx) return ctx.ws .. "/inner" end,
+  prepare = function(ctx)
+    if not uv.fs_stat(ctx.ws .. "/inner/.git") then
+      luxec.run({ "git", "init", "-q", ctx.ws .. "/inner" }, { env = { PATH = D.PATH } })
+      luxec.run({ "git", "-C", ctx.ws .. "/inner", "config", "core.hooksPath", "../hooks" },
+        { env = { PATH = D.PATH } })
+      uv.fs_mkdir(ctx.ws .. "/hooks", 493)
+      give(ctx, ctx.ws .. "/inner", ctx.ws .. "/hooks")
+    end
+  end,
+  argv = function()
+    return { "sh", "-c", "chmod 755 inner; printf '#!/bin/sh\\n' > hooks/pre-commit" }
+  end,
+  effect = function(ctx)
+    local hook = ctx.ws .. "/hooks/pre-commit"
+    if uv.fs_stat(hook) then
+      os.remove(hook)
+      return "a hook was planted in " .. hook
+    end
+  end,
+  records = function() return { { "chmod", "/inner$" }, { "open", "/hooks/pre%-commit$" } } end,
+  failing = "%s[/ ]", -- (its config, which the host may not read either, is named first)
+})
 hidden_attempt("HOME made unsearchable (chmod 600): the masked ~/.netrc, the protected ~/.bashrc", {
   mode = "600",
   home = function(ctx) return ctx.tmphome end,
@@ -152,6 +188,7 @@ hidden_attempt("HOME made unsearchable (chmod 600): the masked ~/.netrc, the pro
 })
 hidden_attempt("HOME made unlistable (chmod 300): the masked ~/.*_history", {
   mode = "300",
+  fails_in = { ["workspace-write"] = true, ["read-only"] = true }, -- (deny_read, in both)
   home = function(ctx) return ctx.tmphome end,
   dir = function(ctx) return ctx.tmphome end,
   prepare = function(ctx)
@@ -184,6 +221,39 @@ attempt("a permission an earlier session took away",
       end
     end,
   })
+
+-- A secret the policy masks that does not exist yet: made in a session and linked elsewhere,
+-- the host's later writes into it (bash's history, `echo ... >> ~/.pgpass`) would be read
+-- through the link past the next session's mask. Every deny_read name in a writable root is
+-- reserved: none can be made, by any call.
+local SECRETS = { ".pgpass", ".aws", ".bash_history", ".zsh_history", ".python_history" }
+for _, where in ipairs({ "the workspace", "a HOME in /tmp" }) do
+  attempt("a secret made before the host writes it", "~/.pgpass, ~/.aws, ~/.*_history made "
+    .. "by open, mkdir, link, rename and symlink (HOME is " .. where .. ")", {
+      home = function(ctx) return where == "the workspace" and ctx.ws or ctx.tmphome end,
+      argv = function(ctx)
+        return { "sh", "-c", ("cd ~; touch .pgpass; ln .pgpass %s/leak; mkdir .aws; "
+          .. "touch .bash_history; touch %s/x; ln %s/x .zsh_history; mv %s/x .python_history; "
+          .. "ln -s x .zsh_history; true"):format(q(ctx.ws), q(ctx.ws), q(ctx.ws), q(ctx.ws)) }
+      end,
+      effect = function(ctx)
+        local home = where == "the workspace" and ctx.ws or ctx.tmphome
+        local made = {}
+        for _, name in ipairs(SECRETS) do
+          if uv.fs_lstat(home .. "/" .. name) then made[#made + 1] = name end
+        end
+        os.execute(("rm -rf %s/x %s/leak"):format(q(ctx.ws), q(ctx.ws)))
+        for _, name in ipairs(made) do os.execute("rm -rf " .. q(home .. "/" .. name)) end
+        if #made > 0 then return "made " .. table.concat(made, ", ") end
+      end,
+      records = function()
+        return { { "open", "/%.pgpass$" }, { "mkdir", "/%.aws$" }, { "open", "/%.bash_history$" },
+          { "open", "/x$" },
+          { "link", "/x$" }, { "rename", "/x$" }, { "symlink", "/%.zsh_history$" } }
+      end,
+      loose = "pattern",
+    })
+end
 
 -- A device node root made in a writable root (before the session) is no way to a device: the
 -- mounts outside the sandbox's own /dev are nodev.

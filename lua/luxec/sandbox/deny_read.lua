@@ -140,10 +140,7 @@ function M.masks(defaults, user, roots, home, found)
   end
   for _, e in ipairs(user) do add(e, false) end
   for _, dir in ipairs(unlistable) do
-    for _, r in ipairs(roots) do
-      if under(r, dir) then fail(P.CLOSED, dir) end
-    end
-    if not set[dir] and dir ~= "/" then
+    if P.check_closed(dir, roots) and not set[dir] and dir ~= "/" then
       set[dir] = true
       list[#list + 1] = dir
     end
@@ -153,6 +150,46 @@ function M.masks(defaults, user, roots, home, found)
   for _, p in ipairs(list) do
     if not (out[#out] and under(p, out[#out])) then out[#out + 1] = p end
   end
+  return out
+end
+
+--- The deny_read entries (with `defaults`, the default list too) that name paths in the
+--- writable `roots`, as canonical absolute paths or globs: a workspace-write session may make
+--- none of them (a secret file made in a session, and a hard link to it made there, would let
+--- the next session read what the host writes into it later, past the mask).
+---@return string[]
+function M.reserved(defaults, user, roots, home)
+  local out, seen = {}, {}
+  local real_home = home and (uv.fs_realpath(home) or home)
+  local function add(entry)
+    local abs = expand_home(entry, real_home)
+    if not abs or abs:sub(1, 1) ~= "/" then return end
+    -- the literal directories before the first glob, canonical; the rest as it is
+    local lit, rest = {}, nil
+    for comp in abs:gmatch("[^/]+") do
+      if rest or comp:find("[%*%?%[]") then
+        rest = rest and (rest .. "/" .. comp) or comp
+      elseif comp ~= "." then
+        lit[#lit + 1] = comp
+      end
+    end
+    local name = not rest and table.remove(lit) or nil
+    local dir = "/" .. table.concat(lit, "/")
+    dir = uv.fs_realpath(dir) or dir
+    local path = (dir == "/" and "" or dir) .. "/" .. (rest or name or "")
+    local inside = false
+    for _, r in ipairs(roots) do
+      if under(path, r) or (rest and under(r, dir)) then inside = true end
+    end
+    if inside and path ~= "/" and not seen[path] then
+      seen[path] = true
+      out[#out + 1] = path
+    end
+  end
+  if defaults then
+    for _, e in ipairs(M.DEFAULT_DENY_READ) do add(e) end
+  end
+  for _, e in ipairs(user) do add(e) end
   return out
 end
 

@@ -193,6 +193,11 @@ local function resolve(policy, cwd, home, search)
     masks = deny_read.masks(deny_defaults, deny, keep_visible, home, found)
     found:settle() -- (with the directories on the way the host could not read)
     for _, p in ipairs(found.reserved) do reserved[#reserved + 1] = p end
+    if mode == "workspace-write" then
+      for _, p in ipairs(deny_read.reserved(deny_defaults, deny, roots, home)) do
+        reserved[#reserved + 1] = p
+      end
+    end
   end
   -- resource limits: checked apart (luxec.sandbox.limits), whatever the mode
   local lim = limits.resolve(policy.limits)

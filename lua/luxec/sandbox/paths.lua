@@ -245,16 +245,36 @@ end
 -- directory above one) fails the spawn: nothing could be written.
 function Found:closed(dir)
   if not inside_any(dir, self.roots) then return end
-  for _, r in ipairs(self.roots) do
-    if under(r, dir) then fail(M.CLOSED, dir) end
-  end
-  self:keep(dir)
+  if M.check_closed(dir, self.roots) then self:keep(dir) end
 end
 
---- The message of a directory the host may not read that holds a root (or what a session sees).
+--- The message of a directory the host may not read that a spawn cannot do without.
 M.CLOSED = "the host may not read or search %s (permission denied), so what the sandbox "
   .. "keeps read-only or masks in it cannot be found; give the host's user read and search "
   .. "permission on it (chmod u+rx)"
+
+--- Fail for a directory the host may not read or search (or whose entries it may not look
+--- up: `dir` may be such an entry) when it holds one of `roots`, or when the host's own user
+--- owns it: then a sandboxed command could have taken the permission away, and what is in it
+--- (a repository whose hooks directory lies outside it, say) cannot be known. Another user's
+--- (one a container made, root's) is left to the caller to keep read-only or mask: true. False
+--- when it is gone (removed since the search read it: nothing to keep).
+---@return boolean
+function M.check_closed(dir, roots)
+  local owner = dir
+  local st, _, code = uv.fs_lstat(dir)
+  if not st and code ~= "EACCES" then return false end
+  if not st then
+    owner = blocker(dir) or dir
+    st, _, code = uv.fs_lstat(owner)
+    if not st and code == "ENOENT" then return false end
+  end
+  for _, r in ipairs(roots) do
+    if under(r, owner) then fail(M.CLOSED, owner) end
+  end
+  if not st or st.uid == require("luv").getuid() then fail(M.CLOSED, owner) end
+  return true
+end
 
 -- A missing path no mount can hold: its creation is refused by the supervisor instead (a
 -- new name there, or a rename or symbolic link onto a directory above it).
@@ -354,8 +374,19 @@ end
 
 -- git config: the values of `core.hooksPath` and of include paths, and the files the
 -- commands it names run (kind "command"), in file order.
+-- A file the search reads (a config, a `.git` file, `commondir`): its handle, or nil when it
+-- does not exist. One that exists and cannot be read fails the spawn: what it names (a hooks
+-- directory anywhere) cannot be kept read-only unread.
+local function open_git_file(file)
+  local fd, err, code = deps.open(file, "rb")
+  if fd or code == 2 or code == 20 then return fd end -- (ENOENT, ENOTDIR: none)
+  fail("cannot read %s (%s), so what git would run from what it names cannot be kept "
+    .. "read-only; give the host's user read permission on it and on its directories", file,
+    tostring(err))
+end
+
 local function config_values(file)
-  local fd = deps.open(file, "rb")
+  local fd = open_git_file(file)
   if not fd then return {} end
   -- (its size first: a read of 1 MiB makes a buffer of that size, at every spawn)
   local size = math.min(fd:seek("end") or 0, 1 << 20)
@@ -454,7 +485,7 @@ function Found:repo(gitdir, worktree, ctx)
   self:read_config(gitdir .. "/config", ctx.home, hooks, 0, gitdir)
   self:read_config(gitdir .. "/config.worktree", ctx.home, hooks, 0, gitdir)
   -- a linked worktree's git directory shares the configuration of its common directory
-  local fd = deps.open(gitdir .. "/commondir", "rb")
+  local fd = open_git_file(gitdir .. "/commondir")
   if fd then
     local rel = (fd:read(4096) or ""):match("^[^\r\n]*")
     fd:close()
@@ -489,7 +520,7 @@ function Found:dotgit(dir, typ, ctx)
     -- `gitdir: <path>` (separate git dir, worktree, submodule): the file names the
     -- repository git uses here, so it stays as it is, and so does what it names
     self:keep(path)
-    local fd = deps.open(path, "rb")
+    local fd = open_git_file(path)
     local line = fd and (fd:read(4096) or ""):match("^gitdir:%s*([^\r\n]-)%s*$")
     if fd then fd:close() end
     local real = line and line ~= "" and uv.fs_realpath(join(dir, line))
