@@ -369,13 +369,9 @@ static void judge_remove(sbx_call *c, const char *op, int dirfd, uint64_t addr) 
   int inside = path_writable(c->m, l.dir);
   loc_path(&l, full, sizeof full);
   if (inside && !file_ro_path(c->m, full)) goto out;
-  int rc = loc_lstat(&t, &l, &st);
-  if (rc == -ENOENT) {
-    /* nothing to protect: the error a program expects, not the mount layer's EROFS */
-    answer(c, ENOENT);
-    goto out;
-  }
-  if (rc < 0) goto out;
+  /* (a missing name: the kernel's answer, unrecorded, as without evidence: EROFS where the
+   * mount is read-only, which it looks at before the name) */
+  if (loc_lstat(&t, &l, &st) < 0) goto out;
   /* A call that fails for the kernel's own reasons is left to it, unrecorded: unlink of a
    * directory (EISDIR) or with a '/' after the name, rmdir of what is no directory
    * (ENOTDIR) or of one that is not empty (ENOTEMPTY; the kernel looks at a mount point

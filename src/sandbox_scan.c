@@ -49,21 +49,22 @@ static void hit(lua_State *L, int list, const char *dir, const char *type, const
   lua_rawseti(L, list, (lua_Integer)lua_rawlen(L, list) + 1);
 }
 
-/* A "closed" hit for the directory that holds dir (dir itself at depth 0). */
+/* An "unreachable" hit for the directory that holds dir (dir itself at depth 0). */
 static void hit_parent(lua_State *L, int list, const char *dir, int depth) {
   const char *slash = depth > 0 ? strrchr(dir, '/') : NULL;
   if (slash == NULL) {
-    hit(L, list, dir, NULL, "closed");
+    hit(L, list, dir, NULL, "unreachable");
     return;
   }
   size_t len = slash == dir ? 1 : (size_t)(slash - dir);
   char *up = strndup(dir, len);
-  if (up != NULL) hit(L, list, up, NULL, "closed");
+  if (up != NULL) hit(L, list, up, NULL, "unreachable");
   free(up);
 }
 
-#define MEMO_CLOSED 255 /* a memo's type of a closed directory (0: a bare repository) */
-#define MEMO_DEEP 254   /* ... of a directory at the depth bound with directories in it */
+#define MEMO_CLOSED 255  /* a memo's type of a closed directory (0: a bare repository) */
+#define MEMO_DEEP 254    /* ... of a directory at the depth bound with directories in it */
+#define MEMO_UNREACH 253 /* ... of one holding an entry the search could not look at */
 
 /* A directory to visit: its path (owned, or NULL: its node's), the node it had, and the
  * parent whose kids[idx] it is. */
@@ -134,14 +135,16 @@ static struct memo *memo_store(lua_State *L, int list, const char *root, int dep
     const char *t = lua_tostring(L, -1);
     lua_getfield(L, -3, "closed");
     lua_getfield(L, -4, "deep");
-    m->types[i] = lua_toboolean(L, -2)          ? MEMO_CLOSED
-                  : lua_toboolean(L, -1)        ? MEMO_DEEP
+    lua_getfield(L, -5, "unreachable");
+    m->types[i] = lua_toboolean(L, -3)          ? MEMO_CLOSED
+                  : lua_toboolean(L, -2)        ? MEMO_DEEP
+                  : lua_toboolean(L, -1)        ? MEMO_UNREACH
                   : t == NULL                   ? 0
                   : strcmp(t, "directory") == 0 ? DT_DIR + 1
                   : strcmp(t, "file") == 0      ? DT_REG + 1
                   : strcmp(t, "link") == 0      ? DT_LNK + 1
                                                 : DT_UNKNOWN + 1;
-    lua_pop(L, 5);
+    lua_pop(L, 6);
     if (m->dirs[i] == NULL) {
       memo_clear(m);
       return NULL;
@@ -158,7 +161,8 @@ static struct memo *memo_store(lua_State *L, int list, const char *root, int dep
 /* core.sandbox_scan(root, depth, max_dirs, racy_secs[, serial]) -> hits, dirs_read, serial |
  * nil, "dirs", dir_reached. hits: {dir, type} for a .git entry, {dir, bare = true} for a
  * bare repository, {dir, closed = true} for a directory the host may not read, {dir, deep =
- * true} for one at the depth bound with directories in it (not searched). The bound: more
+ * true} for one at the depth bound with directories in it (not searched), {dir, unreachable =
+ * true} for one holding an entry it could not look at for another reason. The bound: more
  * directories than max_dirs (dir_reached: the first past it). A directory read less than
  * racy_secs after its last change is not trusted by its times alone (without a watch) at the
  * next search. serial names the answer (0: none kept); given the serial of an answer that
@@ -185,11 +189,12 @@ int core_sandbox_scan(lua_State *L) {
     } else {
       for (int i = 0; i < m->nhits; i++) {
         unsigned char t = m->types[i];
-        hit(L, list, m->dirs[i],
-            t && t != MEMO_CLOSED && t != MEMO_DEEP ? scan_type_name((unsigned char)(t - 1)) : NULL,
-            t == MEMO_CLOSED ? "closed"
-            : t == MEMO_DEEP ? "deep"
-                             : "bare");
+        int special = t == MEMO_CLOSED || t == MEMO_DEEP || t == MEMO_UNREACH;
+        hit(L, list, m->dirs[i], t && !special ? scan_type_name((unsigned char)(t - 1)) : NULL,
+            t == MEMO_CLOSED    ? "closed"
+            : t == MEMO_DEEP    ? "deep"
+            : t == MEMO_UNREACH ? "unreachable"
+                                : "bare");
       }
     }
     lua_pushinteger(L, m->read);

@@ -196,7 +196,8 @@ hidden_attempt("HOME made unlistable (chmod 300): the masked ~/.*_history", {
     give(ctx, ctx.tmphome .. "/.bash_history")
   end,
   argv = function() return { "sh", "-c", "chmod 700 ~; cat ~/.bash_history" } end,
-  effect = function(_, _, res)
+  effect = function(ctx, _, res)
+    os.remove(ctx.tmphome .. "/.bash_history")
     if res.output:find("hunter2", 1, true) then return "~/.bash_history was read" end
   end,
   records = function() return { { "chmod", "/home$" } } end,

@@ -160,7 +160,8 @@ local function holds(e)
       for i, h in ipairs(hits) do
         local was = s.hits[i]
         if h.dir ~= was.dir or h.type ~= was.type or h.bare ~= was.bare
-          or h.closed ~= was.closed or h.deep ~= was.deep then
+          or h.closed ~= was.closed or h.deep ~= was.deep
+          or h.unreachable ~= was.unreachable then
           return false
         end
       end

@@ -556,8 +556,10 @@ function Found:scan(root, scan, ctx)
     end
     if h.closed then
       self:closed(h.dir)
-    elseif h.deep then -- (not searched: all of it read-only)
-      if h.dir == root then
+    elseif h.deep or h.unreachable then -- (not searched: all of it read-only)
+      if h.dir == root and h.unreachable then
+        return false, ("could not look into %s"):format(root), "dirs"
+      elseif h.dir == root then
         return false, ("found directories deeper than %d levels (in %s)"):format(scan.depth,
           root), "depth"
       end
