@@ -82,6 +82,7 @@ typedef struct sbx_monitor {
   int diag_fd;              /* NETLINK_SOCK_DIAG in the sandbox's network namespace, or -1 */
   pid_t prog_pid, init_pid; /* the session's program and its pid namespace's init (or -1) */
   char **unix_allowed;      /* socket paths the policy names */
+  unsigned long long (*unix_ids)[2]; /* the socket each named when the session was made */
   int nunix;
   /* new names refused in the roots (see sandbox_spec.reserved) */
   char **reserved;
@@ -106,7 +107,8 @@ typedef struct sbx_unix_cfg {
   int netns_private;
   int diag_fd; /* taken */
   pid_t prog_pid, init_pid;
-  char **allowed; /* copied */
+  char **allowed;                       /* copied */
+  unsigned long long (*allowed_ids)[2]; /* copied: the socket (dev, ino) each named then */
   int nallowed;
   char **reserved; /* copied */
   int nreserved;

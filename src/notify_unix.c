@@ -286,8 +286,9 @@ static int host_bound_type(const sock_key *key) {
 
 static int named_in_policy(const sbx_monitor *m, const struct stat *st) {
   for (int i = 0; i < m->nunix; i++) {
-    struct stat a;
-    if (stat(m->unix_allowed[i], &a) == 0 && a.st_dev == st->st_dev && a.st_ino == st->st_ino)
+    const unsigned long long *id = m->unix_ids[i];
+    if ((id[0] | id[1]) != 0 && id[0] == (unsigned long long)st->st_dev &&
+        id[1] == (unsigned long long)st->st_ino)
       return 1;
   }
   return 0;

@@ -113,6 +113,7 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
                       .prog_pid = p->pid,
                       .init_pid = p->init_pid,
                       .allowed = prep->unix_sockets,
+                      .allowed_ids = prep->unix_ids,
                       .nallowed = prep->nunix,
                       .reserved = prep->reserved,
                       .nreserved = prep->nreserved,

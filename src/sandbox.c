@@ -293,6 +293,19 @@ static int prepare(const sandbox_spec *s, sandbox_prep *p, char *err, size_t err
   for (int i = 0; i < s->nroots; i++) p->shm_root |= strcmp(s->roots[i], "/dev/shm") == 0;
   p->unix_sockets = copy_strings(s->unix_sockets, s->nunix);
   p->nunix = p->unix_sockets ? s->nunix : 0;
+  p->unix_ids = p->nunix > 0 ? calloc((size_t)p->nunix, sizeof *p->unix_ids) : NULL;
+  for (int i = 0; p->unix_ids && i < p->nunix; i++) {
+    struct stat st;
+    if (stat(p->unix_sockets[i], &st) == 0 && S_ISSOCK(st.st_mode)) {
+      p->unix_ids[i][0] = (unsigned long long)st.st_dev;
+      p->unix_ids[i][1] = (unsigned long long)st.st_ino;
+    }
+  }
+  if (p->nunix > 0 && p->unix_ids == NULL) {
+    snprintf(err, errlen, "out of memory");
+    sandbox_prep_free(p);
+    return -1;
+  }
   if (sandbox_paths_prepare(s, p, err, errlen) < 0) {
     sandbox_prep_free(p);
     return -1;
@@ -311,6 +324,7 @@ void sandbox_prep_free(sandbox_prep *p) {
   sandbox_proxy_close(p->transp_fd);
   for (int i = 0; i < p->nunix; i++) free(p->unix_sockets[i]);
   free(p->unix_sockets);
+  free(p->unix_ids);
   /* (the filters belong to sandbox_filter.c's cache) */
   for (int i = 0; p->roots && i < p->nroots; i++) free(p->roots[i]);
   sandbox_paths_free(p);

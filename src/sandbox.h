@@ -92,6 +92,10 @@ typedef struct sandbox_prep {
   int nmasks;
   char **unix_sockets;
   int nunix;
+  /* the file each of unix_sockets named when the session was prepared, before the program
+   * ran (dev, ino; both 0: none): a connect reaches that socket only, whatever the path
+   * names by the time of the call (a symlink put in its place, a directory above renamed) */
+  unsigned long long (*unix_ids)[2];
   /* written by the children, read by the parent after the launch */
   const char *failed_path; /* the path the mount layer could not make */
   volatile int diag_fd;    /* sock_diag in the sandbox's network namespace (the host's table) */

@@ -363,6 +363,31 @@ server_attack("a host socket that the policy does not name stays closed when ano
     evidence = connect_evidence("tmp"),
   })
 
+server_attack("a named socket's path (in /tmp) swapped for a link to a host socket not named",
+  "var", function(ctx, path)
+    local named = ctx.srv.tmp.path
+    return { "sh", "-c", ("mv %s %s.orig && ln -s %s %s && %s connect %s use"):format(named,
+      named, path, named, USOCK, named) }
+  end, {
+    prepare = function(ctx, mode)
+      reached(ctx, "var")
+      return { mode = mode }
+    end,
+    policy = function(ctx) return { unix_sockets = { ctx.srv.tmp.path } } end,
+    cleanup = function(ctx)
+      local named = ctx.srv.tmp.path
+      if uv.fs_lstat(named .. ".orig") then
+        os.remove(named)
+        assert(uv.fs_rename(named .. ".orig", named))
+      end
+    end,
+    -- (read-only: the rename is refused, and nothing after it runs)
+    evidence = function(ctx, st)
+      if st.mode == "read-only" then return { "rename" }, { ctx.srv.tmp.path } end
+      return { "connect" }, { ctx.srv.var.path }
+    end,
+  })
+
 -- SysV IPC
 local function ipc_attack(name, argv, extra)
   local a = extra or {}
