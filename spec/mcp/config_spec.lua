@@ -204,6 +204,8 @@ return {
     if cmd == "say-hi" then return "echo rewritten-hi" end
     local rest = cmd:match("^readonly: (.*)$")
     if rest then return { cmd = rest, sandbox = "read-only" } end
+    local own = cmd:match("^own: (.*)$")
+    if own then return { cmd = own, sandbox = { mode = "workspace-write", network = "deny" } } end
     if cmd == "whoami-ctx" then
       return { cmd = ("echo %s %s %s"):format(ctx.tool, ctx.client.name, ctx.sandbox.mode) }
     end
@@ -223,6 +225,21 @@ return {
       P = R.start_in(dir, HOOKS)
       P:handshake()
     end
+
+    it("cannot take its config file's protection away by giving a sandbox of its own",
+      function()
+        if not H.sandbox_usable() then
+          pending("runs where the sandbox can be tried: skipped: " .. select(2, H.sandbox_usable()))
+          return
+        end
+        start()
+        local before = H.read_file(dir .. "/luxec-mcp.lua")
+        local r = P:tool("exec_command", { cmd = "own: echo 'return {sandbox = false}' > "
+          .. "luxec-mcp.lua; echo x > other" })
+        assert.matches("Read%-only file system", r.structuredContent.output)
+        assert.equal(before, H.read_file(dir .. "/luxec-mcp.lua"))
+        assert.equal("x\n", H.read_file(dir .. "/other")) -- (the hook's sandbox, writable)
+      end)
 
     it("allows what it lets through", function()
       start()

@@ -66,7 +66,7 @@ end
 ---@param ctx luxec.ExecCall
 ---@param log_dir string|nil  the engine's log directory: kept read-only in the sandbox
 ---@return table|nil
-function M.sandbox(base, cwd, ctx, log_dir)
+function M.sandbox(base, cwd, ctx, log_dir, protect)
   if not base then return nil end
   local workspace = base.workspace
   if workspace == nil then workspace = cwd end
@@ -74,13 +74,17 @@ function M.sandbox(base, cwd, ctx, log_dir)
   for k, v in pairs(ctx.sandbox or base) do
     if k ~= "workspace" or ctx.sandbox then sb[k] = v end
   end
-  if log_dir and sb.mode ~= "full-access" then
-    -- the log directory is the engine's own, often in /tmp (a writable root): read-only in
-    -- the sandbox, or a command could put a symbolic link in its place and have the engine
-    -- write its logs, and remove every file at shutdown, in the directory the link names
+  -- the log directory is the engine's own, often in /tmp (a writable root): read-only in the
+  -- sandbox, or a command could put a symbolic link in its place and have the engine write
+  -- its logs, and remove every file at shutdown, in the directory the link names. And the
+  -- config's own list (the server's config file): whatever sandbox the call got (a hook's).
+  local always = {}
+  if log_dir then always[1] = log_dir end
+  for _, p in ipairs(protect or {}) do always[#always + 1] = p end
+  if #always > 0 and sb.mode ~= "full-access" then
     local list = sb.protect == false and { defaults = false } or {}
-    for k, v in pairs(sb.protect or {}) do list[k] = v end
-    list[#list + 1] = log_dir
+    for k, v in pairs(type(sb.protect) == "table" and sb.protect or {}) do list[k] = v end
+    for _, p in ipairs(always) do list[#list + 1] = p end
     sb.protect = list
   end
   return sb

@@ -165,7 +165,7 @@ function Engine:_exec(args, ctx, lim, no_sandbox)
   end
   local tty = a.tty == true
   local sandbox = not no_sandbox
-    and call.sandbox(cfg.sandbox, cfg.cwd, ctx, log and self._log_dir) or nil
+    and call.sandbox(cfg.sandbox, cfg.cwd, ctx, log and self._log_dir, cfg.protect) or nil
   local opts = {
     env = self._env, cwd = cwd, log = log, log_max = log and cfg.log_max or nil,
     head = cfg.head, tail = cfg.tail,

@@ -66,6 +66,9 @@ M.defaults = {
   env_forced = M.FORCED_ENV,
   env_extra = M.EXTRA_ENV,
   sandbox = nil, ---@type table|nil  passed as is to luxec.spawn's `sandbox` option
+  -- paths read-only in every restricted session, whatever sandbox a call gets (the MCP
+  -- server's config file: a command that rewrote it would choose the next start's policy)
+  protect = nil, ---@type string[]|nil
   on_denial = nil, ---@type function|nil  fn(verdict, args) -> true: rerun without sandbox
   spawn = nil, ---@type function|nil  luxec.spawn (the seam every session starts through)
   clock = nil, ---@type (fun(): number)|nil  milliseconds, monotonic (uv.hrtime by default)
@@ -83,7 +86,8 @@ local CONFIG_TYPES = {
   input_quiet_ms = "count", timeout_ms = "count", kill_grace_ms = "count", rows = "count",
   cols = "count", head = "count", tail = "count", pipe_stdin = "string", max_chars = "count",
   log = "boolean", log_max = "count", log_dir = "string", env = "table", env_forced = "table",
-  env_extra = "table", sandbox = "table", on_denial = "function", spawn = "function",
+  env_extra = "table", sandbox = "table", protect = "table", on_denial = "function",
+  spawn = "function",
   clock = "function",
 }
 

@@ -453,28 +453,12 @@ function M.load(path)
   return M.check(t, path, abs:match("^(.*)/[^/]*$") or "/")
 end
 
---- The sandbox policy with the config file it came from kept read-only (a command that
---- rewrote it would choose the policy of the server's next start): a copy, or `sb` as is when
---- there is no file, or no mount namespace to keep it read-only in.
----@param sb table|nil  a checked sandbox policy
----@param source string|nil  the config file (as given to --config)
----@return table|nil
-function M.protect_source(sb, source)
-  if type(sb) ~= "table" or not source or sb.mode == "full-access" then
-    return sb
-  end
-  local abs = source:sub(1, 1) == "/" and source or uv.cwd() .. "/" .. source
-  local copy = {}
-  for k, v in pairs(sb) do copy[k] = v end
-  local protect = { defaults = true }
-  if sb.protect == false then
-    protect.defaults = false
-  elseif type(sb.protect) == "table" then
-    for k, v in pairs(sb.protect) do protect[k] = v end
-  end
-  protect[#protect + 1] = abs
-  copy.protect = protect
-  return copy
+--- A path as given on the command line (`--config`), absolute against the directory the
+--- server started in.
+---@param path string
+---@return string
+function M.abs(path)
+  return path:sub(1, 1) == "/" and path or uv.cwd() .. "/" .. path
 end
 
 --- The options of luxec.engine.new for a configuration (the spawn seam is the caller's).
@@ -483,7 +467,9 @@ end
 function M.engine_config(cfg)
   local e = {
     shell = cfg.shell, login = cfg.login, allow_login_shell = cfg.allow_login_shell,
-    cwd = cfg.cwd, sandbox = M.protect_source(cfg.sandbox, cfg.source), on_denial = cfg.on_denial,
+    cwd = cfg.cwd, sandbox = cfg.sandbox, on_denial = cfg.on_denial,
+    -- the config file read-only for every command, whatever sandbox on_command gives it
+    protect = cfg.source and { M.abs(cfg.source) } or nil,
     env = {
       inherit = cfg.env.inherit, default_excludes = cfg.env.default_excludes,
       exclude = cfg.env.exclude, set = cfg.env.set, include_only = cfg.env.include_only,
