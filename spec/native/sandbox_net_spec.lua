@@ -215,6 +215,33 @@ describe("network by name", function()
     assert.same({}, r.sandbox.network.allowed)
   end)
 
+  it("closes a session's proxy connections past 256 open at once, and counts them", function()
+    -- 300 connections that never send a head (each would hold a descriptor and a buffer of
+    -- the host's for 30 s); then, all closed, a request goes through again
+    local script = [==[python3 - <<'PY'
+import os, socket, time, urllib.parse
+u = urllib.parse.urlsplit(os.environ["http_proxy"])
+socks = []
+for i in range(300):
+    s = socket.create_connection((u.hostname, u.port)); socks.append(s)
+closed = 0
+for s in socks[256:]:
+    s.settimeout(5)
+    try:
+        if s.recv(1) == b"": closed += 1
+    except OSError:
+        closed += 1
+print("closed", closed)
+for s in socks: s.close()
+time.sleep(0.5)
+PY
+curl -s --max-time 10 http://registry.test:]==] .. srv.port .. "/ok"
+    local r = run(script, { allow = { "registry.test" }, resolve = names() })
+    assert.matches("closed 44\n", r.output)
+    assert.matches("hello from registry%.test", r.output)
+    assert.equals(44, r.sandbox.network.over)
+  end)
+
   it("lets deny win over allow; a wildcard names the hosts below it, a port only that port",
     function()
     local p = srv.port

@@ -308,7 +308,8 @@ M.home_of = paths.home_of
 ---@param report table  from the core
 ---@param spec table  from resolve
 ---@param proxy luxec.Proxy|nil  network by name: `network` becomes {allow, deny, proxy,
----  allowed = {[host] = requests}, refused = {records}, failed = {records}}
+---  allowed = {[host] = requests}, refused = {records}, failed = {records}, over = the
+---  connections closed at once, past network.defaults.max_connections open}
 function M.annotate(report, spec, proxy)
   if proxy then
     local net = proxy:report()

@@ -16,7 +16,10 @@ M.PORT = 3128
 --- Timeouts of the proxy (ms): connecting upstream (name resolution included); the first byte
 --- of a plain HTTP response (a CONNECT tunnel has none: the protocol inside decides who
 --- speaks); reading a client's request head.
-M.defaults = { connect_timeout_ms = 10000, response_timeout_ms = 60000, head_timeout_ms = 30000 }
+M.defaults = { connect_timeout_ms = 10000, response_timeout_ms = 60000, head_timeout_ms = 30000,
+  -- a session's proxy connections open at once: each is a descriptor and a buffer of the
+  -- host's, outside the session's limits (past it, a connection is closed at once)
+  max_connections = 256 }
 
 local KEYS = { allow = true, deny = true, resolve = true, connect_timeout_ms = true,
   response_timeout_ms = true, allow_private = true }

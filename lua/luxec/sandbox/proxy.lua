@@ -34,6 +34,7 @@ function Proxy:_close(conn)
   if conn.closed then return end
   conn.closed = true
   self._conns[conn] = nil
+  self._open = self._open - 1
   if conn.relay then
     local sent, received = conn.relay:counts()
     conn.relay:close()
@@ -347,9 +348,19 @@ function Proxy:_tunnel(conn, host, port, buf)
   end)
 end
 
+-- Whether one more connection may be served (else it is counted in `over`).
+function Proxy:_room()
+  if self._open < self._max then
+    self._open = self._open + 1
+    return true
+  end
+  self.over = self.over + 1
+  return false
+end
+
 function Proxy:_accept()
   local c = uv.new_tcp()
-  if not self._server:accept(c) then return c:close() end
+  if not self._server:accept(c) or not self:_room() then return c:close() end
   c:unref()
   c:nodelay(true)
   local conn = { client = c, ends = 0, op = "connect", pending = 0, sent = 0, received = 0 }
@@ -392,7 +403,8 @@ end
 function M.start(server, policy, peer)
   local self = setmetatable({ _server = server, _policy = policy, _peer = peer, _conns = {},
     _index = {}, _head_ms = network.defaults.head_timeout_ms, allowed = {}, traffic = {},
-    _names = transparent.new(), _extra = {},
+    _names = transparent.new(), _extra = {}, _open = 0,
+    _max = network.defaults.max_connections, over = 0,
     refused = {}, failed = {}, total = 0 }, Proxy)
   server:unref() -- (the session keeps the host alive, not its proxy)
   server:listen(128, function(err)
@@ -408,7 +420,7 @@ end
 --- refusal is recorded, answered 403 on 80 and closed on 443.
 function Proxy:_accept_transparent(server, port)
   local c = uv.new_tcp()
-  if not server:accept(c) then return c:close() end
+  if not server:accept(c) or not self:_room() then return c:close() end
   c:unref()
   c:nodelay(true)
   local tls = port == 443
@@ -524,7 +536,7 @@ function Proxy:report()
     end
   end
   return { allowed = allowed, traffic = traffic, refused = copy(self.refused),
-    failed = copy(self.failed) }
+    failed = copy(self.failed), over = self.over }
 end
 
 --- Stop: the listener and every connection still open close.
