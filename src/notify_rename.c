@@ -118,6 +118,17 @@ void file_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t
   if (!res && (flags & RENAME_EXCHANGE)) res = file_reserved(&t, c->m, &a, from, 1);
   if (res || !wa || !wb || pinned) {
     int own = rename_own_error(&t, &a, &b, flags, from, to);
+    /* where the file system is read-only the kernel looks at the mounts before the names
+     * (EXDEV across two, then EROFS): its errno, recorded only for a call that would
+     * otherwise be made */
+    if (!res && (!wa || !wb) && (loc_readonly(&t, &a, 0) || loc_readonly(&t, &b, 0))) {
+      int err = mount_id(&t, &a) != mount_id(&t, &b) ? EXDEV : EROFS;
+      if (own != 0)
+        answer(c, err);
+      else
+        file_deny(c, "rename", err, from, to);
+      goto out;
+    }
     if (own != 0) { /* (-1: nothing would change) */
       answer(c, own < 0 ? 0 : own);
       goto out;
@@ -193,6 +204,10 @@ void file_link(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t n
   loc_path(&b, to, sizeof to);
   int res = file_reserved(&t, c->m, &b, to, 0);
   int wb = path_writable(c->m, b.dir), wa = path_writable(c->m, from);
+  if (!wb && S_ISDIR(obj.st_mode) && loc_readonly(&t, &b, 0)) {
+    answer(c, EROFS); /* (the kernel looks at the new name's mount before the object) */
+    goto out;
+  }
   if ((res || !wa || !wb) && S_ISDIR(obj.st_mode)) { /* the kernel's own: no hard link */
     answer(c, EPERM);
     goto out;
