@@ -175,6 +175,27 @@ function H.descendants(pid)
   return out
 end
 
+-- Where each luv timer was made (weak: a collected one is gone): a timer a test leaves
+-- active is named by that place in assert_clean's message, not only by its type.
+local timer_origins = setmetatable({}, { __mode = "k" })
+do
+  local new_timer = uv.new_timer
+  uv.new_timer = function(...)
+    local t, err = new_timer(...)
+    if t then timer_origins[t] = debug.traceback("", 2):gsub("^\nstack traceback:\n\t", "") end
+    return t, err
+  end
+end
+
+local function active_timer_origins()
+  local out = {}
+  for t, where in pairs(timer_origins) do
+    local ok, active = pcall(function() return not t:is_closing() and t:is_active() end)
+    if ok and active then out[#out + 1] = (where:match("^[^\n]*\n?[^\n]*\n?[^\n]*")) end
+  end
+  return out
+end
+
 --- Fail the current test if it left a handle keeping the loop alive or a child process.
 --- Cleans up what it finds so one leak does not fail every later test.
 local reported_children = {}
@@ -208,7 +229,11 @@ function H.assert_clean()
     if f then f:close() end
     uv.kill(pid, "sigkill")
   end
-  assert(#handles == 0, "test left active handles: " .. table.concat(handles, ", "))
+  if #handles > 0 then
+    local where = active_timer_origins()
+    assert(false, "test left active handles: " .. table.concat(handles, ", ")
+      .. (#where > 0 and ("; luv timers made at: " .. table.concat(where, " | ")) or ""))
+  end
   assert(#kids == 0, "test left child processes: " .. table.concat(described, ", "))
 end
 
