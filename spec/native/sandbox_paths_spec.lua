@@ -461,8 +461,13 @@ else:
   it("keeps the MCP server's config file read-only in the sandbox it configures", function()
     local file = ws .. "/.luxec-mcp.lua"
     write_file(file, "return { sandbox = { mode = 'workspace-write' } }\n")
+    -- (the sandbox the engine gives a call: the config's, with the engine's protect list)
+    local function policy_of(cfg)
+      local e = config.engine_config(cfg)
+      return require("luxec.engine.call").sandbox(e.sandbox, ws, {}, nil, e.protect)
+    end
     local cfg = assert(config.load(file))
-    local policy = config.engine_config(cfg).sandbox
+    local policy = policy_of(cfg)
     local r = assert(luxec.run({ "sh", "-c", "echo 'return {sandbox = false}' > .luxec-mcp.lua;"
       .. " echo rc=$?" }, { cwd = ws, sandbox = policy }))
     assert.truthy(r.output:find("rc=[12]"), r.output)
@@ -470,7 +475,7 @@ else:
     -- also with a config that clears the default list
     write_file(file, "return { sandbox = { mode = 'workspace-write', protect = false } }\n")
     cfg = assert(config.load(file))
-    policy = config.engine_config(cfg).sandbox
+    policy = policy_of(cfg)
     luxec.run({ "sh", "-c", "echo 'return {sandbox = false}' > .luxec-mcp.lua" },
       { cwd = ws, sandbox = policy })
     assert.equal("return { sandbox = { mode = 'workspace-write', protect = false } }\n",

@@ -139,8 +139,12 @@ function M.masks(defaults, user, roots, home, found)
     for _, e in ipairs(M.DEFAULT_DENY_READ) do add(e, true) end
   end
   for _, e in ipairs(user) do add(e, false) end
+  -- (the session's HOME is its own: a directory elsewhere, another user's or one in /tmp that
+  -- another program made so, is masked whole)
+  local own = {}
+  if home and home:sub(1, 1) == "/" then own[1] = uv.fs_realpath(home) or home end
   for _, dir in ipairs(unlistable) do
-    if P.check_closed(dir, roots) and not set[dir] and dir ~= "/" then
+    if P.check_closed(dir, roots, own) and not set[dir] and dir ~= "/" then
       set[dir] = true
       list[#list + 1] = dir
     end

@@ -245,7 +245,7 @@ end
 -- directory above one) fails the spawn: nothing could be written.
 function Found:closed(dir)
   if not inside_any(dir, self.roots) then return end
-  if M.check_closed(dir, self.roots) then self:keep(dir) end
+  if M.check_closed(dir, self.roots, self.own) then self:keep(dir) end
 end
 
 --- The message of a directory the host may not read that a spawn cannot do without.
@@ -255,12 +255,14 @@ M.CLOSED = "the host may not read or search %s (permission denied), so what the 
 
 --- Fail for a directory the host may not read or search (or whose entries it may not look
 --- up: `dir` may be such an entry) when it holds one of `roots`, or when the host's own user
---- owns it: then a sandboxed command could have taken the permission away, and what is in it
---- (a repository whose hooks directory lies outside it, say) cannot be known. Another user's
---- (one a container made, root's) is left to the caller to keep read-only or mask: true. False
---- when it is gone (removed since the search read it: nothing to keep).
+--- owns it in one of the session's `own` trees (its workspace, configured roots, HOME): then
+--- a sandboxed command could have taken the permission away, and what is in it (a
+--- repository whose hooks directory lies outside it, say) cannot be known. Another user's (one
+--- a container made, root's), and one in a tree every program shares (/tmp: another program's,
+--- another session's for a moment), are left to the caller to keep read-only or mask: true.
+--- False when it is gone (removed since the search read it: nothing to keep).
 ---@return boolean
-function M.check_closed(dir, roots)
+function M.check_closed(dir, roots, own)
   local owner = dir
   local st, _, code = uv.fs_lstat(dir)
   if not st and code ~= "EACCES" then return false end
@@ -272,7 +274,8 @@ function M.check_closed(dir, roots)
   for _, r in ipairs(roots) do
     if under(r, owner) then fail(M.CLOSED, owner) end
   end
-  if not st or st.uid == require("luv").getuid() then fail(M.CLOSED, owner) end
+  local mine = not st or st.uid == require("luv").getuid()
+  if mine and (own == nil or inside_any(owner, own)) then fail(M.CLOSED, owner) end
   return true
 end
 
@@ -599,6 +602,13 @@ end
 ---  dirs: integer}
 function M.protected(roots, o)
   local f = new_found(roots)
+  -- the session's own trees: its workspace and configured roots, and its HOME (not /tmp,
+  -- TMPDIR or /dev/shm, which every program shares)
+  f.own = {}
+  for _, b in ipairs(o.bases or roots) do f.own[#f.own + 1] = b end
+  if o.home and o.home:sub(1, 1) == "/" then
+    f.own[#f.own + 1] = uv.fs_realpath(o.home) or o.home
+  end
   if #roots == 0 then return f end
   local ctx = { home = o.home, global_hooks = {} }
   local xdg = os.getenv("XDG_CONFIG_HOME")
