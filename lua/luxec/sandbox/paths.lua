@@ -378,18 +378,30 @@ end
 -- git config: the values of `core.hooksPath` and of include paths, and the files the
 -- commands it names run (kind "command"), in file order.
 -- A file the search reads (a config, a `.git` file, `commondir`): its handle, or nil when it
--- does not exist. One that exists and cannot be read fails the spawn: what it names (a hooks
--- directory anywhere) cannot be kept read-only unread.
-local function open_git_file(file)
+-- does not exist, or cannot be read where no session could have made it so (outside the
+-- writable roots: the host's own ~/.gitconfig of a HOME it may not read; another user's
+-- file). One the host's user owns in the session's own trees that cannot be read fails the
+-- spawn: what it names (a hooks directory anywhere) cannot be kept read-only unread; a
+-- directory on its way the host may not search goes to found:closed().
+local function open_git_file(file, found)
   local fd, err, code = deps.open(file, "rb")
   if fd or code == 2 or code == 20 then return fd end -- (ENOENT, ENOTDIR: none)
-  fail("cannot read %s (%s), so what git would run from what it names cannot be kept "
-    .. "read-only; give the host's user read permission on it and on its directories", file,
-    tostring(err))
+  if not (found and inside_any(file, found.roots)) then return nil end
+  local st = uv.fs_lstat(file)
+  if not st then
+    local dir = blocker(file)
+    if dir then found:closed(uv.fs_realpath(dir) or dir) end
+    return nil
+  end
+  if st.uid == require("luv").getuid() and inside_any(file, found.own or found.roots) then
+    fail("cannot read %s (%s), so what git would run from what it names cannot be kept "
+      .. "read-only; give the host's user read permission on it", file, tostring(err))
+  end
+  return nil
 end
 
-local function config_values(file)
-  local fd = open_git_file(file)
+local function config_values(file, found)
+  local fd = open_git_file(file, found)
   if not fd then return {} end
   -- (its size first: a read of 1 MiB makes a buffer of that size, at every spawn)
   local size = math.min(fd:seek("end") or 0, 1 << 20)
@@ -463,7 +475,7 @@ end
 function Found:read_config(file, home, hooks, depth, gitdir)
   if not (gitdir and under(file, gitdir)) then self:protect(file) end
   if depth > 8 then return end
-  for _, e in ipairs(config_values(file)) do
+  for _, e in ipairs(config_values(file, self)) do
     local p = expand_home(e.value, home)
     if p and p ~= "" then
       if e.kind == "include" then
@@ -488,7 +500,7 @@ function Found:repo(gitdir, worktree, ctx)
   self:read_config(gitdir .. "/config", ctx.home, hooks, 0, gitdir)
   self:read_config(gitdir .. "/config.worktree", ctx.home, hooks, 0, gitdir)
   -- a linked worktree's git directory shares the configuration of its common directory
-  local fd = open_git_file(gitdir .. "/commondir")
+  local fd = open_git_file(gitdir .. "/commondir", self)
   if fd then
     local rel = (fd:read(4096) or ""):match("^[^\r\n]*")
     fd:close()
@@ -523,7 +535,7 @@ function Found:dotgit(dir, typ, ctx)
     -- `gitdir: <path>` (separate git dir, worktree, submodule): the file names the
     -- repository git uses here, so it stays as it is, and so does what it names
     self:keep(path)
-    local fd = open_git_file(path)
+    local fd = open_git_file(path, self)
     local line = fd and (fd:read(4096) or ""):match("^gitdir:%s*([^\r\n]-)%s*$")
     if fd then fd:close() end
     local real = line and line ~= "" and uv.fs_realpath(join(dir, line))
