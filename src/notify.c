@@ -504,13 +504,10 @@ sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths
     m->init_pid = u->init_pid;
     m->unix_allowed = copy(u->allowed, u->nallowed);
     m->nunix = m->unix_allowed ? u->nallowed : 0;
-    if (m->nunix > 0) {
-      m->unix_ids = malloc((size_t)m->nunix * sizeof *m->unix_ids);
-      if (m->unix_ids == NULL)
-        m->nunix = 0; /* (none allowed: refused, never let through) */
-      else
-        memcpy(m->unix_ids, u->allowed_ids, (size_t)m->nunix * sizeof *m->unix_ids);
-    }
+    size_t ids = (size_t)m->nunix * sizeof *m->unix_ids;
+    m->unix_ids = m->nunix > 0 ? malloc(ids) : NULL;
+    if (m->unix_ids) memcpy(m->unix_ids, u->allowed_ids, ids);
+    if (m->unix_ids == NULL) m->nunix = 0; /* (none allowed: refused, never let through) */
     m->reserved = copy(u->reserved, u->nreserved);
     m->nreserved = m->reserved ? u->nreserved : 0;
     m->reserve_only = !u->files_evidence;

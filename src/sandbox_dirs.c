@@ -282,19 +282,22 @@ static node *add_node(char *path) {
   return n;
 }
 
+/* A new node for path (copied); NULL with *oom set when out of memory. */
+static node *path_node(const char *path, int *oom) {
+  char *copy = strdup(path);
+  node *n = copy ? add_node(copy) : NULL;
+  if (n == NULL) {
+    free(copy);
+    *oom = 1;
+  }
+  return n;
+}
+
 /* path (n: its node, or NULL) as a directory the host may not read or look into: no entries,
  * nothing known of it but that (the search reports it; it is read again when its parent's
  * watch reports a change of it). */
 static node *closed_node(node *n, const char *path, int *children_verify, int *oom) {
-  if (n == NULL) {
-    char *copy = strdup(path);
-    n = copy ? add_node(copy) : NULL;
-    if (n == NULL) {
-      free(copy);
-      *oom = 1;
-      return NULL;
-    }
-  }
+  if (n == NULL && (n = path_node(path, oom)) == NULL) return NULL;
   unwatch(n, 1); /* (one it had when it could be read) */
   unlink_kids(n, 0);
   n->nlen = 0;
@@ -342,13 +345,7 @@ node *scan_visit(const char *path, int verify, long long racy, char *buf, size_t
   }
   int same_dir = n && wd >= 0 && wd == n->wd; /* re-read: what events did not name is the same */
   if (n == NULL) {
-    char *copy = strdup(path);
-    n = copy ? add_node(copy) : NULL;
-    if (n == NULL) {
-      free(copy);
-      *oom = 1;
-      return NULL;
-    }
+    if ((n = path_node(path, oom)) == NULL) return NULL;
   } else if (wd < 0 && n->wd < 0 && same_times(n, &sx)) {
     n->stale = 0; /* no watch: its times say it did not change */
     *children_verify = 1;
