@@ -112,6 +112,17 @@ local function hidden_attempt(name, a)
   attempt("a permission an earlier session took away", name, a)
 end
 
+-- An effect: the hook file at rel (below the workspace) exists, made by the session; removed.
+local function planted(rel)
+  return function(ctx)
+    local hook = ctx.ws .. rel
+    if uv.fs_stat(hook) then
+      os.remove(hook)
+      return "a hook was planted in " .. hook
+    end
+  end
+end
+
 local HOOK = "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > %s/.git/hooks/pre-commit"
 hidden_attempt("a nested repository in a directory made unreadable (chmod 300)", {
   mode = "300",
@@ -123,13 +134,7 @@ hidden_attempt("a nested repository in a directory made unreadable (chmod 300)",
     end
   end,
   argv = function() return { "sh", "-c", "chmod 755 deep; " .. HOOK:format("deep/nested") } end,
-  effect = function(ctx)
-    local hook = ctx.ws .. "/deep/nested/.git/hooks/pre-commit"
-    if uv.fs_stat(hook) then
-      os.remove(hook)
-      return "a hook was planted in " .. hook
-    end
-  end,
+  effect = planted("/deep/nested/.git/hooks/pre-commit"),
   records = function()
     return { { "chmod", "/deep$" }, { "open", "/deep/nested/%.git/hooks/pre%-commit$" } }
   end,
@@ -138,13 +143,7 @@ hidden_attempt("the workspace itself made unreadable (chmod 300; under /tmp)", {
   mode = "300",
   dir = function(ctx) return ctx.ws end,
   argv = function() return { "sh", "-c", "chmod 755 \"$PWD\"; " .. HOOK:format(".") } end,
-  effect = function(ctx)
-    local hook = ctx.ws .. "/.git/hooks/pre-commit"
-    if uv.fs_stat(hook) then
-      os.remove(hook)
-      return "a hook was planted in " .. hook
-    end
-  end,
+  effect = planted("/.git/hooks/pre-commit"),
   records = function()
     return { { "chmod", "/ws$" }, { "open", "/ws/%.git/hooks/pre%-commit$" } }
   end,
@@ -165,13 +164,7 @@ hidden_attempt("a repository whose core.hooksPath (../hooks) lies outside a dire
   argv = function()
     return { "sh", "-c", "chmod 755 inner; printf '#!/bin/sh\\n' > hooks/pre-commit" }
   end,
-  effect = function(ctx)
-    local hook = ctx.ws .. "/hooks/pre-commit"
-    if uv.fs_stat(hook) then
-      os.remove(hook)
-      return "a hook was planted in " .. hook
-    end
-  end,
+  effect = planted("/hooks/pre-commit"),
   records = function() return { { "chmod", "/inner$" }, { "open", "/hooks/pre%-commit$" } } end,
   failing = "%s[/ ]", -- (its config, which the host may not read either, is named first)
 })
