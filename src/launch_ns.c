@@ -213,8 +213,14 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
   }
   sandbox_prep *sp = req->sandbox;
   /* the network namespace made ahead (a normal user's with the user namespace it is in) */
-  if (sp->want_netns && sp->netns_fd < 0)
-    sp->netns_fd = sandbox_netns_take(sp->want_userns, sp->uid, sp->gid, &sp->userns_fd);
+  if (sp->want_netns && sp->netns_fd < 0) {
+    int diag = -1;
+    sp->netns_fd = sandbox_netns_take(sp->want_userns, sp->uid, sp->gid, &sp->userns_fd, &diag);
+    if (sp->diag_fd < 0)
+      sp->diag_fd = diag;
+    else if (diag >= 0)
+      close(diag);
+  }
   if (sp->want_mountns && !sp->want_userns) sp->dev_template = sandbox_dev_template();
   sandbox_template_pick(sp); /* (after the user namespace it joins is known) */
   launch_stack_clean(stack);
@@ -236,9 +242,14 @@ int launch_contained(const launch_req *req, launch_res *res, child_ctx *g) {
   }
   reap(setup);
   sandbox_template_keep(sp); /* a mount tree it prepared: the next launches copy it */
-  if (sp->netns_fd >= 0) {   /* joined or not, it is this launch's only */
-    close(sp->netns_fd);
-    sp->netns_fd = -1;
+  if (sp->netns_fd >= 0) {
+    /* A session whose processes are all in its pid namespace gives a network namespace
+     * nothing was configured in back when they are gone (proc_sandbox.c); else it was this
+     * launch's only. */
+    if (!(sp->netns_ok && sp->pidns_ok && s.init_pid > 0 && sp->proxy_port == 0)) {
+      close(sp->netns_fd);
+      sp->netns_fd = -1;
+    }
     if (sp->userns_fd >= 0) close(sp->userns_fd);
     sp->userns_fd = -1;
     sandbox_netns_refill();

@@ -34,7 +34,7 @@ void copy_str(char *dst, size_t size, const char *src) {
   dst[n] = '\0';
 }
 
-static char **copy(char **in, int n) {
+char **notify_strv_copy(char **in, int n) {
   char **out = calloc((size_t)n + 1, sizeof(char *));
   for (int i = 0; out != NULL && i < n; i++) out[i] = strdup(in[i]);
   return out;
@@ -398,6 +398,7 @@ static void *server_main(void *arg) {
       if (m->refs == 1 + !m->closed) { /* this thread's and the session's holds only */
         fd = m->fd;
         m->fd = -1;
+        sbx_monitor_drop_diag(m); /* (its network namespace may then serve another) */
       }
       pthread_mutex_unlock(&m->lock);
       if (fd >= 0) close(fd);
@@ -490,29 +491,14 @@ sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths
   sbx_monitor *m = calloc(1, sizeof *m);
   if (m == NULL) {
     close(fd);
+    if (u != NULL) unix_cfg_drop(u);
     return NULL;
   }
   m->fd = fd;
   m->refs = 1;
   m->diag_fd = -1;
   m->prog_pid = m->init_pid = -1;
-  if (u != NULL) { /* before the thread starts: no call is served unjudged */
-    m->mediate_unix = 1;
-    m->netns_private = u->netns_private;
-    m->diag_fd = u->diag_fd;
-    m->prog_pid = u->prog_pid;
-    m->init_pid = u->init_pid;
-    m->unix_allowed = copy(u->allowed, u->nallowed);
-    m->nunix = m->unix_allowed ? u->nallowed : 0;
-    size_t ids = (size_t)m->nunix * sizeof *m->unix_ids;
-    m->unix_ids = m->nunix > 0 ? malloc(ids) : NULL;
-    if (m->unix_ids) memcpy(m->unix_ids, u->allowed_ids, ids);
-    if (m->unix_ids == NULL) m->nunix = 0; /* (none allowed: refused, never let through) */
-    m->reserved = copy(u->reserved, u->nreserved);
-    m->nreserved = m->reserved ? u->nreserved : 0;
-    m->reserve_only = !u->files_evidence;
-    m->killable = u->killable;
-  }
+  if (u != NULL) unix_cfg_take(m, u); /* before the thread starts: none served unjudged */
   if (cpu_quota_us > 0 && cpu_period_us > 0) {
     m->cpu_quota_ns = cpu_quota_us * 1000;
     m->cpu_period_ns = cpu_period_us * 1000;
@@ -522,9 +508,9 @@ sbx_monitor *sbx_monitor_start(int fd, char **roots, int nroots, char **ro_paths
   m->net_deny = net_deny;
   m->proxy_port = proxy_port;
   m->transparent = transparent;
-  m->roots = copy(roots, nroots);
+  m->roots = notify_strv_copy(roots, nroots);
   m->nroots = nroots;
-  m->ro_paths = copy(ro_paths, nro);
+  m->ro_paths = notify_strv_copy(ro_paths, nro);
   m->nro = nro;
   /* the target wakes on the host's core when answered: ~5 µs instead of ~50 a call */
   uint64_t flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
@@ -560,7 +546,7 @@ void sbx_monitor_release(sbx_monitor *m) {
 
 static void monitor_free(sbx_monitor *m) {
   if (m->fd >= 0) close(m->fd);
-  if (m->diag_fd >= 0) close(m->diag_fd);
+  sbx_monitor_drop_diag(m);
   pthread_mutex_destroy(&m->lock);
   pthread_mutex_destroy(&m->answering);
   for (int i = 0; i < m->nroots; i++) free(m->roots[i]);

@@ -77,11 +77,12 @@ typedef struct sbx_monitor {
   long long total; /* every refusal */
   unsigned long long served;
   /* AF_UNIX calls (notify_unix.c) */
-  int mediate_unix;         /* judge and perform them (the restricted modes) */
-  int netns_private;        /* the sandbox has its own network namespace */
-  int diag_fd;              /* NETLINK_SOCK_DIAG in the sandbox's network namespace, or -1 */
-  pid_t prog_pid, init_pid; /* the session's program and its pid namespace's init (or -1) */
-  char **unix_allowed;      /* socket paths the policy names */
+  int mediate_unix;          /* judge and perform them (the restricted modes) */
+  int netns_private;         /* the sandbox has its own network namespace */
+  int diag_fd;               /* NETLINK_SOCK_DIAG in the sandbox's network namespace, or -1 */
+  struct netns_lease *netns; /* a hold on that namespace, let go with diag_fd, or NULL */
+  pid_t prog_pid, init_pid;  /* the session's program and its pid namespace's init (or -1) */
+  char **unix_allowed;       /* socket paths the policy names */
   unsigned long long (*unix_ids)[2]; /* the socket each named when the session was made */
   int nunix;
   /* new names refused in the roots (see sandbox_spec.reserved) */
@@ -105,7 +106,8 @@ static inline sbx_denial *sbx_record(sbx_monitor *m, int i) {
 /* How AF_UNIX calls are judged (notify_unix.c); NULL: not at all (full access). */
 typedef struct sbx_unix_cfg {
   int netns_private;
-  int diag_fd; /* taken */
+  int diag_fd;               /* taken */
+  struct netns_lease *netns; /* a hold on diag_fd's network namespace, taken, or NULL */
   pid_t prog_pid, init_pid;
   char **allowed;                       /* copied */
   unsigned long long (*allowed_ids)[2]; /* copied: the socket (dev, ino) each named then */
@@ -129,6 +131,8 @@ void sbx_monitor_close(sbx_monitor *m);
  * exited) before the serving thread, descheduled right after the answer, kept the record. */
 void sbx_monitor_settled(sbx_monitor *m);
 void sbx_monitor_retain(sbx_monitor *m);
+/* notify_unix.c: diag_fd closed and the namespace's hold let go (m's lock held, or m alone). */
+void sbx_monitor_drop_diag(sbx_monitor *m);
 void sbx_monitor_release(sbx_monitor *m);
 
 #endif

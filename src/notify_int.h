@@ -186,12 +186,19 @@ int send_read_addr(sbx_call *c, uint64_t addr, uint64_t len, struct sockaddr_sto
  * Takes sk->fd. */
 void send_call(sbx_call *c, sbx_sock *sk, sbx_judge judge);
 
+/* notify.c: a copy of n strings, NULL-terminated (NULL when out of memory) */
+char **notify_strv_copy(char **in, int n);
+
 /* ---- notify_unix.c: AF_UNIX calls, judged and performed by the host ---- */
 
 /* The descriptor fd of the caller tid of call id, duplicated into the host, or -1. */
 int unix_target_fd(sbx_monitor *m, uint64_t id, pid_t tid, int fd);
 /* The serving thread done with a session: the pidfd it keeps of the last caller closed. */
 void unix_target_forget(void);
+/* How m judges AF_UNIX calls, from u (its strings copied, its descriptor and hold taken); or,
+ * when there is no m, what u gave let go. */
+void unix_cfg_take(sbx_monitor *m, const sbx_unix_cfg *u);
+void unix_cfg_drop(const sbx_unix_cfg *u);
 /* A call on an AF_UNIX socket (sk->fd: the host's duplicate, kept by a thread when the call
  * is handed off); always answered. */
 void notify_unix_call(sbx_call *c, sbx_sock *sk);

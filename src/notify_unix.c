@@ -39,6 +39,7 @@
 
 #include "notify_int.h"
 #include "procfs.h"
+#include "sandbox.h"
 
 #ifndef PIDFD_THREAD
 #define PIDFD_THREAD O_EXCL
@@ -420,4 +421,38 @@ void notify_unix_call(sbx_call *c, sbx_sock *sk) {
     return; /* (CONTINUE) */
   }
   send_call(c, sk, judge_send);
+}
+
+void unix_cfg_take(sbx_monitor *m, const sbx_unix_cfg *u) {
+  m->mediate_unix = 1;
+  m->netns_private = u->netns_private;
+  m->diag_fd = u->diag_fd;
+  m->netns = u->netns;
+  m->prog_pid = u->prog_pid;
+  m->init_pid = u->init_pid;
+  m->unix_allowed = notify_strv_copy(u->allowed, u->nallowed);
+  m->nunix = m->unix_allowed ? u->nallowed : 0;
+  size_t ids = (size_t)m->nunix * sizeof *m->unix_ids;
+  m->unix_ids = m->nunix > 0 ? malloc(ids) : NULL;
+  if (m->unix_ids) memcpy(m->unix_ids, u->allowed_ids, ids);
+  if (m->unix_ids == NULL) m->nunix = 0; /* (none allowed: refused, never let through) */
+  m->reserved = notify_strv_copy(u->reserved, u->nreserved);
+  m->nreserved = m->reserved ? u->nreserved : 0;
+  m->reserve_only = !u->files_evidence;
+  m->killable = u->killable;
+}
+
+/* (diag_fd is the lease's when there is one, lent; else the monitor's own) */
+void unix_cfg_drop(const sbx_unix_cfg *u) {
+  if (u->netns == NULL && u->diag_fd >= 0) close(u->diag_fd);
+  sandbox_netns_release(u->netns, 1);
+}
+
+/* Once no call of the session's can come (its processes are gone): its network namespace
+ * may then serve another session, once found as new. */
+void sbx_monitor_drop_diag(sbx_monitor *m) {
+  if (m->netns == NULL && m->diag_fd >= 0) close(m->diag_fd);
+  m->diag_fd = -1;
+  sandbox_netns_release(m->netns, 1);
+  m->netns = NULL;
 }

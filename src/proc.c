@@ -56,6 +56,7 @@ static void proc_free_if_done(proc *p) {
   if (p->init_pid > 0) proc_orphans_forget(p->init_pid);
   live_remove(p);
   launch_init_stack_free(p->init_stack, 0); /* killed: it runs no more code */
+  sandbox_netns_release(p->netns, 0);       /* (not given to proc_ns_release: not known) */
   for (int i = 0; i < p->nout; i++) outbuf_free(&p->out[i].buf);
   proc_io_free_queue(p);
   free(p->lim);

@@ -49,6 +49,7 @@ typedef struct proc {
   pid_t init_pid;  /* the init of the sandbox's pid namespace (the host's child), or -1 */
   int init_killed; /* SIGKILLed: the namespace is ending; a zombie is the sweep's */
   void *init_stack;
+  struct netns_lease *netns; /* its network namespace, to give back at its end, or NULL */
   int exit_poll_open;
   int tty;
   int nout;           /* output streams: 1 (a terminal, or pipes merged) or 2 (stderr apart) */

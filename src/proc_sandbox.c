@@ -105,11 +105,22 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
     p->transp_fd[i] = prep->transp_fd[i];
     prep->transp_fd[i] = -1;
   }
+  /* the network namespace, with the host's sock_diag socket in it, comes back once the init
+   * is reaped (proc_tree.c) and the monitor, which uses that socket when it judges unix
+   * sockets, is done */
+  int judged = listener >= 0 && info->mode[0] != 'f';
+  if (prep->netns_fd >= 0 && p->init_pid > 0) {
+    p->netns = sandbox_netns_lease(prep->netns_fd, prep->diag_fd, prep->want_userns, 1 + judged);
+    if (p->netns != NULL) prep->diag_fd = -1;
+  } else if (prep->netns_fd >= 0) {
+    close(prep->netns_fd);
+  }
+  prep->netns_fd = -1;
   if (listener >= 0) {
     (void)loop;
     /* the restricted modes: AF_UNIX calls are judged by the host (notify_unix.c) */
     sbx_unix_cfg u = {.netns_private = prep->netns_ok,
-                      .diag_fd = prep->diag_fd,
+                      .diag_fd = p->netns ? sandbox_netns_diag(p->netns) : prep->diag_fd,
                       .prog_pid = p->pid,
                       .init_pid = p->init_pid,
                       .allowed = prep->unix_sockets,
@@ -117,10 +128,10 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
                       .nallowed = prep->nunix,
                       .reserved = prep->reserved,
                       .nreserved = prep->nreserved,
+                      .netns = judged ? p->netns : NULL,
                       .files_evidence = prep->evidence_files,
                       .killable = prep->listener_killable};
-    int judged = info->mode[0] != 'f'; /* not full-access */
-    if (judged) prep->diag_fd = -1;    /* the monitor's now */
+    if (judged) prep->diag_fd = -1; /* the monitor's now (not full-access) */
     /* a masked path is a read-only mount too: a write there is refused, as in a repository */
     int nro = prep->nro + prep->nmasks;
     char **ro = malloc(sizeof(char *) * (size_t)(nro + 1));
@@ -133,7 +144,11 @@ void proc_sandbox_started(proc *p, sandbox_prep *prep, int listener, uv_loop_t *
                                      p->transp_fd[SBX_TRANSP_TLS] >= 0, judged ? &u : NULL,
                                      p->lim ? p->lim->want.cpu_quota_us : 0,
                                      p->lim ? p->lim->want.cpu_period_us : 0);
-    if (ro == NULL) close(listener);
+    if (ro == NULL) { /* (out of memory: what the monitor would have taken goes) */
+      close(listener);
+      if (u.netns == NULL && u.diag_fd >= 0) close(u.diag_fd);
+      sandbox_netns_release(u.netns, 0);
+    }
     free(ro);
     info->notify = p->sbx != NULL;
     sandbox_stamp(prep, SBX_T_MONITOR);

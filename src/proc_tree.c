@@ -32,6 +32,7 @@ typedef struct init_end {
   struct init_end *next;
   int fd;
   void *stack;
+  struct netns_lease *netns; /* the session's network namespace, given back once it is reaped */
 } init_end;
 
 static init_end *ending_inits = NULL;
@@ -43,6 +44,7 @@ static void init_end_closed(uv_handle_t *h) {
 }
 
 static void init_end_forget(init_end *ie) {
+  sandbox_netns_release(ie->netns, 0); /* (the host ends: not reaped) */
   for (init_end **pp = &ending_inits; *pp != NULL; pp = &(*pp)->next) {
     if (*pp == ie) {
       *pp = ie->next;
@@ -60,6 +62,9 @@ static void init_end_cb(uv_poll_t *h, int status, int events) {
   int rc = waitid(P_PIDFD, (id_t)ie->fd, &si, WEXITED | WNOHANG | __WALL);
   if ((rc == 0 && si.si_pid == 0) || (rc < 0 && errno == EINTR)) return; /* not yet */
   launch_init_stack_free(ie->stack, 1); /* reaped here, or (ECHILD) by another: dead either way */
+  /* (the kernel ends an init only after every other process of its namespace) */
+  sandbox_netns_release(ie->netns, 1);
+  ie->netns = NULL;
   init_end_forget(ie);
 }
 
@@ -75,10 +80,14 @@ void proc_ns_release(proc *p) {
     /* (out of memory or descriptors: the stack stays mapped, the zombie stays; both small) */
     if (fd >= 0) close(fd);
     free(ie);
+    sandbox_netns_release(p->netns, 0);
+    p->netns = NULL;
     return;
   }
   ie->fd = fd;
   ie->stack = stack;
+  ie->netns = p->netns;
+  p->netns = NULL;
   ie->poll.data = NULL;
   ie->next = ending_inits;
   ending_inits = ie;

@@ -68,7 +68,8 @@ typedef struct sandbox_prep {
   int want_userns;  /* not root: every other namespace comes through a user namespace */
   int want_mountns; /* read-only /, writable roots, fresh /proc, a /dev of its own */
   int want_pidns, want_ipcns, want_netns;
-  int netns_fd;     /* a network namespace made ahead (sandbox_netns_take) to join, or -1 */
+  int netns_fd;     /* a network namespace made ahead (sandbox_netns_take) to join, or -1; after
+                 * the launch, one the session may give back (sandbox_netns_lease) */
   int userns_fd;    /* a normal user's: the user namespace it belongs to, joined first, or -1 */
   int dev_template; /* the shared part of /dev made once (sandbox_dev_template; not owned) */
   /* the mount tree prepared for the policy (sandbox_template.c): mount_key names it; the
@@ -152,14 +153,26 @@ int sandbox_take_listener(sandbox_prep *prep);
  * listener on 127.0.0.1:prep->proxy_port in prep->proxy_fd. 0, or -1 with errno set. */
 int sandbox_proxy_listen(sandbox_prep *prep);
 void sandbox_proxy_close(volatile int *fds); /* the SBX_TRANSP_N transparent ones, set to -1 */
-/* Host side (sandbox_netpool.c): a new, empty network namespace made ahead of use, which the
- * caller owns and joins once; -1 when none is ready (the setup child then makes one). As root
+/* Host side (sandbox_netpool.c): a network namespace as a new one is (made ahead of use, or
+ * one a session gave back that was found so), which the caller owns and joins once; -1 when
+ * none is ready (the setup child then makes one). As root
  * (in_userns 0) a thread of the host makes it; for a normal user a keeper process makes it in
  * a user namespace of the user's (uid and gid mapped to themselves), returned in *userns_fd
- * (the caller's too) to be joined first. */
-int sandbox_netns_take(int in_userns, unsigned uid, unsigned gid, int *userns_fd);
+ * (the caller's too) to be joined first. *diag_fd: the host's sock_diag socket in it (the
+ * caller's), or -1. */
+int sandbox_netns_take(int in_userns, unsigned uid, unsigned gid, int *userns_fd, int *diag_fd);
 /* After the launch that took one: the next is made now (on the thread). */
 void sandbox_netns_refill(void);
+/* A session's network namespace until it comes back: holds is how many must let go of it
+ * (sandbox_netns_release) before it does; takes fd and diag_fd (its sock_diag socket, or -1),
+ * which goes with it. NULL when out of memory (fd closed, diag_fd still the caller's). */
+typedef struct netns_lease netns_lease;
+netns_lease *sandbox_netns_lease(int fd, int diag_fd, int in_userns, int holds);
+/* Its sock_diag socket (the lease's: lent while a hold is held), or -1. */
+int sandbox_netns_diag(const netns_lease *lease);
+/* One hold lets go (any thread). gone: every process of the session has ended, or this hold
+ * no longer uses the sock_diag socket; 0: not known (the namespace is not used again). */
+void sandbox_netns_release(netns_lease *lease, int gone);
 /* Host side (sandbox_dev.c), root only: the part of every session's /dev that is alike, made
  * once and held as a detached mount tree; -1 when it could not be made. */
 int sandbox_dev_template(void);

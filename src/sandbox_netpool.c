@@ -1,25 +1,36 @@
-/* sandbox_netpool.c: network namespaces made ahead of use. Making one costs the kernel about
- * half a millisecond (the loopback device, every protocol's per-namespace state); joining one
- * made earlier costs a setns. The next namespace is made while sessions run, off the launch's
- * critical path, and held as a descriptor only: no process of a session has been in it and
- * nothing is configured in it. Each one is handed out once (every session still gets a
- * network namespace of its own, empty), and the next one is made once the launch that took
- * it is done (not while its setup competes for the CPU).
+/* sandbox_netpool.c: network namespaces made ahead of use, and used again. Making one costs
+ * the kernel about half a millisecond of CPU (the loopback device, every protocol's
+ * per-namespace state) and as much again to take it down; joining one costs a setns. The next
+ * namespace is made while sessions run, off the launch's critical path, and held as a
+ * descriptor only: no process has been in it and nothing is configured in it. It is handed
+ * to one launch at a time.
  *
- * As root, a thread of the host makes them. A normal user's sessions need their namespaces
- * to belong to a user namespace the user owns: a keeper process (forked once, when the first
- * such session starts) makes one user namespace, with the host's uid and gid mapped to
- * themselves as a session's own would have, and then each network namespace inside it, and
- * passes both over a socket. A session joins that user namespace and its network namespace,
- * then makes its mount, pid and IPC namespaces there (as it did in a user namespace of its
- * own; its process keeps no capability in it). The keeper holds nothing but those: it ends
- * with the host however the host ends (PR_SET_PDEATHSIG, and EOF on the socket), and with it
- * every namespace not handed out. Anything failing on the way only means no namespace is
- * ready: the setup child then makes its own, as without the pool. */
+ * A session's namespace comes back (sandbox_netns_release) once every process of the session
+ * is gone (its pid namespace's init reaped: the kernel ends that only after every other
+ * process in it) and the host's own socket in it is closed. It is handed out again only if it
+ * is as a new one is: not a socket of any family left in it (the kernel's per-namespace count
+ * of sockets: none in flight in a message, none a process outside holds, none closing) and no
+ * TCP connection's remains; else it is let go. Nothing else a session can change stays with a
+ * namespace: interfaces, routes, filters and the net sysctls need CAP_NET_ADMIN (its process
+ * has no capability; /proc is read-only inside). Only a network-denied session's namespace
+ * without the proxy's listener comes back (network.md: that one is configured).
+ *
+ * As root, a thread of the host makes them and looks at those that come back. A normal user's
+ * sessions need their namespaces to belong to a user namespace the user owns: a keeper
+ * process (forked once, when the first such session starts) makes one user namespace, with
+ * the host's uid and gid mapped to themselves as a session's own would have, and then each
+ * network namespace inside it, and passes both over a socket; those that come back go to it
+ * over the same socket, to look at. A session joins that user namespace and its network
+ * namespace, then makes its mount, pid and IPC namespaces there (as it did in a user
+ * namespace of its own; its process keeps no capability in it). The keeper holds nothing but
+ * those: it ends with the host however the host ends (PR_SET_PDEATHSIG, and EOF on the
+ * socket), and with it every namespace not handed out. Anything failing on the way only means
+ * no namespace is ready: the setup child then makes its own, as without the pool. */
 #include "sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/netlink.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -32,16 +43,83 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <stdlib.h>
+
+#define BACK_MAX 16 /* namespaces come back, waiting to be looked at (more are let go) */
+#define CLEAN_MAX 4 /* looked at and as new, waiting for a launch (more are let go) */
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t taken = PTHREAD_COND_INITIALIZER;
-static int ready = -1;   /* a namespace made ahead, or -1 */
+/* A network namespace and the host's sock_diag socket in it (notify_unix.c looks there for the
+ * unix sockets made inside; made with it, it goes with it, and is the one socket it has while
+ * it is as new), or -1. */
+typedef struct {
+  int net, diag;
+} netns_pair;
+static const netns_pair none = {-1, -1};
+static netns_pair ready = {-1, -1}; /* made ahead */
 static int state = 0;    /* 0: no thread yet, 1: the thread runs, -1: it failed and ended */
 static pid_t owner = -1; /* the process whose thread it is (a forked copy has none) */
+/* root's: come back (the thread looks at them) and found as new; a normal user's come back
+ * to be sent to the keeper (on the loop's thread: the keeper's socket is the loop's) */
+static netns_pair back[BACK_MAX], clean[CLEAN_MAX], kback[BACK_MAX];
+static int nback, nclean, nkback;
+
+static void pair_close(netns_pair p) {
+  if (p.net >= 0) close(p.net);
+  if (p.diag >= 0) close(p.diag);
+}
+
+/* In the namespace to be made: a new one, and its sock_diag socket (-1 if none could be
+ * made); the caller is there afterwards. */
+static netns_pair pair_make(void) {
+  netns_pair p = none;
+  if (unshare(CLONE_NEWNET) < 0) return p;
+  p.net = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  p.diag = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  return p;
+}
 
 /* The maker runs at the lowest priority: woken as a launch ends, it must not take the CPU
  * from the host (whose next steps are the session's), only what is left idle. */
 static void lowest_priority(void) {
   setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+}
+
+/* The number after key in text, or -1. (System calls and plain loops only: the keeper runs
+ * it, a fork of a host that had threads.) */
+static long number_after(const char *text, const char *key) {
+  size_t k = strlen(key);
+  for (const char *t = text; *t; t++) {
+    if (strncmp(t, key, k) != 0) continue;
+    long n = -1;
+    for (t += k; *t >= '0' && *t <= '9'; t++) n = (n < 0 ? 0 : n * 10) + (*t - '0');
+    return n;
+  }
+  return -1;
+}
+
+/* Whether the network namespace is as a new one: no socket of any family in it but its
+ * sock_diag socket ("sockets: used" counts every socket made in a namespace until it is
+ * freed) and no TCP connection's remains ("tw"). What the socket was sent and not read goes.
+ * The calling thread joins the namespace to look, then home: 1 as new, 0 not (or not known),
+ * -1 when home could not be joined again. */
+static int netns_as_new(netns_pair p, int home) {
+  char junk[256];
+  while (p.diag >= 0 && recv(p.diag, junk, sizeof junk, MSG_DONTWAIT) >= 0) {
+  }
+  if (setns(p.net, CLONE_NEWNET) < 0) return 0;
+  char text[512];
+  ssize_t n = -1;
+  int stat = open("/proc/thread-self/net/sockstat", O_RDONLY | O_CLOEXEC);
+  if (stat >= 0) {
+    n = read(stat, text, sizeof text - 1);
+    close(stat);
+  }
+  if (setns(home, CLONE_NEWNET) < 0) return -1;
+  if (n <= 0) return 0;
+  text[n] = '\0';
+  return number_after(text, "sockets: used ") == (p.diag >= 0) && number_after(text, " tw ") == 0;
 }
 
 static void *maker(void *arg) {
@@ -50,20 +128,31 @@ static void *maker(void *arg) {
   int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
   pthread_mutex_lock(&lock);
   while (home >= 0) {
-    while (ready >= 0) pthread_cond_wait(&taken, &lock);
-    pthread_mutex_unlock(&lock);
-    int fd = -1;
-    if (unshare(CLONE_NEWNET) == 0) {
-      fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-      /* back home, or this thread ends where it is (it does nothing else) */
-      if (setns(home, CLONE_NEWNET) < 0 && fd >= 0) {
-        close(fd);
-        fd = -1;
+    while (nback == 0 && (ready.net >= 0 || nclean > 0)) pthread_cond_wait(&taken, &lock);
+    if (nback > 0) { /* one that came back: as new, or let go */
+      netns_pair p = back[--nback];
+      int room = nclean < CLEAN_MAX;
+      pthread_mutex_unlock(&lock);
+      int as_new = room ? netns_as_new(p, home) : 0;
+      pthread_mutex_lock(&lock);
+      if (as_new == 1 && nclean < CLEAN_MAX) {
+        clean[nclean++] = p;
+        p = none;
       }
+      pair_close(p); /* (the kernel takes it down later, on a worker of its own) */
+      if (as_new < 0) break;
+      continue;
+    }
+    pthread_mutex_unlock(&lock);
+    netns_pair p = pair_make();
+    /* back home, or this thread ends where it is (it does nothing else) */
+    if (setns(home, CLONE_NEWNET) < 0 || p.net < 0) {
+      pair_close(p);
+      p = none;
     }
     pthread_mutex_lock(&lock);
-    if (fd < 0) break;
-    ready = fd;
+    if (p.net < 0) break;
+    ready = p;
   }
   state = -1; /* no more made ahead: each setup child makes its own, as without the pool */
   pthread_mutex_unlock(&lock);
@@ -71,8 +160,8 @@ static void *maker(void *arg) {
   return NULL;
 }
 
-static int thread_take(void) {
-  int fd = -1;
+static netns_pair thread_take(void) {
+  netns_pair p = none;
   pthread_mutex_lock(&lock);
   if (state == 1 && owner != getpid()) state = -1; /* a forked copy: the thread is not here */
   if (state == 0) {
@@ -88,12 +177,14 @@ static int thread_take(void) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&at);
     owner = getpid();
-  } else if (state == 1 && ready >= 0) {
-    fd = ready;
-    ready = -1;
+  } else if (state == 1 && nclean > 0) {
+    p = clean[--nclean];
+  } else if (state == 1 && ready.net >= 0) {
+    p = ready;
+    ready = none;
   }
   pthread_mutex_unlock(&lock);
-  return fd;
+  return p;
 }
 
 /* ---- a normal user's: the keeper ---- */
@@ -111,27 +202,51 @@ static int write_text(const char *path, const char *text) {
   return n == (ssize_t)strlen(text) ? 0 : -1;
 }
 
-static void send_two(int sock, int a, int b) {
-  char byte = 'n';
+/* One byte, and n descriptors with it (0 to 3): what the host and the keeper send each other. */
+static ssize_t send_fds(int sock, char byte, const int *fds, int n, int flags) {
   struct iovec iov = {.iov_base = &byte, .iov_len = 1};
   union {
     struct cmsghdr h;
-    char buf[CMSG_SPACE(2 * sizeof(int))];
+    char buf[CMSG_SPACE(3 * sizeof(int))];
   } u;
   memset(&u, 0, sizeof u);
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (n > 0) {
+    msg.msg_control = u.buf;
+    msg.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, (size_t)n * sizeof(int));
+  }
+  return sendmsg(sock, &msg, MSG_NOSIGNAL | flags);
+}
+
+/* A byte and the descriptors that came with it (at most 3, *n of them); what recvmsg gave. */
+static ssize_t recv_fds(int sock, char *byte, int *fds, int *n, int flags) {
+  struct iovec iov = {.iov_base = byte, .iov_len = 1};
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(3 * sizeof(int))];
+  } u;
   struct msghdr msg = {
       .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(2 * sizeof(int));
-  int fds[2] = {a, b};
-  memcpy(CMSG_DATA(c), fds, sizeof fds);
-  if (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0) _exit(0); /* the host is gone */
+  ssize_t r = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
+  *n = 0;
+  struct cmsghdr *c = r == 1 ? CMSG_FIRSTHDR(&msg) : NULL;
+  if (c != NULL && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+    *n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    if (*n > 3) *n = 3;
+    memcpy(fds, CMSG_DATA(c), (size_t)*n * sizeof(int));
+  }
+  return r;
 }
 
 /* The forked keeper: system calls only (the host had threads). All signals stay blocked as
- * the host blocked them around the fork: only SIGKILL ends it, or EOF. */
+ * the host blocked them around the fork: only SIGKILL ends it, or EOF. It answers "n" (a
+ * namespace, please) with the user namespace, a network namespace and its sock_diag socket,
+ * one that came back as new if it has one; "r" brings one back (the last two). */
 static void keeper_main(int sock, pid_t host, const char *uid_map, const char *gid_map) {
   /* a session of its own first: no signal for the host's terminal group reaches it, and a
    * luxec that adopts it when this host is gone (a subreaper) tells it from its own processes
@@ -153,13 +268,31 @@ static void keeper_main(int sock, pid_t host, const char *uid_map, const char *g
   if (user < 0 || unshare(CLONE_NEWNET) < 0) _exit(1);
   int home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
   if (home < 0) _exit(1);
+  netns_pair as_new[CLEAN_MAX];
+  int nnew = 0;
   char byte;
-  while (read(sock, &byte, 1) == 1) {
-    if (unshare(CLONE_NEWNET) < 0) _exit(1);
-    int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || setns(home, CLONE_NEWNET) < 0) _exit(1);
-    send_two(sock, user, fd);
-    close(fd);
+  int got[3], ngot;
+  while (recv_fds(sock, &byte, got, &ngot, 0) == 1) {
+    if (byte == 'r' && ngot == 2) {
+      netns_pair p = {got[0], got[1]};
+      int r = nnew < CLEAN_MAX ? netns_as_new(p, home) : 0;
+      if (r < 0) _exit(1);
+      if (r == 1)
+        as_new[nnew++] = p;
+      else
+        pair_close(p);
+      continue;
+    }
+    for (int i = 0; i < ngot; i++) close(got[i]);
+    if (byte != 'n') continue;
+    netns_pair p = nnew > 0 ? as_new[--nnew] : none;
+    if (p.net < 0) {
+      p = pair_make();
+      if (p.net < 0 || p.diag < 0 || setns(home, CLONE_NEWNET) < 0) _exit(1);
+    }
+    int three[3] = {user, p.net, p.diag};
+    if (send_fds(sock, 'n', three, 3, 0) < 0) _exit(0); /* the host is gone */
+    pair_close(p);
   }
   _exit(0);
 }
@@ -177,9 +310,23 @@ static void keeper_gone(void) {
   keeper = -1;
 }
 
+/* On the loop's thread: those that came back go to the keeper to look at; a namespace is
+ * asked for if none is. */
 static void keeper_ask(void) {
+  for (;;) {
+    pthread_mutex_lock(&lock);
+    netns_pair p = nkback > 0 ? kback[--nkback] : none;
+    pthread_mutex_unlock(&lock);
+    if (p.net < 0) break;
+    /* (not waited for: one the keeper has no room for now is let go) */
+    int two[2] = {p.net, p.diag};
+    if (keeper_state == 1 && p.diag >= 0 && send_fds(keeper_fd, 'r', two, 2, MSG_DONTWAIT) < 0 &&
+        errno != EAGAIN)
+      keeper_gone();
+    pair_close(p);
+  }
   if (keeper_state != 1 || keeper_asked) return;
-  if (write(keeper_fd, "n", 1) == 1)
+  if (send_fds(keeper_fd, 'n', NULL, 0, 0) == 1)
     keeper_asked = 1;
   else
     keeper_gone();
@@ -210,42 +357,77 @@ static void keeper_start(unsigned uid, unsigned gid) {
   keeper_ask();
 }
 
-static int keeper_take(unsigned uid, unsigned gid, int *userns_fd) {
+static netns_pair keeper_take(unsigned uid, unsigned gid, int *userns_fd) {
   if (keeper_state == 0) {
     keeper_start(uid, gid);
-    return -1; /* the first is made meanwhile */
+    return none; /* the first is made meanwhile */
   }
-  if (keeper_state != 1 || !keeper_asked) return -1;
+  if (keeper_state != 1 || !keeper_asked) return none;
   char byte;
-  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-  union {
-    struct cmsghdr h;
-    char buf[CMSG_SPACE(2 * sizeof(int))];
-  } u;
-  struct msghdr msg = {
-      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-  ssize_t n = recvmsg(keeper_fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return -1; /* not ready yet */
-  struct cmsghdr *c = n == 1 ? CMSG_FIRSTHDR(&msg) : NULL;
-  if (c == NULL || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(2 * sizeof(int))) {
+  int fds[3], n;
+  ssize_t r = recv_fds(keeper_fd, &byte, fds, &n, MSG_DONTWAIT);
+  if (r < 0 && (errno == EAGAIN || errno == EINTR)) return none; /* not ready yet */
+  if (r != 1 || byte != 'n' || n != 3) {
+    for (int i = 0; i < n; i++) close(fds[i]);
     keeper_gone(); /* EOF, or not what it sends: no more from it */
-    return -1;
+    return none;
   }
-  int fds[2];
-  memcpy(fds, CMSG_DATA(c), sizeof fds);
   keeper_asked = 0;
   *userns_fd = fds[0];
-  return fds[1];
+  return (netns_pair){fds[1], fds[2]};
 }
 
-int sandbox_netns_take(int in_userns, unsigned uid, unsigned gid, int *userns_fd) {
+int sandbox_netns_take(int in_userns, unsigned uid, unsigned gid, int *userns_fd, int *diag_fd) {
   *userns_fd = -1;
-  return in_userns ? keeper_take(uid, gid, userns_fd) : thread_take();
+  netns_pair p = in_userns ? keeper_take(uid, gid, userns_fd) : thread_take();
+  *diag_fd = p.diag;
+  return p.net;
 }
 
 void sandbox_netns_refill(void) {
   pthread_mutex_lock(&lock);
-  if (state == 1 && ready < 0) pthread_cond_signal(&taken);
+  if (state == 1 && ready.net < 0 && nclean == 0) pthread_cond_signal(&taken);
   pthread_mutex_unlock(&lock);
   keeper_ask();
+}
+
+/* ---- a session's namespace, until it comes back ---- */
+
+struct netns_lease {
+  netns_pair p;
+  int in_userns, holds, as_new;
+};
+
+netns_lease *sandbox_netns_lease(int fd, int diag_fd, int in_userns, int holds) {
+  netns_lease *l = malloc(sizeof *l);
+  if (l == NULL) {
+    close(fd);
+    return NULL;
+  }
+  *l = (netns_lease){.p = {fd, diag_fd}, .in_userns = in_userns, .holds = holds, .as_new = 1};
+  return l;
+}
+
+int sandbox_netns_diag(const netns_lease *l) {
+  return l ? l->p.diag : -1;
+}
+
+void sandbox_netns_release(netns_lease *l, int gone) {
+  if (l == NULL) return;
+  pthread_mutex_lock(&lock);
+  if (!gone) l->as_new = 0;
+  int last = --l->holds == 0;
+  netns_pair p = l->p;
+  if (last && l->as_new && !l->in_userns && state == 1 && owner == getpid() && nback < BACK_MAX) {
+    back[nback++] = p;
+    p = none;
+    pthread_cond_signal(&taken);
+  } else if (last && l->as_new && l->in_userns && nkback < BACK_MAX) {
+    kback[nkback++] = p; /* (sent to the keeper at the next launch's end) */
+    p = none;
+  }
+  pthread_mutex_unlock(&lock);
+  if (!last) return;
+  pair_close(p);
+  free(l);
 }

@@ -118,8 +118,8 @@ int sandbox_ns_setup(sandbox_prep *p, const char **stage) {
     sandbox_stamp(p, SBX_T_USERNS);
   }
   /* the network namespace apart from the others (the same result): its cost is its own. One
-   * made ahead is joined (never shared: each is handed out once); a failure to join it fails
-   * the spawn, as a failure to make one does. */
+   * made ahead, or one an ended session left as new, is joined (one session at a time:
+   * sandbox_netpool.c); a failure to join it fails the spawn, as a failure to make one does. */
   if (p->want_netns && p->netns_fd >= 0 && setns(p->netns_fd, CLONE_NEWNET) < 0) {
     *stage = "sandbox network namespace (made ahead)";
     return -1;
@@ -130,7 +130,8 @@ int sandbox_ns_setup(sandbox_prep *p, const char **stage) {
   }
   p->netns_ok = p->want_netns;
   /* the host's way to see which unix sockets were made inside (notify_unix.c) */
-  if (p->want_netns) p->diag_fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (p->want_netns && p->diag_fd < 0) /* (one made with a namespace made ahead is there) */
+    p->diag_fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
   if (p->want_netns && p->proxy_port > 0 && sandbox_proxy_listen(p) < 0) {
     *stage = "sandbox network proxy";
     return -1;

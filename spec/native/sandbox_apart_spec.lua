@@ -1,8 +1,10 @@
 -- Sessions of the default sandbox alive at the same time are apart from each other: each has
--- a network namespace of its own (none shared, none the host's: a namespace made ahead of use
--- is handed out once), its own /dev/shm and devpts, and a /dev no session can add to (the part
--- every session has alike is made once and cloned). Run as root and as a normal user (the
--- luxec host dropped with setpriv), deciding from the sessions' own reports.
+-- a network namespace of its own (none shared, none the host's: a namespace is handed to one
+-- session at a time), its own /dev/shm and devpts, and a /dev no session can add to (the part
+-- every session has alike is made once and cloned). A namespace serves a later session once
+-- its session is gone only if nothing is left in it: one a socket outlived its session in is
+-- never met again. Run as root and as a normal user (the luxec host dropped with setpriv),
+-- deciding from the sessions' own reports.
 local luxec = require("luxec")
 local uv = require("luv")
 local H = require("helper")
@@ -16,6 +18,9 @@ local expected = table.concat({
   "another session's /dev/shm: []",
   "another session's /dev: fd full null ptmx pts random shm stderr stdin stdout tty urandom zero ",
   "another session's /dev/pts: ptmx ",
+  "a network namespace used again after its session ended: true",
+  "left a socket: ok; its namespace met again 0 times; 30 later sessions connecting: "
+    .. "ECONNREFUSED: Connection refused x30",
   "",
 }, "\n")
 
