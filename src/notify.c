@@ -110,17 +110,30 @@ static int same(const sbx_denial *a, const sbx_denial *b) {
          opt_eq(a->to, b->to) && strcmp(a->family, b->family) == 0 && strcmp(a->addr, b->addr) == 0;
 }
 
-static void count_overflow(sbx_monitor *m, const char *op) {
+/* (m->lock held) */
+static void count_overflow(sbx_monitor *m, const sbx_denial *d) {
   int i = 0;
-  while (i < m->noverflow && strcmp(m->overflow[i].op, op) != 0) i++;
+  while (i < m->noverflow && strcmp(m->overflow[i].op, d->op) != 0) i++;
   if (i == m->noverflow) {
     if (i == SBX_OVERFLOW_OPS)
       i--; /* the last slot stands for every other op */
     else
       m->noverflow++;
-    copy_str(m->overflow[i].op, sizeof m->overflow[i].op, i == SBX_OVERFLOW_OPS - 1 ? "other" : op);
+    copy_str(m->overflow[i].op, sizeof m->overflow[i].op,
+             i == SBX_OVERFLOW_OPS - 1 ? "other" : d->op);
   }
-  m->overflow[i].count++;
+  sbx_overflow *o = &m->overflow[i];
+  o->count++;
+  if (o->last.op[0] != '\0' && same(&o->last, d)) {
+    o->last.count++;
+    return;
+  }
+  free(o->last.path);
+  free(o->last.to);
+  o->last = *d;
+  o->last.path = d->path ? strdup(d->path) : NULL;
+  o->last.to = d->to ? strdup(d->to) : NULL;
+  o->last.count = 1;
 }
 
 static void read_comm(sbx_denial *d) {
@@ -157,7 +170,7 @@ static void keep(sbx_monitor *m, sbx_denial *d) {
     m->chunks[n / SBX_CHUNK] = calloc(SBX_CHUNK, sizeof(sbx_denial));
   if (!room || m->chunks[n / SBX_CHUNK] == NULL) {
     pthread_mutex_lock(&m->lock);
-    count_overflow(m, d->op);
+    count_overflow(m, d);
     pthread_mutex_unlock(&m->lock);
     return;
   }
@@ -557,6 +570,10 @@ static void monitor_free(sbx_monitor *m) {
   for (int i = 0; i < m->ndenials; i++) {
     free(sbx_record(m, i)->path);
     free(sbx_record(m, i)->to);
+  }
+  for (int i = 0; i < m->noverflow; i++) {
+    free(m->overflow[i].last.path);
+    free(m->overflow[i].last.to);
   }
   for (int i = 0; i < (SBX_KEEP + SBX_KEEP_SPARE) / SBX_CHUNK; i++) free(m->chunks[i]);
   free(m->roots);

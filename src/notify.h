@@ -39,6 +39,10 @@ typedef struct sbx_denial {
 typedef struct sbx_overflow {
   char op[64];
   long long count;
+  /* the latest refusal counted here (its count: of that same target in a row), so that a
+   * flood of distinct targets cannot hide the one after it; its strings are replaced under
+   * the monitor's lock */
+  sbx_denial last;
 } sbx_overflow;
 
 struct server {          /* a serving thread (notify.c) */

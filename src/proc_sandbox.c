@@ -254,12 +254,24 @@ static int proc_sandbox_report(lua_State *L) {
     total = m->total;
     nover = m->noverflow;
     memcpy(over, m->overflow, sizeof over);
+    for (int i = 0; i < nover; i++) { /* (its strings change once the lock is let go) */
+      over[i].last.path = over[i].last.path ? strdup(over[i].last.path) : NULL;
+      over[i].last.to = over[i].last.to ? strdup(over[i].last.to) : NULL;
+    }
     pthread_mutex_unlock(&m->lock);
   }
-  lua_createtable(L, n, 0);
+  lua_createtable(L, n + nover, 0);
   for (int i = 0; i < n; i++) {
     push_denial(L, sbx_record(m, i));
     lua_rawseti(L, -2, i + 1);
+  }
+  /* then the latest refusal past the limits of each op: none hides the last one */
+  for (int i = 0; i < nover; i++) {
+    push_denial(L, &over[i].last);
+    set_bool(L, "latest", 1);
+    lua_rawseti(L, -2, n + i + 1);
+    free(over[i].last.path);
+    free(over[i].last.to);
   }
   lua_setfield(L, -2, "denials");
   lua_createtable(L, 0, nover);

@@ -26,7 +26,8 @@
 ---@field op string  "open", "connect", "mkdir", ...
 ---@field source "supervisor"|"kernel"
 ---@field error string  "EROFS", "EACCES", "EPERM", ...
----@field count integer
+---@field count integer  calls refused with this same (op, target); of a latest record: in a row
+---@field latest true|nil  the latest refusal of an op past the records kept (one of those counted in denials_overflow), after them
 ---@field path string|nil
 ---@field to string|nil
 ---@field family string|nil

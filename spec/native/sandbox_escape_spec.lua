@@ -405,8 +405,9 @@ describe("sandbox policy", function()
       { sandbox = { mode = "workspace-write" } }))
     local st = p:wait({ timeout = 20 })
     p:close()
-    -- the same path 150 times is one record; 31 more distinct paths fill the op's share
-    assert.equals(32, #st.sandbox.denials)
+    -- the same path 150 times is one record; 31 more distinct paths fill the op's share; the
+    -- latest of the ones only counted comes last
+    assert.equals(33, #st.sandbox.denials)
     assert.equals(300, st.sandbox.denials_total)
     assert.same({ open = 119 }, st.sandbox.denials_overflow)
     local same
@@ -414,6 +415,10 @@ describe("sandbox policy", function()
       if d.path == "/etc/luxec-same" then same = d end
     end
     assert.equals(150, same.count)
+    local last = st.sandbox.denials[33]
+    assert.same({ "open", "/etc/luxec-149", true, 1 },
+      { last.op, last.path, last.latest, last.count })
+    for i = 1, 32 do assert.is_nil(st.sandbox.denials[i].latest) end
   end)
 
   it("without evidence still enforces and records no file call (the listener stays, for the "

@@ -514,6 +514,18 @@ describe("sandbox evidence (workspace-write, network denied)", function()
       assert(found, "the connect is missing: " .. list(report))
       assert.same({ "93.184.216.34", 443 }, { found.addr, found.port })
     end)
+
+    it("nor can a flood of distinct refusals of the same op (the latest is kept)", function()
+      local out, _, report = jail({ "sh", "-c", "exec 2>/dev/null; i=1; " ..
+        "while [ $i -le 40 ]; do " .. ESCAPE .. " tcp4 192.0.2.1 $i >/dev/null; i=$((i+1)); done; "
+        .. ESCAPE .. " tcp4 93.184.216.34 443" })
+      assert.matches("^EPERM", out)
+      assert.equals(41, report.denials_total)
+      assert.equals(41 - 32, report.denials_overflow.connect)
+      local last = report.denials[#report.denials]
+      assert.same({ "connect", "93.184.216.34", 443, true },
+        { last.op, last.addr, last.port, last.latest }, list(report))
+    end)
   end)
 
   describe("what a record shows is escaped", function()

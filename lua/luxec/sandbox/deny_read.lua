@@ -1,10 +1,10 @@
 -- The deny_read part of a sandbox policy: the default secret stores and the globs a session
 -- masks, expanded to the existing paths they name.
 local uv = require("luxec.sandbox.deps").fs
-local P = require("luxec.sandbox.paths")
+local F = require("luxec.sandbox.fsutil")
 
-local list_dir, under, expand_home, fail = P._list_dir, P._under, P._expand_home, P._fail
-local blocker = P._blocker
+local list_dir, under, expand_home, fail = F.list_dir, F.under, F.expand_home, F.fail
+local blocker = F.blocker
 
 local M = {}
 
@@ -144,7 +144,7 @@ function M.masks(defaults, user, roots, home, found)
   local own = {}
   if home and home:sub(1, 1) == "/" then own[1] = uv.fs_realpath(home) or home end
   for _, dir in ipairs(unlistable) do
-    if P.check_closed(dir, roots, own) and not set[dir] and dir ~= "/" then
+    if F.check_closed(dir, roots, own) and not set[dir] and dir ~= "/" then
       set[dir] = true
       list[#list + 1] = dir
     end

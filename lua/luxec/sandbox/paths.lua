@@ -6,7 +6,11 @@
 -- (every look at the file system goes through deps: a resolved policy is kept while what it
 -- looked at stays the same)
 local deps = require("luxec.sandbox.deps")
+local F = require("luxec.sandbox.fsutil")
+local gitconfig = require("luxec.sandbox.gitconfig")
 local uv = deps.fs
+local fail, under, inside_any, dirname, join = F.fail, F.under, F.inside_any, F.dirname, F.join
+local expand_home, blocker = F.expand_home, F.blocker
 
 local M = {}
 
@@ -65,60 +69,6 @@ end
 --- mount at every spawn): a spawn that would need more fails, naming the root (`git_scan` in
 --- the policy changes them).
 M.DEFAULT_SCAN = { depth = 64, dirs = 20000, repos = 2000 }
-
---- The entries of dir ({name =, type =} each), or nil and the error's name when it cannot be
---- read. (Not
---- uv.fs_scandir: this luv keeps every listing it returns referenced from its registry, so a
---- search on each spawn grew the heap by half a KiB a directory; fs_opendir's are released.)
-local function list_dir(dir)
-  local d, _, code = uv.fs_opendir(dir, nil, 256)
-  if not d then return nil, code end
-  local out = {}
-  while true do
-    local batch = d:readdir()
-    if not batch then break end
-    for _, e in ipairs(batch) do out[#out + 1] = e end
-  end
-  d:closedir()
-  return out
-end
-
-local function fail(msg, ...)
-  error("bad sandbox policy: " .. msg:format(...), 0)
-end
-
-local function under(path, root)
-  return path == root or root == "/" or path:sub(1, #root + 1) == root .. "/"
-end
-
-local function inside_any(path, roots)
-  for _, r in ipairs(roots) do
-    if under(path, r) then return r end
-  end
-end
-
-local function dirname(path)
-  return path:match("^(.*)/[^/]*$") or "/"
-end
-
--- Lexically: "." and ".." resolved, slashes single (what git does with a relative path
--- before it looks it up, when no symlink is involved; realpath settles the rest).
-local function normalize(path)
-  local out = {}
-  for comp in path:gmatch("[^/]+") do
-    if comp == ".." then
-      out[#out] = nil
-    elseif comp ~= "." then
-      out[#out + 1] = comp
-    end
-  end
-  return "/" .. table.concat(out, "/")
-end
-
-local function join(dir, rel)
-  if rel:sub(1, 1) == "/" then return normalize(rel) end
-  return normalize(dir .. "/" .. rel)
-end
 
 local function is_key(t, k)
   return math.type(k) == "integer" and k >= 1 and k <= #t
@@ -226,18 +176,6 @@ function Found:keep(path)
   end
 end
 
--- The directory that keeps the host from looking `path` up or listing it: path itself when
--- the host can look it up (a directory it may not read), else the deepest ancestor it can
--- look up (one it may not search). nil when the lookup failed for another reason.
-local function blocker(path)
-  local st, _, code = uv.fs_lstat(path)
-  if st then return path end
-  if code ~= "EACCES" then return nil end
-  local up = dirname(path)
-  while up ~= "/" and not uv.fs_lstat(up) do up = dirname(up) end
-  return up
-end
-
 -- A directory in a writable root the host may not read or search: what is in it is unknown.
 -- A sandboxed command that owns it could have taken the permission away to hide a repository
 -- or a protected file from this search and give it back in a later session, so all of it is
@@ -245,38 +183,7 @@ end
 -- directory above one) fails the spawn: nothing could be written.
 function Found:closed(dir)
   if not inside_any(dir, self.roots) then return end
-  if M.check_closed(dir, self.roots, self.own) then self:keep(dir) end
-end
-
---- The message of a directory the host may not read that a spawn cannot do without.
-M.CLOSED = "the host may not read or search %s (permission denied), so what the sandbox "
-  .. "keeps read-only or masks in it cannot be found; give the host's user read and search "
-  .. "permission on it (chmod u+rx)"
-
---- Fail for a directory the host may not read or search (or whose entries it may not look
---- up: `dir` may be such an entry) when it holds one of `roots`, or when the host's own user
---- owns it in one of the session's `own` trees (its workspace, configured roots, HOME): then
---- a sandboxed command could have taken the permission away, and what is in it (a
---- repository whose hooks directory lies outside it, say) cannot be known. Another user's (one
---- a container made, root's), and one in a tree every program shares (/tmp: another program's,
---- another session's for a moment), are left to the caller to keep read-only or mask: true.
---- False when it is gone (removed since the search read it: nothing to keep).
----@return boolean
-function M.check_closed(dir, roots, own)
-  local owner = dir
-  local st, _, code = uv.fs_lstat(dir)
-  if not st and code ~= "EACCES" then return false end
-  if not st then
-    owner = blocker(dir) or dir
-    st, _, code = uv.fs_lstat(owner)
-    if not st and code == "ENOENT" then return false end
-  end
-  for _, r in ipairs(roots) do
-    if under(r, owner) then fail(M.CLOSED, owner) end
-  end
-  local mine = not st or st.uid == require("luv").getuid()
-  if mine and (own == nil or inside_any(owner, own)) then fail(M.CLOSED, owner) end
-  return true
+  if F.check_closed(dir, self.roots, self.own) then self:keep(dir) end
 end
 
 -- A missing path no mount can hold: its creation is refused by the supervisor instead (a
@@ -336,146 +243,13 @@ function Found:protect(path, top)
   self:reserve(path)
 end
 
--- The keys whose value is a command git (or a tool it starts) runs, as "section.key", or
--- "section.*.key" for a section with a subsection (lower case); `pager.<cmd>`, and aliases and
--- submodule updates that start with "!", besides.
-local COMMAND_KEYS = {}
-for _, k in ipairs({ "core.fsmonitor", "core.editor", "core.pager", "core.sshcommand",
-  "core.askpass", "core.gitproxy", "core.alternaterefscommand", "sequence.editor",
-  "diff.external", "diff.*.command", "diff.*.textconv", "merge.*.driver", "filter.*.clean",
-  "filter.*.smudge", "filter.*.process", "credential.helper", "credential.*.helper",
-  "gpg.program", "gpg.*.program", "gpg.*.defaultkeycommand", "difftool.*.cmd",
-  "difftool.*.path", "mergetool.*.cmd", "mergetool.*.path", "interactive.difffilter",
-  "remote.*.uploadpack", "remote.*.receivepack", "uploadpack.packobjectshook",
-  "trailer.*.command", "trailer.*.cmd", "web.browser", "browser.*.cmd", "browser.*.path",
-  "man.*.cmd", "man.*.path", "sendemail.smtpserver", "sendemail.*.smtpserver",
-  "sendemail.tocmd", "sendemail.cccmd", "sendemail.headercmd" }) do
-  COMMAND_KEYS[k] = true
-end
-local MAX_COMMAND_PATHS = 64 -- per file: each path costs a mount at every spawn
-
-local function is_command(section, key, value)
-  local top = section:match("^([^%.]+)%.")
-  if section == "pager" then return true end
-  if section == "alias" or (top == "submodule" and key == "update") then
-    return value:match("^%s*!") ~= nil
-  end
-  return COMMAND_KEYS[top and (top .. ".*." .. key) or (section .. "." .. key)] == true
-end
-
--- The words of a command that name a file (a "/" in them): the program, or a script an
--- interpreter reads. (A word that only looks like one costs a name refused, no more.)
-local function command_paths(value, out)
-  for word in value:gsub("^%s*!", ""):gmatch("[^%s;&|()<>`$'\"=]+") do
-    if #out >= MAX_COMMAND_PATHS then return end
-    if word:find("/", 1, true) and not word:find("://", 1, true) and not word:find("[*?%[]")
-      and word:sub(1, 1) ~= "-" then
-      out[#out + 1] = { kind = "command", value = word }
-    end
-  end
-end
-
--- git config: the values of `core.hooksPath` and of include paths, and the files the
--- commands it names run (kind "command"), in file order.
--- A file the search reads (a config, a `.git` file, `commondir`): its handle, or nil when it
--- does not exist, or cannot be read where no session could have made it so (outside the
--- writable roots: the host's own ~/.gitconfig of a HOME it may not read; another user's
--- file). One the host's user owns in the session's own trees that cannot be read fails the
--- spawn: what it names (a hooks directory anywhere) cannot be kept read-only unread; a
--- directory on its way the host may not search goes to found:closed().
-local function open_git_file(file, found)
-  local fd, err, code = deps.open(file, "rb")
-  if fd or code == 2 or code == 20 then return fd end -- (ENOENT, ENOTDIR: none)
-  if not (found and inside_any(file, found.roots)) then return nil end
-  local st = uv.fs_lstat(file)
-  if not st then
-    local dir = blocker(file)
-    if dir then found:closed(uv.fs_realpath(dir) or dir) end
-    return nil
-  end
-  if st.uid == require("luv").getuid() and inside_any(file, found.own or found.roots) then
-    fail("cannot read %s (%s), so what git would run from what it names cannot be kept "
-      .. "read-only; give the host's user read permission on it", file, tostring(err))
-  end
-  return nil
-end
-
-local function config_values(file, found)
-  local fd = open_git_file(file, found)
-  if not fd then return {} end
-  -- (its size first: a read of 1 MiB makes a buffer of that size, at every spawn)
-  local size = math.min(fd:seek("end") or 0, 1 << 20)
-  fd:seek("set")
-  local text = size > 0 and fd:read(size) or ""
-  fd:close()
-  local out, commands, section = {}, {}, ""
-  -- (a value that names a file has a "/": without one, only hooksPath and includes count)
-  local low = text:lower()
-  if not (low:find("hookspath", 1, true) or low:find("include", 1, true)
-    or text:find("/", 1, true)) then
-    return out
-  end
-  for line in (text:gsub("\\\r?\n", "")):gmatch("[^\n]+") do
-    local sec, rest = line:match("^%s*%[([^%]]*)%](.*)$")
-    if sec then
-      local name, sub = sec:match('^%s*([%w%.%-]+)%s+"(.*)"%s*$')
-      section = name and (name:lower() .. "." .. sub) or sec:gsub("%s", ""):lower()
-      line = rest
-    end
-    local key, value = line:match("^%s*([%w%-]+)%s*=%s*(.-)%s*$")
-    local kind
-    if key then
-      key = key:lower()
-      local top = section:match("^[^%.]+") or section
-      kind = section == "core" and key == "hookspath" and "hooks"
-        or (top == "include" or top == "includeif") and key == "path" and "include"
-        or value:find("/", 1, true) and is_command(section, key, value) and "command" or nil
-    end
-    if kind then -- (only these values are read: a spawn reads every repository's config)
-      -- a value: quotes removed, escapes kept as the character, a comment cut
-      local v, quoted = {}, false
-      local i = 1
-      while i <= #value do
-        local c = value:sub(i, i)
-        if c == '"' then
-          quoted = not quoted
-        elseif c == "\\" then
-          i = i + 1
-          local n = value:sub(i, i)
-          v[#v + 1] = n == "t" and "\t" or n == "n" and "\n" or n
-        elseif (c == "#" or c == ";") and not quoted then
-          break
-        else
-          v[#v + 1] = c
-        end
-        i = i + 1
-      end
-      local text_v = table.concat(v):gsub("%s+$", "")
-      if kind == "command" then
-        command_paths(text_v, commands)
-      else
-        out[#out + 1] = { kind = kind, value = text_v }
-      end
-    end
-  end
-  for _, c in ipairs(commands) do out[#out + 1] = c end
-  return out
-end
-
-local function expand_home(path, home)
-  if path:sub(1, 2) == "~/" then
-    return home and home:sub(1, 1) == "/" and (home .. path:sub(2)) or nil
-  end
-  return path
-end
-
 -- The settings that name code git runs, from a config file and the files it includes.
 -- hooks: the core.hooksPath values, and the files named in commands git runs (core.fsmonitor,
 -- filter and diff drivers, …), each relative to the top of the worktree (where git runs them).
 function Found:read_config(file, home, hooks, depth, gitdir)
   if not (gitdir and under(file, gitdir)) then self:protect(file) end
   if depth > 8 then return end
-  for _, e in ipairs(config_values(file, self)) do
+  for _, e in ipairs(gitconfig.values(file, self)) do
     local p = expand_home(e.value, home)
     if p and p ~= "" then
       if e.kind == "include" then
@@ -500,7 +274,7 @@ function Found:repo(gitdir, worktree, ctx)
   self:read_config(gitdir .. "/config", ctx.home, hooks, 0, gitdir)
   self:read_config(gitdir .. "/config.worktree", ctx.home, hooks, 0, gitdir)
   -- a linked worktree's git directory shares the configuration of its common directory
-  local fd = open_git_file(gitdir .. "/commondir", self)
+  local fd = gitconfig.open(gitdir .. "/commondir", self)
   if fd then
     local rel = (fd:read(4096) or ""):match("^[^\r\n]*")
     fd:close()
@@ -535,7 +309,7 @@ function Found:dotgit(dir, typ, ctx)
     -- `gitdir: <path>` (separate git dir, worktree, submodule): the file names the
     -- repository git uses here, so it stays as it is, and so does what it names
     self:keep(path)
-    local fd = open_git_file(path, self)
+    local fd = gitconfig.open(path, self)
     local line = fd and (fd:read(4096) or ""):match("^gitdir:%s*([^\r\n]-)%s*$")
     if fd then fd:close() end
     local real = line and line ~= "" and uv.fs_realpath(join(dir, line))
@@ -672,7 +446,7 @@ function Found:settle()
 end
 
 -- For luxec.sandbox.deny_read (the deny_read globs).
-M._list_dir, M._under, M._expand_home, M._fail = list_dir, under, expand_home, fail
-M._blocker = blocker
+--- (the message of a directory the host may not read: luxec.sandbox.fsutil's)
+M.CLOSED, M.check_closed = F.CLOSED, F.check_closed
 
 return M
