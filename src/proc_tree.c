@@ -65,6 +65,7 @@ static void init_end_cb(uv_poll_t *h, int status, int events) {
   /* (the kernel ends an init only after every other process of its namespace) */
   sandbox_netns_release(ie->netns, 1);
   ie->netns = NULL;
+  sandbox_netns_refill(); /* (a normal user's goes to the keeper now, not at the next launch) */
   init_end_forget(ie);
 }
 

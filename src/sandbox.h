@@ -161,7 +161,8 @@ void sandbox_proxy_close(volatile int *fds); /* the SBX_TRANSP_N transparent one
  * (the caller's too) to be joined first. *diag_fd: the host's sock_diag socket in it (the
  * caller's), or -1. */
 int sandbox_netns_take(int in_userns, unsigned uid, unsigned gid, int *userns_fd, int *diag_fd);
-/* After the launch that took one: the next is made now (on the thread). */
+/* After the launch that took one, or a session's end (on the loop's thread): the next is made
+ * now if none is ready (on the thread), and those given back go to the keeper. */
 void sandbox_netns_refill(void);
 /* A session's network namespace until it comes back: holds is how many must let go of it
  * (sandbox_netns_release) before it does; takes fd and diag_fd (its sock_diag socket, or -1),
