@@ -186,6 +186,12 @@ int send_read_addr(sbx_call *c, uint64_t addr, uint64_t len, struct sockaddr_sto
  * Takes sk->fd. */
 void send_call(sbx_call *c, sbx_sock *sk, sbx_judge judge);
 
+/* notify_records.c: the command name of d's caller read into d; keep a refusal that reached
+ * its caller (the serving thread only); free what m kept */
+void record_comm(sbx_denial *d);
+void record_keep(sbx_monitor *m, sbx_denial *d);
+void records_free(sbx_monitor *m);
+
 /* notify.c: a copy of n strings, NULL-terminated (NULL when out of memory) */
 char **notify_strv_copy(char **in, int n);
 
