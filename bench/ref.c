@@ -10,10 +10,14 @@
  *   bench-ref w3 BYTES READ_SIZE poll|block HEAD     the same through a PTY
  *   bench-ref w3raw BYTES READ_SIZE poll|block HEAD  the same, the terminal in raw mode
  *   bench-ref w4 COUNT CAT                           COUNT line round trips through CAT on a PTY
- *   bench-ref w5 COUNT SLEEP [serial]                COUNT PTY sessions of SLEEP 60, then kill all
- *                                                    (serial: each killed and reaped in turn)
+ *   bench-ref w5 COUNT SLEEP [serial|cgroup]         COUNT PTY sessions of SLEEP 60, then kill all
+ *                                                    (serial: each killed and reaped in turn;
+ *                                                    cgroup: each born in a cgroup v2 of its own,
+ *                                                    as luxec's sessions are: src/clone3.c)
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,11 +28,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sched.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "clone3.h"
 
 extern char **environ;
 
@@ -75,11 +83,28 @@ static pid_t spawn_pipes(char *const argv[], int *in_w, int *out_r) {
   return pid;
 }
 
-/* A child on a new PTY that becomes its controlling terminal. Returns the pid; *master is
- * the parent's end (close-on-exec, blocking). */
 static int pty_raw = 0; /* the terminal in raw mode (cfmakeraw) before the child runs */
 
-static pid_t spawn_pty(char *const argv[], int *master) {
+/* What the child of spawn_pty runs: the terminal made its controlling one, then the exec. */
+struct pty_child {
+  char *const *argv;
+  int slave;
+  volatile int started;
+};
+
+static int pty_child_main(void *arg) {
+  struct pty_child *c = arg;
+  c->started = 1;
+  if (setsid() < 0 || ioctl(c->slave, TIOCSCTTY, 0) < 0) _exit(126);
+  if (dup2(c->slave, 0) < 0 || dup2(c->slave, 1) < 0 || dup2(c->slave, 2) < 0) _exit(126);
+  execve(c->argv[0], c->argv, environ);
+  _exit(127);
+}
+
+/* A child on a new PTY that becomes its controlling terminal, sharing the parent's memory
+ * until it execs (vfork); with cgroup_fd >= 0 born in that cgroup (clone3, as luxec's are).
+ * Returns the pid; *master is the parent's end (close-on-exec, blocking). */
+static pid_t spawn_pty_in(char *const argv[], int *master, int cgroup_fd) {
   int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
   if (m < 0) die("posix_openpt");
   char name[64];
@@ -93,17 +118,26 @@ static pid_t spawn_pty(char *const argv[], int *master) {
     cfmakeraw(&tio);
     tcsetattr(s, TCSANOW, &tio);
   }
-  pid_t pid = vfork();
-  if (pid == 0) {
-    if (setsid() < 0 || ioctl(s, TIOCSCTTY, 0) < 0) _exit(126);
-    if (dup2(s, 0) < 0 || dup2(s, 1) < 0 || dup2(s, 2) < 0) _exit(126);
-    execve(argv[0], argv, environ);
-    _exit(127);
+  static char stack[64 * 1024] __attribute__((aligned(16)));
+  struct pty_child c = {.argv = argv, .slave = s, .started = 0};
+  int born = 0;
+  pid_t pid;
+  if (cgroup_fd >= 0) {
+    pid = luxec_clone_in(pty_child_main, stack, sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &c,
+                         NULL, cgroup_fd, &born, &c.started);
+    if (pid < 0 || !born) die("clone3 into a cgroup");
+  } else if ((pid = vfork()) == 0) {
+    pty_child_main(&c);
   }
   if (pid < 0) die("vfork");
   close(s);
   *master = m;
   return pid;
+}
+
+/* The same without a cgroup: vfork. */
+static pid_t spawn_pty(char *const argv[], int *master) {
+  return spawn_pty_in(argv, master, -1);
 }
 
 /* Read fd until EOF (or EIO: a PTY master once no slave is open); returns the byte count.
@@ -286,13 +320,57 @@ static long vm_rss_kib(void) {
 
 /* serial: each session killed and reaped before the next is touched (what terminate() in turn
  * must do), instead of all killed, then all reaped */
-static int w5(int count, const char *sleep_prog, int serial) {
+/* The cgroup v2 directory this process is in (its mount from /proc/self/mountinfo, its path
+ * from /proc/self/cgroup's "0::" line) into buf, or -1. */
+static int own_cgroup_dir(char *buf, size_t size) {
+  char line[4096], mnt[2048] = "", own[2048] = "";
+  FILE *f = fopen("/proc/self/mountinfo", "r");
+  while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+    char *dash = strstr(line, " - cgroup2 ");
+    char point[2048];
+    if (dash != NULL && sscanf(line, "%*s %*s %*s %*s %2047s", point) == 1) {
+      snprintf(mnt, sizeof mnt, "%s", point);
+      break;
+    }
+  }
+  if (f != NULL) fclose(f);
+  f = fopen("/proc/self/cgroup", "r");
+  while (f != NULL && fgets(line, sizeof line, f) != NULL)
+    if (strncmp(line, "0::", 3) == 0 && sscanf(line + 3, "%2047s", own) == 1) break;
+  if (f != NULL) fclose(f);
+  if (mnt[0] == '\0' || own[0] == '\0') return -1;
+  return snprintf(buf, size, "%s%s", mnt, strcmp(own, "/") == 0 ? "" : own) < (int)size ? 0 : -1;
+}
+
+/* how: 0 all killed then reaped, 1 each killed and reaped in turn, 2 as 0 with each session
+ * born in a cgroup of its own under one made for the run (made, like luxec's first session
+ * makes its own, inside the timed start; removed after the timing). */
+static int w5(int count, const char *sleep_prog, int how) {
   char *argv[] = {(char *)sleep_prog, "60", NULL};
   pid_t *pids = calloc((size_t)count, sizeof *pids);
   int *masters = calloc((size_t)count, sizeof *masters);
   struct pollfd *pf = calloc((size_t)count, sizeof *pf);
+  char base[4096 + 64] = "", own[4096];
+  if (how == 2) {
+    if (own_cgroup_dir(own, sizeof own) < 0) die("no cgroup v2 membership");
+    snprintf(base, sizeof base, "%s/bench-ref.%d", own, (int)getpid());
+  }
   double t0 = now();
-  for (int i = 0; i < count; i++) pids[i] = spawn_pty(argv, &masters[i]);
+  int base_fd = -1;
+  if (how == 2 && (mkdir(base, 0755) < 0 || (base_fd = open(base, O_RDONLY | O_DIRECTORY)) < 0))
+    die(base);
+  for (int i = 0; i < count; i++) {
+    int cg = -1;
+    if (how == 2) {
+      char name[32];
+      snprintf(name, sizeof name, "s%d", i);
+      if (mkdirat(base_fd, name, 0755) < 0) die("mkdir a session's cgroup");
+      cg = openat(base_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (cg < 0) die("open a session's cgroup");
+    }
+    pids[i] = spawn_pty_in(argv, &masters[i], cg);
+    if (cg >= 0) close(cg);
+  }
   double start = now() - t0;
   /* a turn of poll() over every master, as an event loop holding them would do */
   for (int i = 0; i < count; i++) pf[i] = (struct pollfd){.fd = masters[i], .events = POLLIN};
@@ -300,14 +378,23 @@ static int w5(int count, const char *sleep_prog, int serial) {
   long rss = vm_rss_kib();
   t0 = now();
   double c0 = cpu_now();
-  for (int i = 0; i < count && !serial; i++) kill(-pids[i], SIGKILL); /* each leads its group */
+  for (int i = 0; i < count && how != 1; i++) kill(-pids[i], SIGKILL); /* each leads its group */
   for (int i = 0; i < count; i++) {
-    if (serial) kill(-pids[i], SIGKILL);
+    if (how == 1) kill(-pids[i], SIGKILL);
     reap(pids[i]);
     close(masters[i]);
   }
   double stop = now() - t0, cpu = cpu_now() - c0;
   int left = count_descendants(getpid(), "sleep");
+  if (how == 2) { /* (a cgroup is removed once its processes are reaped) */
+    for (int i = 0; i < count; i++) {
+      char name[32];
+      snprintf(name, sizeof name, "s%d", i);
+      unlinkat(base_fd, name, AT_REMOVEDIR);
+    }
+    close(base_fd);
+    rmdir(base);
+  }
   printf("start=%.6f rss_kib=%ld kill=%.6f kill_cpu=%.6f survivors=%d\n", start, rss, stop, cpu,
          left);
   free(pids);
@@ -319,7 +406,7 @@ static int w5(int count, const char *sleep_prog, int serial) {
 static void usage(void) {
   fputs(
       "usage: bench-ref w1 pipe|pty COUNT PROG | w2|w3 BYTES READ_SIZE poll|block HEAD |"
-      " w3raw ... | w4 COUNT CAT | w5 COUNT SLEEP [serial]\n",
+      " w3raw ... | w4 COUNT CAT | w5 COUNT SLEEP [serial|cgroup]\n",
       stderr);
   exit(2);
 }
@@ -338,6 +425,8 @@ int main(int argc, char **argv) {
   if (strcmp(w, "w5") == 0 && argc == 4) return w5(atoi(argv[2]), argv[3], 0);
   if (strcmp(w, "w5") == 0 && argc == 5 && strcmp(argv[4], "serial") == 0)
     return w5(atoi(argv[2]), argv[3], 1);
+  if (strcmp(w, "w5") == 0 && argc == 5 && strcmp(argv[4], "cgroup") == 0)
+    return w5(atoi(argv[2]), argv[3], 2);
   usage();
   return 2;
 }
