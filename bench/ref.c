@@ -10,6 +10,11 @@
  *   bench-ref w3 BYTES READ_SIZE poll|block HEAD     the same through a PTY
  *   bench-ref w3raw BYTES READ_SIZE poll|block HEAD  the same, the terminal in raw mode
  *   bench-ref w4 COUNT CAT                           COUNT line round trips through CAT on a PTY
+ *   bench-ref notify COUNT                           COUNT fchmod calls of a child through a bare
+ *                                                    seccomp user-notification supervisor that
+ *                                                    lets each go on (poll, RECV, SEND; the
+ *                                                    synchronous wake-up luxec asks for): the
+ *                                                    round trip any judged call costs at least
  *   bench-ref w5 COUNT SLEEP [serial|cgroup]         COUNT PTY sessions of SLEEP 60, then kill all
  *                                                    (serial: each killed and reaped in turn;
  *                                                    cgroup: each born in a cgroup v2 of its own,
@@ -27,7 +32,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -403,10 +414,84 @@ static int w5(int count, const char *sleep_prog, int how) {
   return left == 0 ? 0 : 1;
 }
 
+/* ---- a judged call's floor ---- */
+
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#endif
+
+/* The child's side: fchmod notified, the listener sent to the parent over sock, then count
+ * calls timed once the parent says go. */
+static void notify_child(int sock, int count) {
+  struct sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_fchmod, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {.len = sizeof f / sizeof f[0], .filter = f};
+  int file = (int)syscall(SYS_memfd_create, "bench-ref", 0);
+  if (file < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) die("memfd, no_new_privs");
+  int lfd =
+      (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+  if (lfd < 0) die("seccomp");
+  char byte = 0, ctl[CMSG_SPACE(sizeof(int))];
+  struct iovec io = {.iov_base = &byte, .iov_len = 1};
+  struct msghdr m = {
+      .msg_iov = &io, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cm), &lfd, sizeof lfd);
+  if (sendmsg(sock, &m, 0) < 0 || read(sock, &byte, 1) != 1) die("listener to the parent");
+  close(lfd);
+  double t0 = now();
+  for (int i = 0; i < count; i++) fchmod(file, 0600);
+  printf("rt_us=%.3f\n", (now() - t0) / count * 1e6);
+  fflush(stdout);
+  _exit(0);
+}
+
+static int notify_rt(int count) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) die("socketpair");
+  pid_t pid = fork();
+  if (pid < 0) die("fork");
+  if (pid == 0) notify_child(sv[1], count);
+  char byte, ctl[CMSG_SPACE(sizeof(int))];
+  struct iovec io = {.iov_base = &byte, .iov_len = 1};
+  struct msghdr m = {
+      .msg_iov = &io, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+  int lfd = -1;
+  if (recvmsg(sv[0], &m, 0) == 1 && CMSG_FIRSTHDR(&m) != NULL)
+    memcpy(&lfd, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof lfd);
+  if (lfd < 0) die("the child's listener");
+  __u64 flags = 1; /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6), as luxec asks */
+  ioctl(lfd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags);
+  if (write(sv[0], "g", 1) != 1) die("go");
+  for (;;) { /* until the child is gone: its filter's last user */
+    struct pollfd pf = {.fd = lfd, .events = POLLIN};
+    if (poll(&pf, 1, -1) < 0) continue;
+    if (!(pf.revents & POLLIN)) break;
+    struct seccomp_notif req;
+    memset(&req, 0, sizeof req);
+    if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0) continue;
+    struct seccomp_notif_resp resp;
+    memset(&resp, 0, sizeof resp);
+    resp.id = req.id;
+    resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    ioctl(lfd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
 static void usage(void) {
   fputs(
       "usage: bench-ref w1 pipe|pty COUNT PROG | w2|w3 BYTES READ_SIZE poll|block HEAD |"
-      " w3raw ... | w4 COUNT CAT | w5 COUNT SLEEP [serial|cgroup]\n",
+      " w3raw ... | w4 COUNT CAT | notify COUNT | w5 COUNT SLEEP [serial|cgroup]\n",
       stderr);
   exit(2);
 }
@@ -416,6 +501,7 @@ int main(int argc, char **argv) {
   if (argc < 2) usage();
   const char *w = argv[1];
   if (strcmp(w, "w1") == 0 && argc == 5) return w1(argv[2], atoi(argv[3]), argv[4]);
+  if (strcmp(w, "notify") == 0 && argc == 3) return notify_rt(atoi(argv[2]));
   pty_raw = strcmp(w, "w3raw") == 0;
   if (pty_raw) w = "w3";
   if ((strcmp(w, "w2") == 0 || strcmp(w, "w3") == 0) && argc == 6 &&
