@@ -239,6 +239,68 @@ local function terminate_many(procs, sig, grace, each, done)
   return result
 end
 
+-- Whether nothing of session p is left: its program reaped and its tree empty, or the session
+-- closed. The predicate of the waits of terminate_one: looked at after each turn of the loop,
+-- it costs the core nothing while the program runs, and its first look after the exit sends
+-- the rest of the tree the signal it is owed and watches the tree ("tree_empty" wakes it).
+local function tree_gone(p)
+  local core = p._core
+  if core == nil then return true end
+  return core:ended() and core:watch_tree() == true
+end
+
+local function is_finished(p)
+  return p._finished
+end
+
+-- Wait up to ms until tree_gone(p); whether it is.
+local function wait_gone(p, ms)
+  local deadline = uv.hrtime() / 1e6 + ms
+  repeat
+    if p:_wait_until(tree_gone, ms, true) or p._core == nil then return true end
+    ms = deadline - uv.hrtime() / 1e6 -- (ended early: interrupted)
+  until ms <= 0
+  return false
+end
+
+-- terminate_many's steps for one session from top-level code: the waits are the top-level
+-- waits of the session (each turn of the loop run by the core, no task, list or closure).
+local function terminate_one(p, sig, grace)
+  local core = p._core
+  local exited = core:ended()
+  if exited and core:tree_alive() == 0 then
+    return { signal = sig, graceful = true, killed = 0, method = "already gone" }
+  end
+  if not exited then p._killed_by = "terminate" end
+  local t0, rest_ms = uv.hrtime() / 1e6, M.defaults.terminate_rest_ms
+  local defer = grace >= 4 * rest_ms
+  local one = { core }
+  local _, methods = M.core.signal_trees(one, sig, defer)
+  local result = { signal = sig, graceful = true, killed = 0, method = methods[1] }
+  local gone = wait_gone(p, defer and rest_ms or grace)
+  if not gone and defer then
+    M.core.signal_rest(one)
+    gone = wait_gone(p, math.max(0, t0 + grace - uv.hrtime() / 1e6))
+  end
+  if not gone then
+    result.graceful = false
+    -- (as terminate_many: kill again, with waits that grow, until empty or kill_wait_ms)
+    result.killed = M.core.kill_trees(one, "terminate")
+    local deadline, step = uv.hrtime() / 1e6 + M.defaults.kill_wait_ms, 50
+    while true do
+      gone = wait_gone(p, math.max(0, math.min(step, deadline - uv.hrtime() / 1e6)))
+      if gone or uv.hrtime() / 1e6 >= deadline then break end
+      result.killed = result.killed + M.core.kill_trees(one, "terminate")
+      step = step * 2
+    end
+    if not gone then result.unconfirmed = 1 end -- (in uninterruptible sleep, say)
+  end
+  if not p._finished and p._core then
+    p:_wait_until(is_finished, M.defaults.finish_wait_ms, true)
+  end
+  return result
+end
+
 -- terminate() called from tasks in one turn of the loop: the calls with the same options
 -- are ended together after the turn (one signal call, one grace, one timer, one look at the
 -- trees per turn), and each caller is woken with its own session's result as soon as that
@@ -299,6 +361,7 @@ function Process:terminate(opts)
   local sig, grace = check_opts("terminate", opts)
   check_procs("terminate", { self })
   if sched.in_task() then return join_batch(self, sig, grace) end
+  if self._core.run_once then return terminate_one(self, sig, grace) end
   return terminate_many({ self }, sig, grace)
 end
 
