@@ -56,9 +56,17 @@ static void reap_adopted(void) {
   }
 }
 
+/* Nothing left to reap: SIGCHLD goes back to its default, so the ends of later sessions
+ * (reaped through their pidfds) run no handler in the host, and their programs start without
+ * one more disposition to reset. proc_adopt catches it again before it looks. */
+static void let_go_if_none(void) {
+  if (nadopted == 0 && chld_open) uv_signal_stop(&chld);
+}
+
 static void chld_check_cb(uv_check_t *h) {
   uv_check_stop(h);
   reap_adopted();
+  let_go_if_none();
 }
 
 /* Many children ending together send many SIGCHLDs in one turn: one look, after them. */
@@ -76,16 +84,16 @@ void proc_adopt(uv_loop_t *loop, pid_t pid) {
     chld_open = 1;
     uv_check_init(loop, &chld_check);
     uv_unref((uv_handle_t *)&chld_check);
-    uv_signal_start(&chld, chld_cb, SIGCHLD);
     uv_unref((uv_handle_t *)&chld);
   }
+  if (chld_open && !uv_is_active((uv_handle_t *)&chld)) uv_signal_start(&chld, chld_cb, SIGCHLD);
   if (waitpid(pid, NULL, WNOHANG) == pid) {
     proc_orphans_forget(pid);
-    return;
+  } else if (nadopted < MAX_ADOPTED) {
+    adopted[nadopted].pid = pid;
+    adopted[nadopted++].start = start;
   }
-  if (nadopted >= MAX_ADOPTED) return;
-  adopted[nadopted].pid = pid;
-  adopted[nadopted++].start = start;
+  let_go_if_none();
 }
 
 void proc_adopt_shutdown(void) {

@@ -165,6 +165,57 @@ describe("reaping", function()
       end
     end)
 
+  -- A host of its own (a fresh one: a session without a cgroup makes a host catch SIGCHLD for
+  -- good, for the orphans its sessions may leave): each round closes a running session, turns
+  -- the loop until its program is reaped, then until SIGCHLD is no longer caught, then reaps
+  -- an ending program through its pidfd. Prints whether SIGCHLD was caught at the start and,
+  -- each round, "reaped,let go" and the exit code; "nocgroup" when sessions get no cgroup.
+  local SIGCHLD_HOST = [[
+    local luxec = require("luxec")
+    local uv = require("luv")
+    local function caught() -- SIGCHLD (17) in the kernel's set of the host's caught signals
+      local f = assert(io.open("/proc/self/status"))
+      local mask = f:read("a"):match("\nSigCgt:%s*(%x+)")
+      f:close()
+      return (tonumber(mask, 16) >> 16) & 1 == 1
+    end
+    local function turn_until(cond)
+      local deadline, t = uv.hrtime() + 5e9, uv.new_timer()
+      t:start(10, 10, function() end)
+      while not cond() and uv.hrtime() < deadline do uv.run("once") end
+      t:close()
+      uv.run("nowait")
+      return cond()
+    end
+    local out = { tostring(caught()) }
+    for _ = 1, 3 do
+      local p = assert(luxec.spawn({ "sleep", "60" }))
+      if not p:status().cgroup then
+        p:close()
+        print("nocgroup")
+        os.exit(0)
+      end
+      local pid = p.pid
+      p:close() -- killed, and left to the host to reap
+      local reaped = turn_until(function() return not uv.fs_stat("/proc/" .. pid) end)
+      out[#out + 1] = ("%s,%s"):format(reaped, turn_until(function() return not caught() end))
+      local q = assert(luxec.spawn({ "sh", "-c", "exit 4" }))
+      out[#out + 1] = tostring(q:wait({ timeout = 10 }).code)
+      q:close()
+    end
+    print(table.concat(out, " "))
+  ]]
+
+  it("catches SIGCHLD only while a closed session's program is left to reap", function()
+    local r = assert(luxec.run({ H.luxec, "-e", SIGCHLD_HOST }, { timeout = 60 }))
+    assert.equals(0, r.code, r.output)
+    if r.output == "nocgroup\n" then
+      pending("sessions get no cgroup here: such a host catches SIGCHLD for its orphans")
+      return
+    end
+    assert.equals("false true,true 4 true,true 4 true,true 4\n", r.output)
+  end)
+
   it("leaves uv.spawn's children to libuv: the exit callback gets the real status", function()
     local p = detached_tree({ cgroup = false })
     p:close()
