@@ -182,6 +182,20 @@ static int foreign_orphan(pid_t kid, const pid_t *uvpids) {
   return sid != getsid(0) || pfs_status_last(kid, "NSpid") == 1;
 }
 
+/* With nothing to look for, the sweep pauses (its signal and timer stopped: an idle host is
+ * not woken every second): the host is not the subreaper (no orphan comes back to it), no
+ * orphan is remembered and no live session has a sandbox's init. watch() resumes it. */
+static int paused = 0;
+
+static void pause_if_idle(void) {
+  if (!watching || paused || subreaper || nadopted > 0) return;
+  for (proc *p = proc_live(); p != NULL; p = p->next)
+    if (p->init_pid > 0) return;
+  uv_signal_stop(&orphan_sig);
+  uv_timer_stop(&orphan_timer);
+  paused = 1;
+}
+
 /* Reap the adopted orphans that ended; remember the live ones that are the sessions'. */
 void proc_orphans_reap(void) {
   if (!watching) return;
@@ -191,7 +205,9 @@ void proc_orphans_reap(void) {
   int n = pfs_children(getpid(), kids, 1024);
   int walked = 0; /* uvpids, made the first time a child is neither a session's nor ours */
   owns_build(live);
-  for (int j = nadopted - 1; j >= 0 && nadopted > ADOPTED_MAX / 2; j--) {
+  /* (not the subreaper: no orphan comes back, so a stale entry is dropped at once, and an
+   * empty list lets the sweep pause) */
+  for (int j = nadopted - 1; j >= 0 && (nadopted > ADOPTED_MAX / 2 || !subreaper); j--) {
     int child = 0; /* reaped elsewhere (a tree kill waits for what it killed): forgotten */
     for (int i = 0; i < n && !child; i++) child = kids[i] == adopted[j].pid;
     if (!child) adopted_drop(j);
@@ -213,6 +229,7 @@ void proc_orphans_reap(void) {
         if (adopted[j].pid == kids[i]) adopted_drop(j);
     }
   }
+  pause_if_idle();
 }
 
 static void orphan_check_cb(uv_check_t *h) {
@@ -432,6 +449,11 @@ static void watchdog_tell(int32_t msg) {
 }
 
 static void watch(uv_loop_t *loop) {
+  if (watching && paused) {
+    paused = 0;
+    uv_signal_start(&orphan_sig, orphan_cb, SIGCHLD);
+    uv_timer_start(&orphan_timer, orphan_timer_cb, 1000, 1000);
+  }
   if (watching) return;
   watching = 1;
   uv_signal_init(loop, &orphan_sig);
