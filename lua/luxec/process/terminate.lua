@@ -144,6 +144,33 @@ local function check_procs(fname, procs)
   end
 end
 
+-- Whether nothing of session p is left: its program reaped and its tree empty, or the session
+-- closed. The predicate of wait_one: looked at after each turn of the loop, it costs the core
+-- nothing while the program runs, and its first look after the exit sends the rest of the
+-- tree the signal it is owed and watches the tree ("tree_empty" wakes it).
+local function tree_gone(p)
+  local core = p._core
+  if core == nil then return true end
+  return core:ended() and core:watch_tree() == true
+end
+
+local function is_finished(p)
+  return p._finished
+end
+
+-- wait_trees for the one session of procs from top-level code on the native core: the
+-- session's own top-level waits (each turn of the loop run by the core; no task, timer,
+-- list or closure), until tree_gone or ms pass. Returns what wait_trees returns.
+local function wait_one(procs, ms)
+  local p = procs[1]
+  local deadline = uv.hrtime() / 1e6 + ms
+  repeat
+    if p:_wait_until(tree_gone, ms, true) or p._core == nil then return {}, 0 end
+    ms = deadline - uv.hrtime() / 1e6 -- (ended early: interrupted)
+  until ms <= 0
+  return { [p] = true }, 1
+end
+
 -- The one way sessions are terminated: the signal to every tree, one grace for all, then one
 -- kill for whatever is left in any of them, and a wait until each has finished. Nothing here
 -- blocks the loop: the waits are for the core's events, with Lua timers for the bounds.
@@ -180,7 +207,12 @@ local function terminate_many(procs, sig, grace, each, done)
       each[p] = { signal = sig, graceful = true, killed = 0, method = methods[i] }
     end
   end
-  local pending, left = wait_trees(live, defer and rest_ms or grace, handles, done)
+  -- (one session, no one to tell of it, from top-level code: its own waits do)
+  local wait = wait_trees
+  if #live == 1 and not each and live[1]._core.run_once and not sched.in_task() then
+    wait = wait_one
+  end
+  local pending, left = wait(live, defer and rest_ms or grace, handles, done)
   if defer and left > 0 then
     local owed, cores = {}, {}
     for _, p in ipairs(live) do
@@ -188,7 +220,7 @@ local function terminate_many(procs, sig, grace, each, done)
     end
     M.core.signal_rest(cores)
     uv.update_time()
-    pending, left = wait_trees(owed, math.max(0, t0 + grace - uv.now()), cores, done)
+    pending, left = wait(owed, math.max(0, t0 + grace - uv.now()), cores, done)
   end
   if left > 0 then
     result.graceful = false
@@ -212,7 +244,7 @@ local function terminate_many(procs, sig, grace, each, done)
     while true do
       uv.update_time()
       local ms = math.max(0, math.min(step, deadline - uv.now()))
-      pending, left = wait_trees(rest, ms, nil, done)
+      pending, left = wait(rest, ms, nil, done)
       if left == 0 or uv.now() >= deadline then break end
       local again, cores = {}, {}
       for _, p in ipairs(rest) do
@@ -233,70 +265,8 @@ local function terminate_many(procs, sig, grace, each, done)
   result.method = methods[1]
   for _, p in ipairs(each and {} or live) do
     if not p._finished and p._core then
-      p:_wait_until(function() return p._finished end, M.defaults.finish_wait_ms, true)
+      p:_wait_until(is_finished, M.defaults.finish_wait_ms, true)
     end
-  end
-  return result
-end
-
--- Whether nothing of session p is left: its program reaped and its tree empty, or the session
--- closed. The predicate of the waits of terminate_one: looked at after each turn of the loop,
--- it costs the core nothing while the program runs, and its first look after the exit sends
--- the rest of the tree the signal it is owed and watches the tree ("tree_empty" wakes it).
-local function tree_gone(p)
-  local core = p._core
-  if core == nil then return true end
-  return core:ended() and core:watch_tree() == true
-end
-
-local function is_finished(p)
-  return p._finished
-end
-
--- Wait up to ms until tree_gone(p); whether it is.
-local function wait_gone(p, ms)
-  local deadline = uv.hrtime() / 1e6 + ms
-  repeat
-    if p:_wait_until(tree_gone, ms, true) or p._core == nil then return true end
-    ms = deadline - uv.hrtime() / 1e6 -- (ended early: interrupted)
-  until ms <= 0
-  return false
-end
-
--- terminate_many's steps for one session from top-level code: the waits are the top-level
--- waits of the session (each turn of the loop run by the core, no task, list or closure).
-local function terminate_one(p, sig, grace)
-  local core = p._core
-  local exited = core:ended()
-  if exited and core:tree_alive() == 0 then
-    return { signal = sig, graceful = true, killed = 0, method = "already gone" }
-  end
-  if not exited then p._killed_by = "terminate" end
-  local t0, rest_ms = uv.hrtime() / 1e6, M.defaults.terminate_rest_ms
-  local defer = grace >= 4 * rest_ms
-  local one = { core }
-  local _, methods = M.core.signal_trees(one, sig, defer)
-  local result = { signal = sig, graceful = true, killed = 0, method = methods[1] }
-  local gone = wait_gone(p, defer and rest_ms or grace)
-  if not gone and defer then
-    M.core.signal_rest(one)
-    gone = wait_gone(p, math.max(0, t0 + grace - uv.hrtime() / 1e6))
-  end
-  if not gone then
-    result.graceful = false
-    -- (as terminate_many: kill again, with waits that grow, until empty or kill_wait_ms)
-    result.killed = M.core.kill_trees(one, "terminate")
-    local deadline, step = uv.hrtime() / 1e6 + M.defaults.kill_wait_ms, 50
-    while true do
-      gone = wait_gone(p, math.max(0, math.min(step, deadline - uv.hrtime() / 1e6)))
-      if gone or uv.hrtime() / 1e6 >= deadline then break end
-      result.killed = result.killed + M.core.kill_trees(one, "terminate")
-      step = step * 2
-    end
-    if not gone then result.unconfirmed = 1 end -- (in uninterruptible sleep, say)
-  end
-  if not p._finished and p._core then
-    p:_wait_until(is_finished, M.defaults.finish_wait_ms, true)
   end
   return result
 end
@@ -347,7 +317,7 @@ local function join_batch(p, sig, grace)
   p:_hold(-1)
   if not ok then error(res, 0) end
   if not p._finished and p._core then
-    p:_wait_until(function() return p._finished end, M.defaults.finish_wait_ms, true)
+    p:_wait_until(is_finished, M.defaults.finish_wait_ms, true)
   end
   return res
 end
@@ -361,7 +331,6 @@ function Process:terminate(opts)
   local sig, grace = check_opts("terminate", opts)
   check_procs("terminate", { self })
   if sched.in_task() then return join_batch(self, sig, grace) end
-  if self._core.run_once then return terminate_one(self, sig, grace) end
   return terminate_many({ self }, sig, grace)
 end
 
