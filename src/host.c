@@ -21,11 +21,32 @@ luxec_host *luxec_gethost(lua_State *L) {
   return h;
 }
 
-int luxec_push_error(lua_State *L, int err) {
+const char *luxec_err_name(int err) {
   if (err > 0) err = uv_translate_sys_error(err);
+  static char buf[64];
+  /* libuv names the errors it knows; the C library every other errno (ENOEXEC, ENOTBLK...):
+   * never "Unknown system error" for an error the system has a name for */
+  if (strncmp(uv_err_name_r(err, buf, sizeof buf), "Unknown", 7) != 0) return buf;
+  const char *n = err < 0 ? strerrorname_np(-err) : NULL;
+  if (n != NULL) return n;
+  snprintf(buf, sizeof buf, "E%d", err < 0 ? -err : err);
+  return buf;
+}
+
+const char *luxec_strerror(int err) {
+  if (err > 0) err = uv_translate_sys_error(err);
+  static char buf[128];
+  if (strncmp(uv_strerror_r(err, buf, sizeof buf), "Unknown", 7) != 0) return buf;
+  return err < 0 ? strerror(-err) : "unknown error";
+}
+
+int luxec_push_error(lua_State *L, int err) {
   lua_pushnil(L);
-  lua_pushfstring(L, "%s: %s", uv_err_name(err), uv_strerror(err));
-  lua_pushstring(L, uv_err_name(err));
+  const char *name = luxec_err_name(err);
+  lua_pushstring(L, name); /* (the name's buffer is reused by the message's) */
+  lua_pushfstring(L, "%s: %s", name, luxec_strerror(err));
+  lua_pushvalue(L, -2);
+  lua_remove(L, -3);
   return 3;
 }
 

@@ -73,5 +73,10 @@ void luxec_repl(luxec_host *h);
 /* Push nil, "ENOENT: no such file or directory", "ENOENT" for a negative uv error code or an
  * errno value; returns 3. */
 int luxec_push_error(lua_State *L, int err);
+/* The name ("ENOENT", "ENOEXEC") and the text of a negative uv error code or an errno value:
+ * libuv's, else the C library's (an errno libuv has no name for). The result lives until the
+ * next call. */
+const char *luxec_err_name(int err);
+const char *luxec_strerror(int err);
 
 #endif

@@ -180,6 +180,63 @@ out:
   task_free(&t);
 }
 
+/* An unnamed file (O_TMPFILE) with a set-user-ID or set-group-ID mode: made here without
+ * the bits, as open_create makes a named one (the kernel keeps them, and a later linkat
+ * names the file in a root). The path is read once, here: never left to the kernel. */
+static void open_tmpfile_setid(sbx_call *c, int dirfd, uint64_t addr, int flags, unsigned mode,
+                               uint64_t resolve) {
+  if (file_arg_path(c, addr, c->path) < 0) {
+    answer(c, EFAULT);
+    return;
+  }
+  if (c->path[0] == '\0') {
+    answer(c, ENOENT);
+    return;
+  }
+  sbx_task t;
+  task_init(&t, (pid_t)c->req->pid);
+  task_resolve(&t, resolve);
+  sbx_loc l;
+  struct stat st;
+  char full[PATH_MAX];
+  emu_state es;
+  int rc = loc_parent(&t, dirfd, c->path, &l);
+  if (rc == 0) rc = file_resolve_obj(&t, &l, 1, &st);
+  if (rc < 0 || !S_ISDIR(st.st_mode)) {
+    answer(c, rc < 0 ? -rc : ENOTDIR);
+    goto out;
+  }
+  loc_path(&l, full, sizeof full);
+  if (!path_writable(c->m, full)) {
+    file_deny(c, "open", file_write_errno(&t, &l, 1), full, NULL);
+    goto out;
+  }
+  int dfd = loc_dirfd(&t, &l);
+  if (dfd < 0) {
+    answer(c, -dfd);
+    goto out;
+  }
+  /* the directory itself: the location's descriptor unless the last component names it */
+  int dir = l.type == LAST_NORM ? openat(dfd, l.name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC)
+                                : fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+  if (dir < 0 || (rc = emu_begin(c, &es)) < 0) {
+    answer(c, dir < 0 ? errno : -rc);
+    if (dir >= 0) close(dir);
+    goto out;
+  }
+  int fd = openat(dir, ".", flags | O_NOCTTY | O_CLOEXEC, mode & ~(unsigned)(S_ISUID | S_ISGID));
+  int e = errno;
+  emu_end(&es);
+  close(dir);
+  if (fd < 0)
+    answer(c, e);
+  else
+    emu_give_fd(c, fd, (flags & O_CLOEXEC) != 0);
+out:
+  loc_free(&l);
+  task_free(&t);
+}
+
 static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, unsigned mode,
                        uint64_t resolve) {
   if (flags & O_PATH) return; /* no access at all (the kernel drops every other flag) */
@@ -194,6 +251,10 @@ static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, un
     return;
   }
   int tmpfile = (flags & O_TMPFILE) == O_TMPFILE;
+  if (tmpfile && (mode & (S_ISUID | S_ISGID))) {
+    open_tmpfile_setid(c, dirfd, addr, (int)flags, mode, resolve);
+    return;
+  }
   int creat = (flags & O_CREAT) && !tmpfile;
   int acc = (int)(flags & O_ACCMODE);
   if (acc == O_RDONLY && !(flags & (O_CREAT | O_TRUNC)) && !tmpfile) return;

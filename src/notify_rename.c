@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -37,6 +38,21 @@ static int at_or_above(const char *path, char *const *list, int n) {
  * at its new place by the next session). */
 static int pins_mount(const sbx_monitor *m, const char *path) {
   return at_or_above(path, m->ro_paths, m->nro) || at_or_above(path, m->roots, m->nroots);
+}
+
+/* The file system type of link's object a (resolved, file_resolve_obj) and of the directory
+ * of the new name b differ: the kernel's own EXDEV (a link never spans two file systems; a
+ * /proc/self/fd/N not followed is a link in procfs), whatever the sandbox would say. Two
+ * mounts of one type are left to the checks of the policy (a sandbox's bind mounts divide
+ * one file system too). */
+static int other_fs(sbx_task *t, sbx_loc *a, sbx_loc *b) {
+  int da = loc_dirfd(t, a), db = loc_dirfd(t, b);
+  if (da < 0 || db < 0) return 0;
+  int obj = a->type == LAST_NORM ? openat(da, a->name, O_PATH | O_NOFOLLOW | O_CLOEXEC) : da;
+  struct statfs fa, fb;
+  int other = obj >= 0 && fstatfs(obj, &fa) == 0 && fstatfs(db, &fb) == 0 && fa.f_type != fb.f_type;
+  if (obj >= 0 && obj != da) close(obj);
+  return other;
 }
 
 static long mount_id(sbx_task *t, sbx_loc *l) {
@@ -198,6 +214,10 @@ void file_link(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t n
   rc = loc_lstat(&t, &b, &st);
   if (rc != -ENOENT || b.slash) {
     answer(c, rc == 0 ? EEXIST : rc == -ENOENT ? ENOENT : -rc);
+    goto out;
+  }
+  if (!loc_readonly(&t, &b, 0) && other_fs(&t, &a, &b)) { /* (after the EROFS of the new name) */
+    answer(c, EXDEV);
     goto out;
   }
   loc_path(&a, from, sizeof from);

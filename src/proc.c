@@ -458,7 +458,7 @@ static int proc_status(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)p->wq_bytes);
   lua_setfield(L, -2, "write_queued");
   if (p->in_err) {
-    lua_pushstring(L, uv_err_name(uv_translate_sys_error(p->in_err)));
+    lua_pushstring(L, luxec_err_name(p->in_err));
     lua_setfield(L, -2, "stdin_error");
   }
   return 1;

@@ -80,7 +80,7 @@ static void finish(relay *r, const char *err) {
 }
 
 static const char *errname(int e) {
-  return uv_err_name(uv_translate_sys_error(e));
+  return luxec_err_name(e);
 }
 
 /* Move what can be moved now in direction i; 0, or -errno. Sets what it waits for. */
@@ -152,7 +152,7 @@ static void step(relay *r) {
     r->events[k] = ev;
     int rc = ev ? uv_poll_start(&r->poll[k], ev, poll_cb) : uv_poll_stop(&r->poll[k]);
     if (rc < 0) {
-      finish(r, uv_err_name(rc));
+      finish(r, luxec_err_name(rc));
       return;
     }
   }
@@ -163,7 +163,7 @@ static void poll_cb(uv_poll_t *h, int status, int events) {
   (void)events;
   if (r->done) return;
   if (status < 0) {
-    finish(r, uv_err_name(status));
+    finish(r, luxec_err_name(status));
     return;
   }
   step(r);

@@ -98,10 +98,48 @@ char *scan_join(const char *dir, const char *name) {
   return out;
 }
 
+/* Whether name is one of scan_names'. */
+static int reported(const char *name) {
+  for (size_t off = 0; off < S.names_len; off += strlen(S.names + off) + 1)
+    if (strcmp(S.names + off, name) == 0) return 1;
+  return 0;
+}
+
+int scan_names(const char *names, size_t len) {
+  if (len == S.names_len && (len == 0 || memcmp(names, S.names, len) == 0)) return 0;
+  char *copy = malloc(len + 1);
+  if (copy == NULL) return -1;
+  memcpy(copy, names, len);
+  copy[len] = '\0';
+  free(S.names);
+  S.names = copy;
+  S.names_len = len;
+  for (int b = 0; b < NBUCKETS; b++) /* (every directory read again, its entries looked at) */
+    for (node *n = S.paths[b]; n; n = n->next) n->stale = n->dirty = 1;
+  S.epoch++;
+  return 0;
+}
+
 /* The names the search looks at besides subdirectories. */
 static int counts(const char *name) {
   return strcmp(name, ".git") == 0 || strcmp(name, "HEAD") == 0 || strcmp(name, "objects") == 0 ||
-         strcmp(name, "refs") == 0;
+         strcmp(name, "refs") == 0 || reported(name);
+}
+
+/* Append name and its NUL to the list at *list (*len bytes, *cap allocated). 0, or -1. */
+static int add_name(char **list, size_t *len, size_t *cap, const char *name) {
+  size_t l = strlen(name) + 1;
+  if (*len + l > *cap) {
+    size_t c = *cap ? *cap : 64;
+    while (*len + l > c) c *= 2;
+    char *more = realloc(*list, c);
+    if (more == NULL) return -1;
+    *list = more;
+    *cap = c;
+  }
+  memcpy(*list + *len, name, l);
+  *len += l;
+  return 0;
 }
 
 /* What happened since the last search. */
@@ -215,6 +253,8 @@ static int read_node(node *n, const struct statx *sx, long long racy, char *buf,
   }
   int head = 0, objects = 0, refs = 0;
   unsigned char dotgit = 0;
+  char *kept = NULL;
+  size_t klen = 0, kcap = 0;
   for (;;) {
     long got = syscall(SYS_getdents64, fd, buf, size);
     if (got <= 0) break;
@@ -228,6 +268,12 @@ static int read_node(node *n, const struct statx *sx, long long racy, char *buf,
         dotgit = (unsigned char)(t + 1);
         continue;
       }
+      if (S.names_len > 0 && reported(name) && add_name(&kept, &klen, &kcap, name) < 0) {
+        free(kept);
+        free(names);
+        close(fd);
+        return -1;
+      }
       if (strcmp(name, "HEAD") == 0)
         head = t == DT_REG;
       else if (strcmp(name, "objects") == 0)
@@ -235,19 +281,12 @@ static int read_node(node *n, const struct statx *sx, long long racy, char *buf,
       else if (strcmp(name, "refs") == 0)
         refs = t == DT_DIR;
       if (t != DT_DIR) continue;
-      size_t l = strlen(name) + 1;
-      if (len + l > cap) {
-        while (len + l > cap) cap *= 2;
-        char *more = realloc(names, cap);
-        if (more == NULL) {
-          free(names);
-          close(fd);
-          return -1;
-        }
-        names = more;
+      if (add_name(&names, &len, &cap, name) < 0) {
+        free(kept);
+        free(names);
+        close(fd);
+        return -1;
       }
-      memcpy(names + len, name, l);
-      len += l;
     }
   }
   close(fd);
@@ -256,6 +295,9 @@ static int read_node(node *n, const struct statx *sx, long long racy, char *buf,
   free(n->names);
   n->names = names;
   n->nlen = len;
+  free(n->kept);
+  n->kept = kept;
+  n->klen = klen;
   n->dotgit = dotgit;
   n->bare = head && objects && refs;
   n->dev = dev_of(sx);
@@ -300,7 +342,7 @@ static node *closed_node(node *n, const char *path, int *children_verify, int *o
   if (n == NULL && (n = path_node(path, oom)) == NULL) return NULL;
   unwatch(n, 1); /* (one it had when it could be read) */
   unlink_kids(n, 0);
-  n->nlen = 0;
+  n->nlen = n->klen = 0;
   n->dotgit = n->bare = 0;
   n->closed = 1;
   n->dirty = n->stale = 0;
@@ -390,6 +432,7 @@ void scan_prune(const char *root) {
         unlink_kids(n, 1);
         free(n->path);
         free(n->names);
+        free(n->kept);
         free(n);
         S.count--;
       } else {

@@ -17,6 +17,8 @@ typedef struct node {
   char *path;
   char *names; /* its subdirectories, each NUL-terminated */
   size_t nlen;
+  char *kept; /* its entries the search reports by name (scan_names), each NUL-terminated */
+  size_t klen;
   unsigned long long dev, ino;
   long long mtime_s, ctime_s;
   unsigned mtime_ns, ctime_ns;
@@ -47,6 +49,8 @@ typedef struct {
   unsigned long long epoch; /* moves with every change a search could see */
   long long count;          /* nodes kept */
   unsigned long long reads; /* directories read (or found gone): a name may have left */
+  char *names;              /* the names reported wherever found (scan_names), NUL-separated */
+  size_t names_len;
 } scan_state;
 extern scan_state S;
 
@@ -65,5 +69,9 @@ void scan_drain(void);
 node *scan_visit(const char *path, int verify, long long racy, char *buf, size_t size,
                  int *children_verify, int *oom);
 void scan_prune(const char *root);
+/* The entry names (besides .git) a search reports wherever it finds them, as one string of
+ * NUL-terminated names: another set than the last reads every directory again. 0, or -1 when
+ * out of memory. */
+int scan_names(const char *names, size_t len);
 
 #endif

@@ -243,6 +243,37 @@ static int build_filter(const sandbox_spec *s, int notify, int netns, struct soc
       }
     }
   }
+  /* A file made with a set-id mode (a register too): an open with O_CREAT or O_TMPFILE (an
+   * unnamed file, whose bits the kernel keeps for the linkat that names it later), creat,
+   * mknod. With a listener the host makes it without the bits (notify_files.c); without
+   * one, refused. (An open's mode means nothing without those flags: only with them.) */
+  if (s->mode != SBX_FULL) {
+    const uint32_t act = notify ? SCMP_ACT_NOTIFY : SCMP_ACT_ERRNO(EPERM);
+    static const struct {
+      int nr;
+      int flags_arg; /* -1: the call always makes a file */
+      unsigned mode_arg;
+    } makes[] = {{SCMP_SYS(open), 1, 2},
+                 {SCMP_SYS(openat), 2, 3},
+                 {SCMP_SYS(creat), -1, 1},
+                 {SCMP_SYS(mknod), -1, 1},
+                 {SCMP_SYS(mknodat), -1, 2}};
+    static const uint64_t make_flags[] = {O_CREAT, 020000000 /* __O_TMPFILE */};
+    for (size_t i = 0; i < sizeof makes / sizeof makes[0]; i++) {
+      for (uint64_t bit = S_ISGID; bit <= S_ISUID; bit <<= 1) {
+        struct scmp_arg_cmp m[2] = {{makes[i].mode_arg, SCMP_CMP_MASKED_EQ, bit, bit}};
+        if (makes[i].flags_arg < 0) {
+          rc |= seccomp_rule_add_array(ctx, act, makes[i].nr, 1, m);
+          continue;
+        }
+        for (size_t f = 0; f < sizeof make_flags / sizeof make_flags[0]; f++) {
+          m[1] = (struct scmp_arg_cmp){(unsigned)makes[i].flags_arg, SCMP_CMP_MASKED_EQ,
+                                       make_flags[f], make_flags[f]};
+          rc |= seccomp_rule_add_array(ctx, act, makes[i].nr, 2, m);
+        }
+      }
+    }
+  }
   if (notify && s->evidence_files && s->mode != SBX_FULL)
     rc |= file_rules(ctx);
   else if (notify && s->nreserved > 0 && s->mode != SBX_FULL)

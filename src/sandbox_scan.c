@@ -65,6 +65,7 @@ static void hit_parent(lua_State *L, int list, const char *dir, int depth) {
 #define MEMO_CLOSED 255  /* a memo's type of a closed directory (0: a bare repository) */
 #define MEMO_DEEP 254    /* ... of a directory at the depth bound with directories in it */
 #define MEMO_UNREACH 253 /* ... of one holding an entry the search could not look at */
+#define MEMO_NAMED 252   /* ... of an entry one of scan_names' names */
 
 /* A directory to visit: its path (owned, or NULL: its node's), the node it had, and the
  * parent whose kids[idx] it is. */
@@ -136,7 +137,11 @@ static struct memo *memo_store(lua_State *L, int list, const char *root, int dep
     lua_getfield(L, -3, "closed");
     lua_getfield(L, -4, "deep");
     lua_getfield(L, -5, "unreachable");
-    m->types[i] = lua_toboolean(L, -3)          ? MEMO_CLOSED
+    lua_getfield(L, -6, "named");
+    int named = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    m->types[i] = named                         ? MEMO_NAMED
+                  : lua_toboolean(L, -3)        ? MEMO_CLOSED
                   : lua_toboolean(L, -2)        ? MEMO_DEEP
                   : lua_toboolean(L, -1)        ? MEMO_UNREACH
                   : t == NULL                   ? 0
@@ -158,8 +163,11 @@ static struct memo *memo_store(lua_State *L, int list, const char *root, int dep
   return m;
 }
 
-/* core.sandbox_scan(root, depth, max_dirs, racy_secs[, serial]) -> hits, dirs_read, serial |
- * nil, "dirs", dir_reached. hits: {dir, type} for a .git entry, {dir, bare = true} for a
+/* core.sandbox_scan(root, depth, max_dirs, racy_secs[, serial[, names]]) -> hits, dirs_read,
+ * serial | nil, "dirs", dir_reached. names: the entries (besides .git) to report wherever
+ * they are, as NUL-terminated names in one string (another set than the last search's
+ * reads every directory again). hits: {dir, named = true} for such an entry (dir: its path),
+ * {dir, type} for a .git entry, {dir, bare = true} for a
  * bare repository, {dir, closed = true} for a directory the host may not read, {dir, deep =
  * true} for one at the depth bound with directories in it (not searched), {dir, unreachable =
  * true} for one holding an entry it could not look at for another reason. The bound: more
@@ -172,6 +180,9 @@ int core_sandbox_scan(lua_State *L) {
   int maxdepth = (int)luaL_checkinteger(L, 2);
   lua_Integer maxdirs = luaL_checkinteger(L, 3);
   long long racy = (long long)luaL_checkinteger(L, 4);
+  size_t names_len = 0;
+  const char *names = luaL_optlstring(L, 6, "", &names_len);
+  if (scan_names(names, names_len) < 0) return luaL_error(L, "sandbox_scan: out of memory");
   lua_settop(L, 5);
   lua_newtable(L);
   int list = lua_gettop(L);
@@ -189,11 +200,12 @@ int core_sandbox_scan(lua_State *L) {
     } else {
       for (int i = 0; i < m->nhits; i++) {
         unsigned char t = m->types[i];
-        int special = t == MEMO_CLOSED || t == MEMO_DEEP || t == MEMO_UNREACH;
+        int special = t == MEMO_CLOSED || t == MEMO_DEEP || t == MEMO_UNREACH || t == MEMO_NAMED;
         hit(L, list, m->dirs[i], t && !special ? scan_type_name((unsigned char)(t - 1)) : NULL,
             t == MEMO_CLOSED    ? "closed"
             : t == MEMO_DEEP    ? "deep"
             : t == MEMO_UNREACH ? "unreachable"
+            : t == MEMO_NAMED   ? "named"
                                 : "bare");
       }
     }
@@ -260,6 +272,12 @@ int core_sandbox_scan(lua_State *L) {
      * command that owns it could take the permission away to hide a repository in it) */
     if (n->closed) hit(L, list, n->path, NULL, "closed");
     if (n->dotgit) hit(L, list, n->path, scan_type_name((unsigned char)(n->dotgit - 1)), NULL);
+    for (size_t off = 0; off < n->klen && fail == NULL; off += strlen(n->kept + off) + 1) {
+      char *path = scan_join(n->path, n->kept + off);
+      if (path == NULL) fail = "memory";
+      if (path) hit(L, list, path, NULL, "named");
+      free(path);
+    }
     if (n->bare) {
       /* a bare repository (or a git directory by another name): not searched further */
       hit(L, list, n->path, NULL, "bare");

@@ -291,7 +291,7 @@ static int st_status(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)s->wq_bytes);
   lua_setfield(L, -2, "write_queued");
   if (s->in_err) {
-    lua_pushstring(L, uv_err_name(uv_translate_sys_error(s->in_err)));
+    lua_pushstring(L, luxec_err_name(s->in_err));
     lua_setfield(L, -2, "stdin_error");
   }
   return 1;

@@ -410,7 +410,7 @@ function luxec.spawn(argv, opts) end
 ---@class luxec.RunOptions: luxec.SpawnOptions
 ---@field timeout number|false|nil  seconds; then the tree is terminated and timed_out is true (false, nil or -1, pexpect's "the default": no limit)
 ---@field input string|nil  written to stdin, then EOF
----@field events table|nil  {[pattern] = answer} or {{pattern, answer}, ...}: each match of a pattern (as expect takes them) is answered with the string, or with fn(p, match, count)'s string; true from fn ends the run. A terminal unless tty = false
+---@field events table|nil  {[pattern] = answer} or {{pattern, answer}, ...}: each match of a pattern (as expect takes them) is answered with the string, or with fn(p, match, count)'s string (count: the events answered before, 0 at the first, as pexpect's event_count); nil or false from fn sends nothing, any other value (true) ends the run. A terminal unless tty = false
 
 ---@class luxec.RunResult
 ---@field code integer|nil

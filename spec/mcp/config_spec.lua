@@ -95,6 +95,23 @@ describe("luxec mcp config", function()
       assert.same({ ["end"] = "x", ["for"] = "y", ok = "z" }, again.env.set)
     end)
 
+    it("shows what Codex's text brings: its truncation, chunk id and CODEX_CI", function()
+      local cfg = assert(config.check({ output = { text = "codex" } }))
+      assert.same({ "codex-tokens", true, "1" },
+        { cfg.output.truncation, cfg.output.chunk_id, cfg.env.forced.CODEX_CI })
+      local text = config.describe(cfg)
+      assert.truthy(text:find('truncation = "codex-tokens"', 1, true), text)
+      assert.truthy(text:find('CODEX_CI = "1"', 1, true), text)
+      -- by bytes when asked, and a CODEX_CI of the file's own is kept
+      cfg = assert(config.check({ output = { text = "codex", truncation = "codex-bytes" },
+        env = { forced = { CODEX_CI = "0" } } }))
+      assert.same({ "codex-bytes", "0" }, { cfg.output.truncation, cfg.env.forced.CODEX_CI })
+      -- luxec's own text: none of it
+      cfg = assert(config.check({}))
+      assert.same({ "luxec", false }, { cfg.output.truncation, cfg.output.chunk_id })
+      assert.is_nil(cfg.env.forced.CODEX_CI)
+    end)
+
     it("--check-config prints the effective configuration; a bad file exits 1", function()
       local path = R.config(dir, "return { login = false, exec = { max_sessions = 9 },\n"
         .. "  on_command = function(cmd) return true end }")

@@ -103,6 +103,20 @@ describe("luxec.spawn with pipes", function()
     p, msg, code = luxec.spawn({ "true" }, { cwd = dir .. "/missing" })
     assert.same({ nil, "ENOENT" }, { p, code })
     assert.matches("^ENOENT: no such file or directory %(cwd: ", msg)
+    -- an errno libuv has no name of its own for: the system's (pexpect's test_invalid_binary)
+    f = assert(io.open(dir .. "/garbage", "wb"))
+    f:write(("\1\2\3\4 not a program\n"):rep(64))
+    f:close()
+    assert(uv.fs_chmod(dir .. "/garbage", 493))
+    for _, opts in ipairs({ {}, { tty = true } }) do
+      p, msg, code = luxec.spawn({ dir .. "/garbage" }, opts)
+      assert.same({ nil, "ENOEXEC" }, { p, code })
+      assert.matches("^ENOEXEC: Exec format error %(exec: ", msg)
+    end
+    local r
+    r, msg, code = luxec.run({ dir .. "/garbage" })
+    assert.same({ nil, "ENOEXEC" }, { r, code })
+    assert.matches("^ENOEXEC: Exec format error", msg)
     H.rmtree(dir)
   end)
 

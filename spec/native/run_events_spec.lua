@@ -21,8 +21,9 @@ describe("luxec.run with events", function()
         return "pw" .. count .. "\n"
       end,
     } }))
-    assert.equals("Name: bob\r\nPassword: \r\nhello bob (pw2)\r\n", r.output)
-    assert.same({ { "Password: ", 2, true } }, seen)
+    -- (count: the events answered before this one, pexpect's event_count)
+    assert.equals("Name: bob\r\nPassword: \r\nhello bob (pw1)\r\n", r.output)
+    assert.same({ { "Password: ", 1, true } }, seen)
     assert.same({ 0, 2, false, false }, { r.code, r.events, r.stopped, r.timed_out })
   end)
 
@@ -37,6 +38,32 @@ describe("luxec.run with events", function()
     } }))
     assert.equals("3 + 4 = ? [7]\n10 + 5 = ? [15]\n", r.output)
     assert.same({ 0, 2 }, { r.code, r.events })
+  end)
+
+  it("a function's count starts at 0 (pexpect's test_run_unicode); any result but a string, "
+    .. "nil or false ends the run", function()
+    local prompt = "while :; do printf '<in >'; read x; echo \"<out>$x\"; done"
+    for _, stop in ipairs({ true, 1, {} }) do
+      local seen = {}
+      local r = assert(luxec.run({ "sh", "-c", prompt }, { timeout = 10, events = {
+        ["<in >"] = function(_, _, count)
+          seen[#seen + 1] = count
+          if count == 0 then return "\u{fe}\n" end
+          return stop
+        end } }))
+      assert.same({ 0, 1 }, seen, tostring(stop))
+      assert.same({ true, false, 2 }, { r.stopped, r.timed_out, r.events }, tostring(stop))
+      assert.equals("<in >\u{fe}\r\n<out>\u{fe}\r\n<in >", r.output)
+    end
+    -- nil and false send nothing, and the run goes on
+    local seen = {}
+    local r = assert(luxec.run({ "sh", "-c", "echo A; sleep 0.2; echo B" }, { timeout = 10,
+      events = {
+        A = function(_, _, count) seen[#seen + 1] = count return nil end,
+        B = function(_, _, count) seen[#seen + 1] = count return false end,
+      } }))
+    assert.same({ 0, 1 }, seen)
+    assert.same({ 0, false, false, 2 }, { r.code, r.stopped, r.timed_out, r.events })
   end)
 
   it("a function returning true ends the run; a timeout ends it too", function()

@@ -438,6 +438,60 @@ else:
     end
   end)
 
+  it("keeps an existing protected name read-only in any subdirectory, and in /tmp (what a "
+    .. "client started there reads), also one the host made since the last spawn", function()
+    local dirs = { ws .. "/sub", ws .. "/a/b/c" }
+    for _, d in ipairs(dirs) do
+      assert(os.execute("mkdir -p " .. q(d .. "/.claude") .. " " .. q(d .. "/.vscode")))
+      write_file(d .. "/.claude/settings.json", "orig\n")
+      write_file(d .. "/.envrc", "orig\n")
+      write_file(d .. "/mise.toml", "orig\n")
+    end
+    local tmp = H.tmpdir()
+    finally(function() H.rmtree(tmp) end)
+    write_file(tmp .. "/.mcp.json", "orig\n")
+    local script = {}
+    for _, d in ipairs({ "sub", "a/b/c" }) do
+      for _, f in ipairs({ ".claude/settings.json", ".envrc", "mise.toml" }) do
+        script[#script + 1] = ("echo PWNED > %s/%s"):format(d, f)
+      end
+      script[#script + 1] = ("echo x > %s/.vscode/tasks.json; mv %s/.vscode %s/vs.old")
+        :format(d, d, d)
+    end
+    script[#script + 1] = ("echo PWNED > %s/.mcp.json; rm -f %s/.mcp.json"):format(q(tmp), q(tmp))
+    local function check(report)
+      for _, d in ipairs(dirs) do
+        for _, f in ipairs({ "/.claude/settings.json", "/.envrc", "/mise.toml" }) do
+          assert.equal("orig\n", read_file(d .. f), d .. f)
+        end
+        assert.is_nil(uv.fs_stat(d .. "/.vscode/tasks.json"))
+        assert.is_nil(uv.fs_stat(d .. "/vs.old"))
+        for _, p in ipairs({ "/.claude", "/.vscode", "/.envrc", "/mise.toml" }) do
+          assert.is_true(contains(report.protected, d .. p), d .. p)
+        end
+      end
+      assert.equal("orig\n", read_file(tmp .. "/.mcp.json"))
+      -- each write is refused by the mount (EROFS), and recorded
+      local refused = {}
+      for _, d in ipairs(report.denials) do refused[d.op .. " " .. d.path] = d.error end
+      assert.equal("EROFS", refused["open " .. ws .. "/a/b/c/.envrc"])
+      assert.equal("EROFS", refused["open " .. tmp .. "/.mcp.json"])
+      assert.equal("EBUSY", refused["unlink " .. tmp .. "/.mcp.json"])
+    end
+    local _, _, report = jail(table.concat(script, " 2>/dev/null; ") .. " 2>/dev/null; true")
+    check(report)
+    -- the host makes one more where the last search found none: the next session keeps it
+    write_file(ws .. "/a/.envrc", "orig\n")
+    _, _, report = jail("echo PWNED > a/.envrc; true")
+    assert.equal("orig\n", read_file(ws .. "/a/.envrc"))
+    assert.is_true(contains(report.protected, ws .. "/a/.envrc"))
+    -- and one it removed is no longer reported (its name stays reserved)
+    assert(os.remove(ws .. "/a/.envrc"))
+    _, _, report = jail("echo x > a/.envrc 2>/dev/null; true")
+    assert.is_nil(uv.fs_stat(ws .. "/a/.envrc"))
+    assert.is_false(contains(report.protected, ws .. "/a/.envrc"))
+  end)
+
   it("reserves a missing protected name, and protect = false clears the list",
     function()
       local _, _, report = jail("true")

@@ -182,7 +182,7 @@ local function setid(name, script, want, extra)
   local a = extra or {}
   a.argv = function(ctx) return { "sh", "-c", script(ctx.dir .. "/setid") } end
   a.effect = setid_effect
-  a.records = function(ctx, mode)
+  a.records = a.records or function(ctx, mode)
     local path = ctx.dir .. "/setid"
     local out = {}
     for _, w in ipairs(want) do -- read-only: the file is not made (and chmod(1) stats first)
@@ -205,6 +205,22 @@ setid("made with mode 04755 (open with O_CREAT)", function(p)
   return ("python3 -c \"import os; os.close(os.open('%s', os.O_CREAT | os.O_WRONLY, 0o4755))\"")
     :format(p)
 end, { "open" })
+-- (an unnamed file keeps the mode it is made with until a link names it: linkat with
+-- AT_SYMLINK_FOLLOW, which os.link makes when given a directory descriptor; read-only: the
+-- open in a directory that is not writable is the refusal, named by the directory)
+local function tmpfile_setid(p)
+  local dir, name = p:match("^(.*)/(.*)$")
+  return ("python3 -c \"import os; fd = os.open('%s', os.O_TMPFILE | os.O_WRONLY, 0o6755); "
+    .. "os.link('/proc/self/fd/%%d' %% fd, '%s', dst_dir_fd=os.open('%s', os.O_RDONLY), "
+    .. "follow_symlinks=True)\""):format(dir, name, dir)
+end
+setid("made with mode 06755 as an unnamed file (O_TMPFILE), then linked", tmpfile_setid, {}, {
+  records = function(ctx, mode)
+    return mode == "read-only" and { { "open", ctx.dir } } or {}
+  end,
+})
+setid("an unnamed file with mode 06755, file evidence off", tmpfile_setid, {},
+  { policy = { evidence = false }, records = function() return {} end })
 
 -- Terminals by other request numbers
 attempt("terminals", "TIOCSTI with bits above the 32 the kernel reads", {

@@ -417,6 +417,15 @@ function M.check(t, source, base)
       end
     end
     cross_checks(cfg, bad)
+    -- Codex's text brings Codex's truncation (by tokens unless by bytes), its chunk id and
+    -- its CODEX_CI variable: the effective configuration says so (the engine does the same)
+    if cfg.output.text == "codex" then
+      if cfg.output.truncation == "luxec" then cfg.output.truncation = "codex-tokens" end
+      cfg.output.chunk_id = true
+      local forced = { CODEX_CI = "1" }
+      for k, v in pairs(cfg.env.forced) do forced[k] = v end
+      cfg.env.forced = forced
+    end
   end)
   problems = outer
   if not ok then

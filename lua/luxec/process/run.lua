@@ -83,12 +83,13 @@ local function answer_events(p, pats, answers, timeout_ms)
     local i, m = p:expect(pats, { timeout = left or false })
     if i == nil then return count, false, true end -- the timeout passed
     if i == #pats then return count, false, false end -- EOF
-    count = count + 1
     local answer = answers[i]
+    count = count + 1
     if type(answer) == "function" then
-      local r = answer(p, m, count)
-      if r == true then return count, true, false end
-      answer = type(r) == "string" and r or nil
+      -- (count - 1: the events answered before this one, pexpect's event_count)
+      local r = answer(p, m, count - 1)
+      if r ~= nil and r ~= false and type(r) ~= "string" then return count, true, false end
+      answer = r or nil
     end
     -- (A program that ended first leaves nobody to read it: the send returns EPIPE, and the
     -- next expect finds the EOF.)
@@ -103,10 +104,12 @@ end
 --- input (written to stdin, then EOF).
 --- events (pexpect's run with events): {[pattern] = answer} or {{pattern, answer}, ...};
 --- whenever the output matches a pattern (as p:expect takes them: a plain string, {re =},
---- {lua =}), its answer is sent — a string as it is, or a function fn(p, match, count) whose
---- string result is sent and whose `true` ends the run (the program is terminated;
---- result.stopped is true). result.events counts the answers. With events the program runs
---- on a terminal unless tty = false is given.
+--- {lua =}), its answer is sent — a string as it is, or a function fn(p, match, count) (count:
+--- the events answered before this one, 0 at the first, as pexpect's event_count) whose
+--- string result is sent, whose nil or false sends nothing, and whose any other result (true)
+--- ends the run (the program is terminated; result.stopped is true), as in pexpect.
+--- result.events counts the answers. With events the program runs on a terminal unless tty =
+--- false is given.
 ---@param argv string[]
 ---@param opts luxec.RunOptions|nil
 ---@return luxec.RunResult|nil, string|nil, string|nil

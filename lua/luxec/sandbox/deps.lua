@@ -41,15 +41,15 @@ function M.open(path, mode)
 end
 
 --- core.sandbox_scan, noted: the search is made again at the next resolution, and what it
---- finds must be the same.
-function M.scan(root, depth, max, racy)
+--- finds must be the same. names: the entries to report wherever found (NUL-terminated).
+function M.scan(root, depth, max, racy, names)
   core = core or require("luxec.core")
-  local hits, read, at = core.sandbox_scan(root, depth, max, racy)
+  local hits, read, at = core.sandbox_scan(root, depth, max, racy, nil, names)
   if rec then
     local before = 0
     for _, s in ipairs(scans) do before = before + s.read end
     scans[#scans + 1] = { root = root, depth = depth, bound = max + before, racy = racy,
-      hits = hits, read = read or 0, serial = hits and at or 0 }
+      names = names, hits = hits, read = read or 0, serial = hits and at or 0 }
     if not hits then bad = true end
   end
   return hits, read, at
@@ -154,14 +154,14 @@ local function holds(e)
   local total = 0
   for _, s in ipairs(e.scans) do
     local hits, read, serial = core.sandbox_scan(s.root, s.depth, s.bound - total, s.racy,
-      s.serial)
+      s.serial, s.names)
     if hits ~= true then -- (true: the very answer it gave then)
       if not hits or #hits ~= #s.hits then return false end
       for i, h in ipairs(hits) do
         local was = s.hits[i]
         if h.dir ~= was.dir or h.type ~= was.type or h.bare ~= was.bare
           or h.closed ~= was.closed or h.deep ~= was.deep
-          or h.unreachable ~= was.unreachable then
+          or h.unreachable ~= was.unreachable or h.named ~= was.named then
           return false
         end
       end

@@ -332,7 +332,8 @@ M.SCAN_RACY_SECS = 2
 -- walk, as this runs at every spawn over trees such as a shared /tmp), and not again at the
 -- next search while its watch (inotify) or, without one, its times say it did not change.
 function Found:scan(root, scan, ctx)
-  local hits, read, at = deps.scan(root, scan.depth, scan.dirs - self.dirs, M.SCAN_RACY_SECS)
+  local hits, read, at = deps.scan(root, scan.depth, scan.dirs - self.dirs, M.SCAN_RACY_SECS,
+    ctx.names)
   if not hits then
     return false, ("read %d directories and did not reach the end (at %s)"):format(scan.dirs,
       at), "dirs"
@@ -343,7 +344,9 @@ function Found:scan(root, scan, ctx)
       return false, ("found more than %d repositories (at %s)"):format(scan.repos, h.dir),
         "repos"
     end
-    if h.closed then
+    if h.named then -- a protect entry's name below the root: what a client started there reads
+      self:protect(h.dir, dirname(h.dir))
+    elseif h.closed then
       self:closed(h.dir)
     elseif h.deep or h.unreachable then -- (not searched: all of it read-only)
       if h.dir == root and h.unreachable then
@@ -396,7 +399,14 @@ function M.protected(roots, o)
     f.own[#f.own + 1] = uv.fs_realpath(o.home) or o.home
   end
   if #roots == 0 then return f end
-  local ctx = { home = o.home, global_hooks = {} }
+  -- the single names of the list (not .git, found apart): protected wherever they are, as
+  -- making them is refused anywhere (a client started in a subdirectory reads the one there)
+  local names = {}
+  for _, n in ipairs(M.reserved_names(o.protect)) do
+    if n ~= ".git" then names[#names + 1] = n .. "\0" end
+  end
+  table.sort(names)
+  local ctx = { home = o.home, global_hooks = {}, names = table.concat(names) }
   local xdg = os.getenv("XDG_CONFIG_HOME")
   local globals = { o.home and o.home:sub(1, 1) == "/" and o.home .. "/.gitconfig" or nil,
     xdg and xdg:sub(1, 1) == "/" and xdg .. "/git/config"
