@@ -104,6 +104,7 @@ function luxec.in_task() end
 ---@field record string|nil  write an asciicast v2 recording of the session to this file
 ---@field echo boolean|nil  false: the terminal starts without echo (set before the program runs)
 ---@field log_to file*|fun(data: string, stream: integer)|nil  the output as it arrives (pexpect's logfile_read); it does not keep the host running
+---@field timeout number|false|nil  p.timeout from the start: expect's default in seconds (pexpect's spawn(timeout=)); false: none
 
 ---@class luxec.Holder
 ---@field pid integer
@@ -234,6 +235,13 @@ function Process:close_stdin() end
 ---@return boolean|nil ok
 ---@return string|nil err
 function Process:signal(sig, target) end
+
+--- pexpect's kill(sig): p:signal(sig), to the program only (not its group, not its tree: that
+--- is p:terminate()).
+---@param sig string|integer|nil  "KILL" when nil
+---@return boolean|nil ok
+---@return string|nil err
+function Process:kill(sig) end
 
 --- Resize the terminal (SIGWINCH).
 ---@param rows integer

@@ -262,7 +262,34 @@ describe("pexpect's test_isalive.py", function()
     p:signal(9)
     assert.equals("KILL", assert(p:wait({ timeout = 10 })).signal_name)
     p:close()
+    -- pexpect's p.kill(sig) is p:kill(sig); SIGKILL without one
+    p = assert(luxec.spawn({ "sleep", "30" }))
+    assert.is_true(p:kill(15))
+    assert.equals("TERM", assert(p:wait({ timeout = 10 })).signal_name)
+    p:close()
+    p = assert(luxec.spawn({ "sleep", "30" }))
+    assert.is_true(p:kill())
+    assert.equals("KILL", assert(p:wait({ timeout = 10 })).signal_name)
+    p:close()
+    assert.matches("closed process", select(2, pcall(p.kill, p, 9)))
   end)
+
+  it("spawn(timeout=) is the session's expect timeout (p.timeout); bad ones are named",
+    function()
+      local p = assert(luxec.spawn({ "sleep", "30" }, { timeout = 0.2 }))
+      assert.equals(0.2, p.timeout)
+      local t0 = H.now_ms()
+      assert.same({ nil, "timeout" }, { select(1, p:expect("never")), select(3, p:expect("x")) })
+      assert.is_true(H.now_ms() - t0 < 5000)
+      p:close()
+      p = assert(luxec.spawn({ "true" }, { timeout = false }))
+      assert.is_false(p.timeout)
+      p:close()
+      assert.matches("bad option 'timeout' to 'spawn' %(non%-negative number of seconds or false",
+        select(2, pcall(luxec.spawn, { "true" }, { timeout = -2 })))
+      assert.matches("bad option 'timeout' to 'spawn'",
+        select(2, pcall(luxec.spawn, { "true" }, { timeout = true })))
+    end)
 
   it("test_signal_wait", function()
     local p = assert(luxec.spawn({ "python3", "-c",

@@ -156,6 +156,7 @@ local function start(argv, spec)
     _rows = copts.tty and spec.rows or nil, _cols = copts.tty and spec.cols or nil, -- (pipes: nil)
   }, Process)
   self._sbx = spec.sandbox
+  if opts.timeout ~= nil then self.timeout = opts.timeout end -- (expect's default: pexpect's)
   if spec.sandbox and spec.sandbox.net then
     self._proxy, self._proxy_guard = sandbox.start_proxy(h, spec.sandbox)
   end

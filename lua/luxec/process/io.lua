@@ -121,6 +121,13 @@ return function(Process, check_open)
     return self._core:signal(sig, target)
   end
 
+  --- pexpect's kill(sig): p:signal(sig) (SIGKILL when sig is nil), to the program only.
+  ---@param sig string|integer|nil
+  function Process:kill(sig)
+    check_open(self, "kill")
+    return self._core:signal(sig == nil and "KILL" or sig)
+  end
+
   --- Resize the terminal (the program gets SIGWINCH).
   ---@param rows integer
   ---@param cols integer

@@ -11,7 +11,7 @@ local SPAWN_OPTIONS = {
   tail = "number", log = "string", log_stderr = "string", log_max = "number",
   grace_ms = "number",
   cgroup = "boolean", sandbox = "table", record = "string", echo = "boolean",
-  log_to = { "userdata", "function" },
+  log_to = { "userdata", "function" }, timeout = { "number", "boolean" },
 }
 
 local function argerror(fname, n, msg)
@@ -109,6 +109,11 @@ function M.check_spawn_opts(opts)
   if opts.stderr ~= nil and opts.stderr ~= "merge" and opts.stderr ~= "pipe" then
     error(("bad option 'stderr' to 'spawn' (\"merge\" or \"pipe\" expected, got %q)")
       :format(opts.stderr), 0)
+  end
+  local t = opts.timeout
+  if t ~= nil and t ~= false and (type(t) ~= "number" or t ~= t or t < 0) then
+    error(("bad option 'timeout' to 'spawn' (non-negative number of seconds or false expected, "
+      .. "got %s)"):format(tostring(t)), 0)
   end
   check_size("spawn", "head", opts.head)
   check_size("spawn", "tail", opts.tail)
