@@ -568,6 +568,42 @@ else:
     H.rmtree(home)
   end)
 
+  it("reserves what a dangling symlink at a protected or deny_read name would lead to "
+    .. "(the host would run or write what a command made there)", function()
+    assert(uv.fs_mkdir(ws .. "/sub", 493))
+    assert(uv.fs_symlink("../envrc.local", ws .. "/sub/.envrc"))
+    assert(uv.fs_symlink("claude/real", ws .. "/.claude")) -- (its directory is missing too)
+    assert(uv.fs_symlink("mise.hop", ws .. "/mise.toml")) -- a chain: link, link, nothing
+    assert(uv.fs_symlink("mise.local", ws .. "/mise.hop"))
+    assert(uv.fs_symlink(ws .. "/pg.target", ws .. "/pg.secret"))
+    -- HOME in the workspace: ~/.bashrc of a dotfile manager whose file is not made yet
+    local env = { PATH = os.getenv("PATH"), HOME = ws .. "/home" }
+    assert(uv.fs_mkdir(ws .. "/home", 493))
+    assert(uv.fs_symlink("dotfiles/bashrc", ws .. "/home/.bashrc"))
+    local made = { "envrc.local", "claude", "mise.local", "pg.target", "home/dotfiles" }
+    local out, code, report = jail("echo x > envrc.local; mkdir -p claude/real; "
+      .. "echo x > mise.local; touch pg.target; mkdir -p ~/dotfiles; "
+      .. "echo x > sub/.envrc; echo x > mise.toml; echo x > pg.secret; echo end",
+      { deny_read = { ws .. "/pg.secret" } }, { env = env })
+    assert.equal(0, code, out)
+    assert.truthy(out:find("end\n", 1, true), out)
+    for _, m in ipairs(made) do
+      assert.is_nil(uv.fs_lstat(ws .. "/" .. m), m)
+      assert.is_true(contains(report.reserved, ws .. "/" .. m), m)
+    end
+    -- each refusal recorded (EACCES: a reserved name), and the links named as replaceable
+    local refused = {}
+    for _, d in ipairs(report.denials) do refused[d.path] = d.error end
+    for _, m in ipairs({ "envrc.local", "claude", "mise.local", "pg.target", "home/dotfiles" }) do
+      assert.equal("EACCES", refused[ws .. "/" .. m], m)
+    end
+    local said = {}
+    for _, u in ipairs(report.unprotected) do said[u.path] = u.reason end
+    for _, l in ipairs({ "/sub/.envrc", "/.claude", "/mise.toml", "/home/.bashrc" }) do
+      assert.matches("a symlink to a missing path", said[ws .. l] or "", 1, true)
+    end
+  end)
+
   it("leaves the workspace writable when it is HOME and ~/.gitconfig is missing", function()
     local env = { PATH = os.getenv("PATH"), HOME = ws }
     local out, code, report = jail("echo x > file && cat file", nil, { env = env })

@@ -117,6 +117,10 @@ function M.masks(defaults, user, roots, home, found)
     end
     for _, match in ipairs(expand(abs, found, unlistable)) do
       local real = uv.fs_realpath(match)
+      -- a dangling link: nothing to mask yet; what it leads to is reserved, so that no
+      -- command makes the file the host writes its secret into later (and links to it)
+      local miss = not real and found and F.dangling_end(match)
+      if miss then found:reserve(miss) end
       if real and not set[real] then
         local hidden
         for _, r in ipairs(roots) do

@@ -31,6 +31,7 @@ M.fs = {
   fs_lstat = function(p) note(p, "lookup") return uv.fs_lstat(p) end,
   fs_stat = function(p) note(p, "lookup") return uv.fs_stat(p) end,
   fs_realpath = function(p) note(p, "lookup") return uv.fs_realpath(p) end,
+  fs_readlink = function(p) note(p, "lookup") return uv.fs_readlink(p) end,
   fs_opendir = function(p, cb, n) note(p, "list") return uv.fs_opendir(p, cb, n) end,
 }
 

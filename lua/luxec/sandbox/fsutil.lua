@@ -67,6 +67,37 @@ function M.expand_home(path, home)
   return path
 end
 
+--- Where a symbolic link at `path` leads when what it names does not exist (a dangling link:
+--- a dotfile manager's `~/.bashrc -> dotfiles/bashrc` before the file is made): the first
+--- missing name on the way, its directory canonical (a command that made it would make what
+--- the link names). nil when the link leads to something that exists, or cannot be read.
+---@param path string  absolute
+---@return string|nil
+function M.dangling_end(path)
+  for _ = 1, 40 do -- (the kernel's bound on links followed)
+    local text = uv.fs_readlink(path)
+    if not text then return nil end
+    local raw = text:sub(1, 1) == "/" and text
+      or (uv.fs_realpath(M.dirname(path)) or M.dirname(path)) .. "/" .. text
+    local comps = {}
+    for c in raw:gmatch("[^/]+") do comps[#comps + 1] = c end
+    local n, base = #comps, nil
+    while n >= 0 do -- the longest beginning that leads somewhere
+      base = uv.fs_realpath("/" .. table.concat(comps, "/", 1, n))
+      if base then break end
+      n = n - 1
+    end
+    if not base or n == #comps then return nil end
+    -- (comps[n + 1] is neither "." nor "..", which would have led somewhere)
+    local first = (base == "/" and "" or base) .. "/" .. comps[n + 1]
+    local st = uv.fs_lstat(first)
+    if not st then return first end
+    if st.type ~= "link" then return nil end -- (not searchable: the kernel's ENOTDIR)
+    path = first -- another dangling link on the way: where it leads
+  end
+  return nil
+end
+
 -- The directory that keeps the host from looking `path` up or listing it: path itself when
 -- the host can look it up (a directory it may not read), else the deepest ancestor it can
 -- look up (one it may not search). nil when the lookup failed for another reason.

@@ -214,8 +214,17 @@ function Found:protect(path, top)
   local st = uv.fs_lstat(path)
   if st and st.type == "link" then
     local real = uv.fs_realpath(path)
-    if real then self:keep(real) end
-    self:cannot(path, "a symlink: its target is read-only, the link can be replaced")
+    if real then
+      self:keep(real)
+      self:cannot(path, "a symlink: its target is read-only, the link can be replaced")
+      return
+    end
+    -- a dangling link: what it would lead to once made is reserved (no command makes it)
+    local miss = F.dangling_end(path)
+    if miss then self:reserve(miss) end
+    self:cannot(path, miss and "a symlink to a missing path: that path is reserved, the link "
+      .. "can be replaced" or "a symlink that leads nowhere the host can see: the link can be "
+      .. "replaced")
     return
   end
   if st then
