@@ -84,6 +84,24 @@ static int memfd_obj(const sbx_loc *l) {
          strcmp(l->dir + n - 10, " (deleted)") == 0;
 }
 
+/* Open name in dfd for the caller, as the caller (its umask, no capability), and hand it the
+ * descriptor: a file made so never gets a set-user-ID or set-group-ID bit (notify_meta.c). */
+static void open_as_caller(sbx_call *c, int dfd, const char *name, int flags, unsigned mode) {
+  emu_state es;
+  int rc = emu_begin(c, &es);
+  if (rc < 0) {
+    answer(c, -rc);
+    return;
+  }
+  int fd = openat(dfd, name, flags | O_NOCTTY | O_CLOEXEC, mode & ~(unsigned)(S_ISUID | S_ISGID));
+  int e = errno;
+  emu_end(&es);
+  if (fd < 0)
+    answer(c, e);
+  else
+    emu_give_fd(c, fd, (flags & O_CLOEXEC) != 0);
+}
+
 /* An open that makes a name (O_CREAT): judged, then performed here (notify_create.c):
  * never left to the kernel, which would read the path again. */
 static void open_create(sbx_call *c, int dirfd, const char *path, int flags, unsigned mode,
@@ -127,19 +145,10 @@ static void open_create(sbx_call *c, int dirfd, const char *path, int flags, uns
         file_deny(c, "open", file_write_errno(&t, &l, 0), full, NULL);
       } else {
         int dfd = loc_dirfd(&t, &l);
-        if (dfd < 0 || (rc = emu_begin(c, &es)) < 0) {
-          answer(c, dfd < 0 ? -dfd : -rc);
-          goto out;
-        }
-        /* (no set-user-ID or set-group-ID program is made: see notify_meta.c) */
-        int fd = openat(dfd, l.name, flags | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
-                        mode & ~(unsigned)(S_ISUID | S_ISGID));
-        int e = errno;
-        emu_end(&es);
-        if (fd < 0)
-          answer(c, e);
+        if (dfd < 0)
+          answer(c, -dfd);
         else
-          emu_give_fd(c, fd, (flags & O_CLOEXEC) != 0);
+          open_as_caller(c, dfd, l.name, flags | O_NOFOLLOW, mode);
       }
       goto out;
     }
@@ -199,7 +208,6 @@ static void open_tmpfile_setid(sbx_call *c, int dirfd, uint64_t addr, int flags,
   sbx_loc l;
   struct stat st;
   char full[PATH_MAX];
-  emu_state es;
   int rc = loc_parent(&t, dirfd, c->path, &l);
   if (rc == 0) rc = file_resolve_obj(&t, &l, 1, &st);
   if (rc < 0 || !S_ISDIR(st.st_mode)) {
@@ -219,19 +227,12 @@ static void open_tmpfile_setid(sbx_call *c, int dirfd, uint64_t addr, int flags,
   /* the directory itself: the location's descriptor unless the last component names it */
   int dir = l.type == LAST_NORM ? openat(dfd, l.name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC)
                                 : fcntl(dfd, F_DUPFD_CLOEXEC, 0);
-  if (dir < 0 || (rc = emu_begin(c, &es)) < 0) {
-    answer(c, dir < 0 ? errno : -rc);
-    if (dir >= 0) close(dir);
+  if (dir < 0) {
+    answer(c, errno);
     goto out;
   }
-  int fd = openat(dir, ".", flags | O_NOCTTY | O_CLOEXEC, mode & ~(unsigned)(S_ISUID | S_ISGID));
-  int e = errno;
-  emu_end(&es);
+  open_as_caller(c, dir, ".", flags, mode);
   close(dir);
-  if (fd < 0)
-    answer(c, e);
-  else
-    emu_give_fd(c, fd, (flags & O_CLOEXEC) != 0);
 out:
   loc_free(&l);
   task_free(&t);
