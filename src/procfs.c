@@ -188,12 +188,23 @@ static int controlled_by(pid_t pid, const char *target) {
   char st;
   if (p == NULL || sscanf(p + 1, " %c %d %d %d %lu", &st, &ppid, &pgid, &sid, &nr) != 5) return 0;
   if (nr == 0) return 0;
-  struct stat sb;
-  if (stat(target, &sb) != 0 || !S_ISCHR(sb.st_mode)) return 0;
+  /* A pseudo-terminal's number says its device (the majors from 136 hold 256 each), in
+   * whichever devpts instance it is: a sandboxed session's own is not the host's /dev/pts,
+   * where a stat would find another terminal, or none. Any other path is looked up. */
+  dev_t rdev;
+  unsigned idx;
+  char rest;
+  if (sscanf(target, "/dev/pts/%u%c", &idx, &rest) == 1) {
+    rdev = makedev(136 + idx / 256, idx % 256);
+  } else {
+    struct stat sb;
+    if (stat(target, &sb) != 0 || !S_ISCHR(sb.st_mode)) return 0;
+    rdev = sb.st_rdev;
+  }
   /* the kernel's encoding of tty_nr: minor's low byte, major, then minor's high bits */
   unsigned int maj = (unsigned int)((nr & 0xfff00) >> 8);
   unsigned int min = (unsigned int)((nr & 0xff) | ((nr >> 12) & 0xfff00));
-  return major(sb.st_rdev) == maj && minor(sb.st_rdev) == min;
+  return major(rdev) == maj && minor(rdev) == min;
 }
 
 /* Whether pid's descriptor fd reads target: the same file, or /dev/tty naming it. */

@@ -347,6 +347,30 @@ describe("luxec.spawn on a terminal", function()
     p:close()
   end)
 
+  it("sees a read of /dev/tty as a wait for input, in a sandbox too (its own devpts)",
+    function()
+      local script = "printf 'pw: '; stty -echo </dev/tty; read x </dev/tty; echo got $x"
+      local runs = { {} }
+      if H.sandbox_usable() then
+        runs[2] = { sandbox = { mode = "workspace-write", network = "deny" } }
+      else
+        print("\n(the sandboxed run skipped: " .. select(2, H.sandbox_usable()) .. ")")
+      end
+      for _, extra in ipairs(runs) do
+        local opts = { tty = true }
+        for k, v in pairs(extra) do opts[k] = v end
+        local p = assert(luxec.spawn({ "sh", "-c", script }, opts))
+        assert.is_true(p:_wait_until(function()
+          local st = p:status()
+          return st.waiting_for_input and st.echo_off
+        end, 5000), "never saw the read of /dev/tty " .. (extra.sandbox and "(sandbox)" or ""))
+        p:write("secret\n")
+        assert.equals(0, p:wait({ timeout = 5 }).code)
+        assert.matches("got secret", p:snapshot().head)
+        p:close()
+      end
+    end)
+
   it("tells a line editor (keys, no echo) from a secret prompt (lines, no echo)", function()
     local p = assert(luxec.spawn({ "sh", "-c", "stty -icanon -echo min 1; head -c 1 >/dev/null" },
       { tty = true }))
