@@ -115,8 +115,8 @@ describe("cutting output", function()
       local raw = string.char(table.unpack(t)):rep(40)
       local from, to = r.log_range.from, r.log_range.to
       assert.equals(to - from, r.removed)
-      assert.matches(("…%d bytes cut (log bytes %d-%d: read_output offset=%d length=%d)…")
-        :format(r.removed, from, to, from, r.removed), r.output, 1, true)
+      assert.matches(("…%d bytes cut (log bytes %d-%d: read_output log=%s offset=%d length=%d)…")
+        :format(r.removed, from, to, r.log_range.path, from, r.removed), r.output, 1, true)
       -- what is shown is exactly the cleaning of the bytes around the range
       local head, tail = r.output:match("^Total output lines: 1\n\n(.-)…%d+ bytes cut.-…(.*)$")
       assert.equals(clean.clean(raw:sub(1, from)), head)

@@ -294,8 +294,9 @@ describe("exec engine improvements", function()
     assert.equals(#full - 400, r.removed)
     local range = r.log_range
     assert.same({ 200, #full - 200 }, { range.from, range.to })
-    local want = ("…%d bytes cut (log bytes %d-%d: read_output offset=%d length=%d)…")
-      :format(#full - 400, range.from, range.to, range.from, #full - 400)
+    -- (the command ended in this call: the read names the log, as no session is named)
+    local want = ("…%d bytes cut (log bytes %d-%d: read_output log=%s offset=%d length=%d)…")
+      :format(#full - 400, range.from, range.to, range.path, range.from, #full - 400)
     assert.equals("Total output lines: 20000\n\n" .. full:sub(1, 200) .. want .. full:sub(-200),
       r.output)
     -- the read the marker names gives the removed bytes back

@@ -11,8 +11,13 @@ local search = require("luxec.engine.search")
 local M = {}
 
 -- The marker in place of a cut: one unit, the session's output bytes (the log's offsets).
-local function marker(a, b, log)
+-- Once the session has ended (`final`: the result names no session) the read names the log.
+local function marker(a, b, log, final)
   if not log then return ("…%d bytes cut (output bytes %d-%d)…"):format(b - a, a, b) end
+  if final then
+    return ("…%d bytes cut (log bytes %d-%d: read_output log=%s offset=%d length=%d)…")
+      :format(b - a, a, b, log, a, b - a)
+  end
   return ("…%d bytes cut (log bytes %d-%d: read_output offset=%d length=%d)…")
     :format(b - a, a, b, a, b - a)
 end
@@ -107,7 +112,7 @@ function M.collect(s, mode, tokens, final, res, keep)
   if log then s.log_referenced = true end
   res.removed, res.truncated = b - a, true
   res.log_range = log and { path = log, from = a, to = b } or nil
-  local m = marker(a, b, log)
+  local m = marker(a, b, log, final)
   if tokens == 0 then
     res.output = m
   else
