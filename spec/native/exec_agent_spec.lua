@@ -34,6 +34,18 @@ describe("until", function()
     assert.is_true(r.wall_time >= 4.9, "no old output matches: it polled to the end")
   end)
 
+  it("a program that ends right after the match: its exit, and its last words, in the result",
+    function()
+      local e = engine()
+      -- (the server's error matched; it exits a moment later)
+      local r = assert(e:exec_command({ yield_time_ms = 20000, ["until"] = "Error",
+        cmd = "sleep 0.3; echo 'Error: port in use'; sleep 0.01; echo 'giving up'; exit 3" }))
+      assert.same({ "exited", 3 }, { r.state, r.exit_code })
+      assert.is_nil(r.session_id)
+      assert.equals("Error: port in use\ngiving up\n", r.output)
+      assert.matches("Process exited with code 3\n", exec.format(r), 1, true)
+    end)
+
   it("returns on exit or the yield when nothing matches; the state says which", function()
     local e = engine()
     local r = assert(e:exec_command({ cmd = "echo a", ["until"] = "never" }))

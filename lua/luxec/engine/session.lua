@@ -182,7 +182,13 @@ function M.wait(eng, s, deadline, input_from, lim, ctx)
   local step = "look"
   while true do
     if p:finished() then return "exited" end
-    if until_matched(s) then return "matched" end
+    if until_matched(s) then
+      -- a program that ends right after the match (a server that printed its error, `echo
+      -- READY; exit`): its exit, and what it printed last, in this result (drain_ms at most)
+      local left = math.min(lim.drain_ms, deadline - now_ms())
+      if left > 0 then p:wait({ timeout = left / 1000 }) end
+      return p:finished() and "exited" or "matched"
+    end
     if s.interrupted or (ctx and ctx.cancelled) then -- the caller gave up on this call
       s.interrupted = nil
       return "deadline"
