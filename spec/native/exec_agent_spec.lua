@@ -14,6 +14,27 @@ end
 
 local GETPASS = "python3 -c \"import getpass; print('got', getpass.getpass('Secret: '))\""
 
+describe("arguments a tool does not take", function()
+  after_each(clean_up)
+
+  it("are ignored, as Codex ignores them, with a warning naming each (and what it may mean)",
+    function()
+      local e = engine()
+      local r = assert(e:exec_command({ cmd = "echo hi", timeout = 500, bogus = 1,
+        justification = "Codex's own: no warning" }))
+      assert.same({ "exited", "hi\n" }, { r.state, r.output })
+      assert.same({ "Ignored: `bogus`, `timeout` (did you mean `timeout_ms`?) are not "
+        .. "arguments of exec_command" }, r.warnings)
+      r = assert(e:exec_command({ cmd = "sleep 5", yield_time_ms = 250 }))
+      assert.same({}, r.warnings)
+      local w = assert(e:write_stdin({ session_id = r.session_id, char = "x\n",
+        yield_time_ms = 250 }))
+      assert.same({ "Ignored: `char` (did you mean `chars`?) is not an argument of write_stdin" },
+        w.warnings)
+      assert.matches("Warning: Ignored: `char`", exec.format(w), 1, true)
+    end)
+end)
+
 describe("until", function()
   after_each(clean_up)
 

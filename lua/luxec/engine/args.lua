@@ -98,6 +98,60 @@ local function list_of(args, name, kind, max)
   return out
 end
 
+-- The arguments each tool takes (Codex's own approval fields, which mean nothing here, are
+-- taken without a word, as Codex's clients send them).
+local KNOWN = {
+  exec = { cmd = 1, workdir = 1, shell = 1, login = 1, tty = 1, clean = 1, host = 1, input = 1,
+    terminate = 1, timeout_ms = 1, yield_time_ms = 1, max_output_tokens = 1, keep = 1,
+    ["until"] = 1, grep = 1, context = 1, sandbox_permissions = 1, justification = 1,
+    prefix_rule = 1, with_escalated_permissions = 1 },
+  write = { session_id = 1, chars = 1, yield_time_ms = 1, max_output_tokens = 1, keep = 1,
+    ["until"] = 1, grep = 1, context = 1 },
+}
+
+local function distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = { [0] = i }
+    for j = 1, #b do
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1,
+        prev[j - 1] + (a:sub(i, i) == b:sub(j, j) and 0 or 1))
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+--- A warning naming the arguments `tool` ("exec" or "write") does not take (ignored, as
+--- Codex ignores them), each with the one it may have meant; nil when there are none.
+---@param tool "exec"|"write"
+---@param args table
+---@return string|nil
+function M.unknown(tool, args)
+  local known, names = KNOWN[tool], {}
+  for k in pairs(args) do
+    if not known[k] then
+      local name, best, best_d = tostring(k), nil, nil
+      for n in pairs(known) do
+        local d = distance(name:lower(), n)
+        if (d <= 2 or n:find(name:lower(), 1, true) == 1) and (not best_d or d < best_d)
+          and n ~= "sandbox_permissions" and n ~= "justification" and n ~= "prefix_rule"
+          and n ~= "with_escalated_permissions" then
+          best, best_d = n, d
+        end
+      end
+      names[#names + 1] = ("`%s`%s"):format(name, best and (" (did you mean `%s`?)"):format(best)
+        or "")
+    end
+  end
+  if #names == 0 then return nil end
+  table.sort(names)
+  return ("Ignored: %s %s of %s"):format(table.concat(names, ", "),
+    #names == 1 and "is not an argument" or "are not arguments",
+    tool == "exec" and "exec_command" or "write_stdin")
+end
+
 local function not_object(args)
   return PREFIX .. "expected an object, got " .. type(args)
 end

@@ -441,8 +441,17 @@ end
 ---@param args table
 ---@param ctx luxec.ExecCall|nil
 ---@return luxec.ExecResult|nil, string|nil
+-- A result with a warning naming the arguments the tool does not take.
+local function with_unknown(tool, args, res, ...)
+  if res and type(args) == "table" and type(res.warnings) == "table" then
+    local w = args_.unknown(tool, args)
+    if w then res.warnings[#res.warnings + 1] = w end
+  end
+  return res, ...
+end
+
 function Engine:exec_command(args, ctx)
-  return guard(self, self._exec, args, ctx)
+  return with_unknown("exec", args, guard(self, self._exec, args, ctx))
 end
 
 --- Codex's write_stdin: write chars (raw) to a session, then wait for output. args:
@@ -451,7 +460,7 @@ end
 ---@param ctx luxec.ExecCall|nil
 ---@return luxec.ExecResult|nil, string|nil
 function Engine:write_stdin(args, ctx)
-  return guard(self, self._write, args, ctx)
+  return with_unknown("write", args, guard(self, self._write, args, ctx))
 end
 
 --- Cancel the call running with context `ctx` (from another task or a loop callback): its
