@@ -295,7 +295,9 @@ static int walk(sbx_task *t, sbx_loc *l, const char *path) {
 }
 
 /* Start at the task's cwd, one of its descriptors, or (absolute paths) its root. */
-static int start(sbx_task *t, int dirfd, const char *path, sbx_loc *l) {
+/* obj: the descriptor names the object itself (AT_EMPTY_PATH), which may be an unnamed file
+ * (O_TMPFILE, linkable) or one removed since: only a directory to walk from must exist. */
+static int start(sbx_task *t, int dirfd, const char *path, sbx_loc *l, int obj) {
   /* (not a memset: the buffers are large, and written before they are read) */
   l->dirfd = -1;
   l->proc = -1;
@@ -318,7 +320,7 @@ static int start(sbx_task *t, int dirfd, const char *path, sbx_loc *l) {
   int fd = open(link, O_PATH | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT ? -EBADF : -errno;
   int rc = fd_path(fd, l->dir, sizeof l->dir);
-  if (rc < 0 || l->dir[0] != '/' || unlinked(fd, l->dir)) {
+  if (rc < 0 || l->dir[0] != '/' || (!obj && unlinked(fd, l->dir))) {
     close(fd);
     return rc < 0 ? rc : l->dir[0] != '/' ? -ENOTDIR : -ENOENT; /* a pipe, a socket: no dir */
   }
@@ -332,12 +334,12 @@ static int start(sbx_task *t, int dirfd, const char *path, sbx_loc *l) {
 }
 
 int loc_parent(sbx_task *t, int dirfd, const char *path, sbx_loc *l) {
-  int rc = start(t, dirfd, path, l);
+  int rc = start(t, dirfd, path, l, 0);
   return rc < 0 ? rc : walk(t, l, path);
 }
 
 int loc_fd(sbx_task *t, int fd, sbx_loc *l) {
-  int rc = start(t, fd, "", l);
+  int rc = start(t, fd, "", l, 1);
   if (rc == -ENOTDIR) return -EBADF; /* not in the file system: nothing we judge */
   if (rc < 0) return rc;
   l->type = LAST_OBJ;
