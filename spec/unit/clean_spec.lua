@@ -217,6 +217,53 @@ describe("clean: across reads", function()
   end)
 end)
 
+describe("clean: a line rewritten across blocks and reads", function()
+  -- what a progress bar prints: updates of one line, each after a \r, and a newline at last
+  local function progress(n, width)
+    local t = {}
+    for i = 0, n - 1 do t[#t + 1] = ("\rstep %06d |%s|"):format(i, ("#"):rep(width)) end
+    return table.concat(t) .. "\ndone\n"
+  end
+  local function fed(raw, size, opts)
+    local cl, out = C.new(opts), C.output()
+    for at = 1, #raw, size do cl:feed(out, raw:sub(at, at + size - 1), at - 1, false) end
+    cl:feed(out, "", #raw, true)
+    return C.text(out)
+  end
+
+  it("keeps only the last state of a line longer than a block (64 KiB) of updates", function()
+    local raw = progress(2000, 40) -- 110 KB on one line
+    local want = ("step 001999 |%s|\ndone\n"):format(("#"):rep(40))
+    assert.equals(want, (C.clean(raw, { collapse = true })))
+    for _, size in ipairs({ 13, 3000, 65536, 70000 }) do
+      assert.equals(want, fed(raw, size, { collapse = true }), "reads of " .. size)
+    end
+  end)
+
+  it("a read that ends inside an update, or after an erase, leaves the cursor where it was",
+    function()
+      assert.equals("  xyz", fed("ab\27[2Kxyz", 6, { collapse = true }))
+      assert.equals("\na\nxy", fed("\na\n\rxy\r", 2, { collapse = true }))
+      -- reads of any size give what one read gives (but for spaces at line ends)
+      local atoms = { "a", "bc", "xyz ", "\r", "\n", "\27[K", "\27[2K", "\27[31m", "\27[0m",
+        "\xc3\xa9", "\xe2\x82\xac", "long", "#####", "\rst 1 |#|" }
+      local function norm(x) return (x:gsub(" +\n", "\n"):gsub(" +$", "")) end
+      local seed = 20261203
+      local function rnd(n) -- (a generator of its own: the cases are the same in every run)
+        seed = (seed * 1103515245 + 12345) % 2147483648
+        return seed % n + 1
+      end
+      for case = 1, 300 do
+        local parts = {}
+        for _ = 1, rnd(60) do parts[#parts + 1] = atoms[rnd(#atoms)] end
+        local raw = table.concat(parts)
+        local whole = norm((C.clean(raw, { collapse = true })))
+        assert.equals(whole, norm(fed(raw, rnd(40), { collapse = true })), ("case %d: %q")
+          :format(case, raw))
+      end
+    end)
+end)
+
 describe("clean: map back to raw offsets", function()
   it("maps a cut in plain text exactly", function()
     local out = C.output()

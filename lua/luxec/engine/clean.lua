@@ -84,6 +84,7 @@ local function retract(out, c0, p0)
   for i = #out.parts, p0, -1 do
     out.parts[i] = nil
   end
+  if out._seen and out._seen >= p0 then out._seen = p0 - 1 end -- (open_line looks again)
   local sc, sn = out._sc, out._sn
   local k = #sc
   while k > 0 and sc[k] >= c0 do
@@ -256,13 +257,62 @@ local function rewrites(block)
   return block:find("[\r\b]") or block:find("\27%[%d*[KGCD]")
 end
 
+-- The raw offset of text position c (0-based, < out.len): where its span's bytes begin, or
+-- the byte itself in a verbatim span.
+local function raw_of(out, c)
+  local k = span_at(out, c)
+  local sc, sr = out._sc, out._sr
+  if out._sx[k] then return sr[k] + (c - sc[k]) end
+  return sr[k]
+end
+
+-- The line the text so far ends in, which a block may go on rewriting (a progress line
+-- cleaned in several blocks, or fed in several reads): its start as text position, the index
+-- of its first part (a part holding a newline before it is split there) and raw offset
+-- (`base` when the text ends with a newline). Never before out._floor (the bytes the output
+-- buffer dropped lie there). The parts already looked at are remembered (out._seen).
+local function open_line(out, base)
+  local parts, n = out.parts, #out.parts
+  local seen = math.min(out._seen or 0, n)
+  local c0, p0 = out._lc0 or 0, out._lp0 or 1
+  if p0 > n + 1 or c0 > out.len then c0, p0, seen = 0, 1, 0 end
+  local pos = c0 -- (text position of part `i`'s start, walking forward from the last start)
+  for i = p0, seen do pos = pos + #parts[i] end
+  local i = seen + 1
+  while i <= n do
+    local part = parts[i]
+    local nl = part:match(".*()\n")
+    if nl then
+      if nl < #part then -- the line starts inside this part: split it there
+        table.insert(parts, i + 1, part:sub(nl + 1))
+        parts[i] = part:sub(1, nl)
+        n = n + 1
+      end
+      c0, p0 = pos + nl, i + 1
+    end
+    pos = pos + #parts[i]
+    i = i + 1
+  end
+  local floor = out._floor or 0
+  if c0 < floor then -- (a part boundary: the text ended there when the floor was set)
+    pos = c0
+    for k = p0, n do
+      if pos >= floor then break end
+      pos, p0 = pos + #parts[k], k + 1
+    end
+    c0 = pos
+  end
+  out._seen, out._lc0, out._lp0 = n, c0, p0
+  return c0, p0, c0 < out.len and raw_of(out, c0) or base
+end
+
 -- The exact scanner for a block that rewrites lines in place (or has a string sequence the
 -- bulk strip cannot take): line by line, each line that is rewritten emulated in cells.
 local function scan(out, body, base, strip, collapse, ahead)
   local len = #body
   -- The current line: its start (text position, parts index, raw offset) and, once it was
   -- rewritten in place, its cells and the cursor.
-  local line_c0, line_p0, line_r0 = out.len, #out.parts + 1, base
+  local line_c0, line_p0, line_r0 = open_line(out, base)
   local cells, col -- nil while the line is plain
 
   local function start_line(r)
@@ -278,6 +328,11 @@ local function scan(out, body, base, strip, collapse, ahead)
     end
     col = #cells
   end
+  -- a line an earlier block left with the cursor inside it (a \r, then part of the update)
+  if out._lcol then
+    to_cells()
+    col, out._lcol = out._lcol, nil
+  end
   local function put(t)
     for ch in t:gmatch(utf8.charpattern) do
       for k = #cells + 1, col do
@@ -287,9 +342,10 @@ local function scan(out, body, base, strip, collapse, ahead)
       col = col + 1
     end
   end
-  local function flush_cells(r_end)
+  local function flush_cells(r_end) -- (returns the characters emitted)
     local t = table.concat(cells):gsub(" +$", "")
     emit(out, t, line_r0, r_end - line_r0, false)
+    return utf8.len(t) or #t
   end
   local function text(seg, r)
     while seg ~= "" do
@@ -377,7 +433,10 @@ local function scan(out, body, base, strip, collapse, ahead)
     end
     pos = nxt
   end
-  if cells then flush_cells(base + len) end
+  if cells then
+    -- (the cursor elsewhere than the end of the text: the next block writes there)
+    if flush_cells(base + len) ~= col then out._lcol = col end
+  end
 end
 
 local BLOCK = 4096 -- bytes cleaned in bulk as one span (the map's precision there)
@@ -421,7 +480,7 @@ function Cleaner:feed(out, data, raw_at, final)
   local strip, collapse = self.strip, self.collapse
   local start_len = out.len
   local stop = #body + 1
-  if not body:find(SPECIAL) or not (strip or collapse) then
+  if (not body:find(SPECIAL) or not (strip or collapse)) and not out._lcol then
     emit_text(out, body, base) -- nothing to clean: one span (or one per bad sequence)
   else
     if not final then stop = hold_back_point(body, collapse) end
@@ -432,14 +491,23 @@ function Cleaner:feed(out, data, raw_at, final)
       local e = math.min(stop - 1, pos + BLOCK - 1)
       if e < stop - 1 then
         local nl = body:find("\n", e, true)
-        e = (nl and nl < stop and nl - pos < MAX_BLOCK) and nl or math.min(stop - 1, pos
-          + MAX_BLOCK - 1)
+        local line_end = nl and nl < stop and nl or stop - 1
+        -- a line that rewrites itself (\r) is one block however long: a later part overwrites
+        -- the columns of an earlier one, which a block cleaned apart would already have given
+        local cr = collapse and line_end - pos >= MAX_BLOCK and body:find("\r", pos, true)
+        if line_end - pos < MAX_BLOCK or (cr and cr <= line_end) then
+          e = line_end
+        else
+          e = math.min(stop - 1, pos + MAX_BLOCK - 1)
+        end
         if e < stop - 1 then e = block_end(body, pos, e, collapse) end
       end
       local block = body:sub(pos, e)
       local ahead = body:sub(e + 1, e + 2) -- (a string cut short by the ESC after the block)
       local r = base + pos - 1
-      if not block:find(SPECIAL) then
+      if out._lcol then -- (the cursor inside the line: only the scanner knows where)
+        scan(out, block, r, strip, collapse, ahead)
+      elseif not block:find(SPECIAL) then
         emit_text(out, block, r)
       elseif not strip or (collapse and rewrites(block) and not block:find("\0", 1, true))
         or block:find("\27[%]PX%^_][^\7\27]*$") then -- (a NUL: binary, no lines to keep)

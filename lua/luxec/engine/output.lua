@@ -57,6 +57,7 @@ function M.pull(s, final)
     s.cleaner:feed(out, data:sub(1, gap_at), at, true)
     acc.hole = acc.hole or out.len
     acc.hole_end = out.len
+    out._floor, out._lcol = out.len, nil -- (no rewrite after the hole reaches back across it)
     acc.dropped = acc.dropped + dropped
     local nl = acc.dropped_lines and log_newlines(s.log, at + gap_at, dropped)
     acc.dropped_lines = nl and acc.dropped_lines + nl or nil
