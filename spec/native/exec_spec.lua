@@ -151,10 +151,9 @@ describe("exec_command: Codex parity", function()
     local s1 = start("sleep 30")
     local s2 = start("sleep 30")
     local r3 = start("sleep 30")
-    assert.equals("The maximum number of unified exec processes you can keep open is 3 and you "
-      .. "currently have 3 processes open. Reuse older processes or close them to prevent "
-      .. "automatic pruning of old processes", r3.warnings[1])
-    assert.matches("\nWarning: The maximum number", exec.format(r3))
+    assert.equals("3 sessions are open; at 4, a new command ends the least recently used one "
+      .. "(end sessions you no longer need)", r3.warnings[1])
+    assert.matches("\nWarning: 3 sessions are open", exec.format(r3), 1, true)
     start("sleep 30")
     local list = e:list()
     local pid1 = list[4].pid

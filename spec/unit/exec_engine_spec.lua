@@ -5,7 +5,6 @@
 package.path = "fuzz/lua/?.lua;" .. package.path
 local fake = require("lib.fake_process")
 local exec = require("luxec.engine")
-local sessions = require("luxec.engine.sessions")
 local sched = require("luxec.sched")
 local H = require("helper")
 
@@ -202,7 +201,8 @@ describe("the exec engine's call policy (fake process, fake clock)", function()
       local b = running(e, "run")
       local r = assert(e:exec_command({ cmd = "run", yield_time_ms = 250 }))
       local c = r.session_id
-      assert.equals(sessions.WARNING:format(3, 3), r.warnings[1])
+      assert.equals("3 sessions are open; at 3, a new command ends the least recently used "
+        .. "one (end sessions you no longer need)", r.warnings[1])
       assert(e:write_stdin({ session_id = a, yield_time_ms = 0 })) -- a is used again
       r = assert(e:exec_command({ cmd = "run", yield_time_ms = 250 }))
       local d = r.session_id

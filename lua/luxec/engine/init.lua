@@ -205,6 +205,11 @@ function Engine:_exec(args, ctx, lim, no_sandbox)
   -- list_sessions, write_stdin (which queues behind this call) and terminate_session, and
   -- counts toward the limit (pruning another now, not after the wait).
   local pruned_id, pruned, warning = self._store:add(id, s)
+  if warning and cfg.text ~= "codex" then -- (Codex's words name its warning threshold as the
+    -- maximum; luxec's say both numbers once, and what happens at the maximum)
+    warning = ("%d sessions are open; at %d, a new command ends the least recently used one "
+      .. "(end sessions you no longer need)"):format(self._store._count, cfg.max_sessions)
+  end
   s.stored, s.first_warning, s.first_call = true, warning, true
   if pruned then
     s.note = ("Session %d (%s) was ended to stay within %d open processes"):format(pruned_id,
