@@ -527,6 +527,35 @@ describe("exec engine improvements", function()
       exec.format(r))
     assert.equals("read-only", r.sandbox.report.mode)
   end)
+
+  it("tells a denial while the command runs on, each once; the exit's verdict lists all",
+    function()
+      local e = engine({ sandbox = { mode = "read-only" } })
+      local r, err = e:exec_command({ yield_time_ms = 1500, tty = true,
+        cmd = "touch /etc/luxec-spec-a; echo one; read x; touch /etc/luxec-spec-b; echo two; "
+          .. "read y" })
+      if not r and err:find("sandbox") then
+        pending("this kernel cannot sandbox: " .. err)
+        return
+      end
+      assert(r, err)
+      assert.is_number(r.session_id)
+      assert.same({ true, false }, { r.sandbox.denied, r.sandbox.guess })
+      assert.matches("\nSandbox denied: [%w_]+ /etc/luxec%-spec%-a: E%u+ %(pid %d+ touch%)",
+        exec.format(r))
+      -- nothing new: no sandbox line
+      r = assert(e:write_stdin({ session_id = r.session_id, chars = "", yield_time_ms = 300 }))
+      assert.is_nil(r.sandbox)
+      r = assert(e:write_stdin({ session_id = r.session_id, chars = "\n", yield_time_ms = 1500 }))
+      local text = exec.format(r)
+      assert.matches("Sandbox denied: [%w_]+ /etc/luxec%-spec%-b", text)
+      assert.is_nil(text:find("luxec-spec-a", 1, true), text)
+      r = assert(e:write_stdin({ session_id = r.session_id, chars = "\n", yield_time_ms = 3000 }))
+      assert.equals("exited", r.state)
+      text = exec.format(r)
+      assert.truthy(text:find("/etc/luxec-spec-a", 1, true) and text:find("/etc/luxec-spec-b", 1,
+        true), text)
+    end)
 end)
 
 describe("exec engine bad input", function()

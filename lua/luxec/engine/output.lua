@@ -158,28 +158,61 @@ end
 ---@param s table  the session
 ---@param st table  its status
 ---@param res table  the result so far (exit_code, full_output)
+-- The denials in a line: the first groups, and how many more refusals there were.
+local function denial_text(denials, all)
+  -- each record is one (op, target) with a count: "more" counts the refusals not shown
+  local list, shown = {}, 0
+  local groups = M.group_denials(denials)
+  for i = 1, math.min(#groups, SHOWN_DENIALS) do
+    list[i] = sandbox.describe(groups[i])
+    shown = shown + (math.tointeger(groups[i].count) or 1)
+  end
+  local total = math.max(all, shown)
+  if total > shown then list[#list + 1] = ("%d more"):format(total - shown) end
+  return table.concat(list, "; ")
+end
+
 function M.verdict(s, st, res)
   if not s.sandboxed then return nil end
   local report = type(st.sandbox) == "table" and st.sandbox or nil
   local denials, all = sandbox.evidence(report) -- (the core's, and the network proxy's)
   if denials and #denials > 0 then
-    -- each record is one (op, target) with a count: "more" counts the refusals not shown
-    local list, shown = {}, 0
-    local groups = M.group_denials(denials)
-    for i = 1, math.min(#groups, SHOWN_DENIALS) do
-      list[i] = sandbox.describe(groups[i])
-      shown = shown + (math.tointeger(groups[i].count) or 1)
-    end
-    local total = math.max(all, shown)
-    if total > shown then list[#list + 1] = ("%d more"):format(total - shown) end
     return { denied = true, guess = false, evidence = denials, report = report,
-      reason = table.concat(list, "; "), limits_hit = report.limits_hit }
+      reason = denial_text(denials, all), limits_hit = report.limits_hit }
   end
   local g = policy.denial_guess({ sandboxed = true, exit_code = res.exit_code,
     signal_name = st.signal_name, output = res.full_output })
   g.report = report
   g.limits_hit = report and report.limits_hit
   return g
+end
+
+--- What the sandbox refused of a session still running since its last result said (nil:
+--- nothing new): a command that goes on after a denial (a server, a retry loop) shows it now,
+--- not only at its exit, whose verdict lists them all.
+---@param s table
+---@return table|nil
+function M.new_denials(s)
+  if not s.sandboxed then return nil end
+  local st = s.p:status()
+  local report = type(st.sandbox) == "table" and st.sandbox or nil
+  local denials, all = sandbox.evidence(report)
+  local seen_total = s.denials_seen or 0
+  if not denials or all <= seen_total then return nil end
+  -- (records are told apart by what they say; a network record's count may grow)
+  local seen, new = s.denials_keys or {}, {}
+  for _, d in ipairs(denials) do
+    local key = table.concat({ tostring(d.op), tostring(d.path), tostring(d.to),
+      tostring(d.error), tostring(d.address or d.addr), tostring(d.port), tostring(d.pid),
+      tostring(d.host) }, "|")
+    local count = math.tointeger(d.count) or 1
+    if (seen[key] or 0) < count then new[#new + 1] = d end
+    seen[key] = count
+  end
+  s.denials_keys, s.denials_seen = seen, all
+  if #new == 0 then return nil end
+  return { denied = true, guess = false, running = true, evidence = new, report = report,
+    reason = denial_text(new, all - seen_total), limits_hit = report.limits_hit }
 end
 
 -- Codex's text, exactly: what its own result parser reads.

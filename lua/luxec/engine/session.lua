@@ -255,6 +255,7 @@ function M.result(eng, s, reason, start, tokens, keep)
     M.forget(eng, s, s.timed_out and "timed_out" or "exited")
   else
     res.session_id = s.id
+    res.sandbox = output.new_denials(s)
     res.state = reason == "input" and "waiting_for_input"
       or reason == "password" and "waiting_for_password"
       or reason == "matched" and "matched" or "running"
