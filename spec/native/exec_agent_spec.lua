@@ -219,6 +219,23 @@ describe("log offsets and read_output", function()
       offset = many.next_offset }))
     assert.matches("^test_4 ", more.grep.matches[1].line)
   end)
+
+  it("grep shows the part of a long line around its match (a minified file, a JSON line)",
+    function()
+      local e = engine()
+      local r = assert(e:exec_command({ max_output_tokens = 50, grep = "NEEDLE",
+        cmd = "python3 -c \"print('A' * 300000 + 'NEEDLE' + 'B' * 300000); print('x NEEDLE')\"" }))
+      local m = r.grep.matches
+      assert.equals(2, #m)
+      assert.equals(0, m[1].offset)
+      assert.matches("^…A+NEEDLEB+…$", m[1].line)
+      assert.is_true(#m[1].line <= 400 + 6, #m[1].line)
+      assert.equals("x NEEDLE", m[2].line)
+      -- a match within the first 400 bytes: the line's start, as before
+      r = assert(e:exec_command({ grep = "NEEDLE",
+        cmd = "python3 -c \"print('NEEDLE' + 'B' * 1000)\"" }))
+      assert.matches("^NEEDLEB+…$", r.grep.matches[1].line)
+    end)
 end)
 
 describe("text = \"codex\"", function()

@@ -20,6 +20,19 @@ local function shown(line)
   return line
 end
 
+-- A matching line as shown: the line, or on a line longer than LINE_MAX the part around the
+-- match (bytes s..e), with "…" where it was cut (a minified file, a JSON line).
+local function shown_match(line, s, e)
+  if #line <= M.LINE_MAX or e <= M.LINE_MAX then return shown(line) end
+  local width = math.max(M.LINE_MAX, math.min(e - s + 1, 2 * M.LINE_MAX))
+  local a = math.max(1, s - (width - (e - s + 1)) // 2)
+  local b = math.min(#line, a + width - 1)
+  -- (whole characters only: back to a lead byte at a, and at b)
+  while a > 1 and (line:byte(a) or 0) >= 0x80 and (line:byte(a) or 0) < 0xC0 do a = a - 1 end
+  b = truncate.floor_boundary(line, b)
+  return "…" .. line:sub(a, b) .. (b < #line and "…" or "")
+end
+
 --- Search lines in `read(offset, n)` (a reader of the output: bytes, or nil at the end) from
 --- byte `from` to `to` for regex `re`. opts: context, max (matches), clean (match and show the
 --- cleaned line). Returns {matches = {{offset, line, before = {{offset, line}}, after = ...}},
@@ -41,8 +54,10 @@ function M.grep(read, from, to, re, opts)
   local function line_done(off, line)
     next_offset = off + #line + 1
     local subject = opts.clean and clean.clean(line) or line
-    local text = shown(subject)
-    if #matches < max and re:find(subject) then
+    local ms, me = nil, nil
+    if #matches < max then ms, me = re:find(subject) end
+    local text = ms and shown_match(subject, ms, me) or shown(subject)
+    if ms then
       local m = { offset = off, line = text, before = ring, after = {} }
       matches[#matches + 1] = m
       ring = {}
