@@ -5,6 +5,11 @@ local exec = require("luxec.engine")
 local process = require("luxec.process")
 local truncate = require("luxec.engine.truncate")
 local uv = require("luv")
+-- What an error about a gone session's id adds (luxec's text)
+local EXITED = ": its session ended: the process exited (an earlier result gave its exit code)"
+local TERMINATED = ": its session was ended by terminate"
+local PRUNED = ": its session was ended to make room for a new one (the least recently used "
+  .. "of too many)"
 
 local engine = H.engine
 
@@ -78,7 +83,8 @@ describe("exec_command: Codex parity", function()
     assert.is_true(ms_since(t0) < 1500, "the poll did not return on exit") -- … it exits
     assert.same({ 0, "done\n", "exited" }, { r.exit_code, r.output, r.state })
     assert.is_nil(r.session_id)
-    assert.same({ nil, "Unknown process id 1000" }, { e:write_stdin({ session_id = 1000 }) })
+    assert.same({ nil, "Unknown process id 1000" .. EXITED },
+      { e:write_stdin({ session_id = 1000 }) })
   end)
 
   it("returns only the output produced since the previous call", function()
@@ -102,7 +108,8 @@ describe("exec_command: Codex parity", function()
     assert.matches("%[codex%]", r.output)
     r = assert(e:write_stdin({ session_id = id, chars = "exit 4\n", yield_time_ms = 2000 }))
     assert.equals(4, r.exit_code)
-    assert.same({ nil, "Unknown process id 1000" }, { e:write_stdin({ session_id = 1000 }) })
+    assert.same({ nil, "Unknown process id 1000" .. EXITED },
+      { e:write_stdin({ session_id = 1000 }) })
   end)
 
   it("keeps separate sessions apart", function()
@@ -123,7 +130,7 @@ describe("exec_command: Codex parity", function()
     r = assert(e:write_stdin({ session_id = id, chars = "\4" }))
     assert.same({ 0, "exited" }, { r.exit_code, r.state })
     assert.is_nil(r.session_id)
-    assert.same({ nil, ("Unknown process id %d"):format(id) },
+    assert.same({ nil, ("Unknown process id %d" .. EXITED):format(id) },
       { e:write_stdin({ session_id = id, chars = "x" }) })
     assert.same({}, e:list())
   end)
@@ -161,7 +168,7 @@ describe("exec_command: Codex parity", function()
     H.wait_for(function() return not e:list()[3].running end, 5000, "s2 to exit")
     local r5 = start("sleep 30") -- full: s2 goes although s1 is older
     assert.matches(("Session %d %%(exited"):format(s2.session_id), r5.warnings[2])
-    assert.same({ nil, ("Unknown process id %d"):format(s2.session_id) },
+    assert.same({ nil, ("Unknown process id %d" .. PRUNED):format(s2.session_id) },
       { e:write_stdin({ session_id = s2.session_id }) })
     assert.is_true(H.alive(pid1))
     local r6 = start("sleep 30") -- full, nothing exited: the least recently used, s1
@@ -630,7 +637,8 @@ describe("exec engine housekeeping", function()
     local pid_a, log = list[2].pid, list[2].log
     assert.is_true(e:terminate(a))
     assert.is_false(H.alive(pid_a))
-    assert.same({ nil, ("Unknown process id %d"):format(a) }, { e:write_stdin({ session_id = a }) })
+    assert.same({ nil, ("Unknown process id %d" .. TERMINATED):format(a) },
+      { e:write_stdin({ session_id = a }) })
     local dir = log:match("^(.*)/")
     assert.truthy(io.open(dir))
     e:shutdown()

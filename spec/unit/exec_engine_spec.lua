@@ -7,6 +7,11 @@ local fake = require("lib.fake_process")
 local exec = require("luxec.engine")
 local sched = require("luxec.sched")
 local H = require("helper")
+-- What an error about a gone session's id adds (luxec's text)
+local EXITED = ": its session ended: the process exited (an earlier result gave its exit code)"
+local TERMINATED = ": its session was ended by terminate"
+local PRUNED = ": its session was ended to make room for a new one (the least recently used "
+  .. "of too many)"
 
 local engines = {}
 
@@ -188,7 +193,7 @@ describe("the exec engine's call policy (fake process, fake clock)", function()
         e:describe(id).pid, e:describe(id).command, e:describe(id).running })
       r = assert(e:write_stdin({ session_id = id, yield_time_ms = 5000 }))
       assert.same({ 3, "bye\n" }, { r.exit_code, r.output })
-      assert.same({ nil, ("Unknown process id %d"):format(id) },
+      assert.same({ nil, ("Unknown process id %d" .. EXITED):format(id) },
         { e:write_stdin({ session_id = id }) })
       local d = e:describe(id)
       assert.same({ true, "exited", false, "later" }, { d.ended, d.reason, d.running, d.command })
@@ -210,7 +215,7 @@ describe("the exec engine's call policy (fake process, fake clock)", function()
         .. "processes"):format(b), table.concat(r.warnings, "\n"), 1, true)
       assert.is_true(fake.spawned[2].terminated)
       assert.same({ true, "pruned" }, { e:describe(b).ended, e:describe(b).reason })
-      assert.same({ nil, ("Unknown process id %d"):format(b) },
+      assert.same({ nil, ("Unknown process id %d" .. PRUNED):format(b) },
         { e:write_stdin({ session_id = b }) })
       -- c is the least recently used now, but a has exited: a goes
       fake.spawned[1]:exit(0)
@@ -391,7 +396,7 @@ describe("the exec engine's call policy (fake process, fake clock)", function()
       local r = assert(e:write_stdin({ session_id = id }))
       assert.same({ 128 + 15, "TERM" }, { r.exit_code, r.signal_name })
       assert.same({ "This is the result of a call that was cancelled" }, r.warnings)
-      assert.same({ nil, ("Unknown process id %d"):format(id) },
+      assert.same({ nil, ("Unknown process id %d" .. TERMINATED):format(id) },
         { e:write_stdin({ session_id = id }) })
     end)
 

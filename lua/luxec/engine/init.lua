@@ -344,6 +344,15 @@ function Engine:_first_call(s, a, start, ctx, lim)
 end
 
 
+-- What became of a session that is gone, for an error about its id.
+local ENDED = {
+  exited = "ended: the process exited (an earlier result gave its exit code)",
+  timed_out = "ended: it ran past its timeout_ms and was ended",
+  terminated = "was ended by terminate",
+  pruned = "was ended to make room for a new one (the least recently used of too many)",
+  shutdown = "ended with the server",
+}
+
 function Engine:_write(args, ctx, lim)
   local cfg = self._cfg
   local a, err = args_.write(args, cfg)
@@ -364,6 +373,9 @@ function Engine:_write(args, ctx, lim)
     if not ok then error(res, 0) end
   else
     err = unknown
+    -- (luxec's text says what became of a session it knew; Codex's words stay as Codex's)
+    local rec = cfg.text ~= "codex" and self._ended[a.id]
+    if rec then err = ("%s: its session %s"):format(unknown, ENDED[rec.reason] or "ended") end
   end
   if ctx.cancelled then -- nobody reads this answer: keep it for the next call on the id
     if res and (res.session_id or res.exit_code) then call.keep(self:_carrier(a.id), res) end
