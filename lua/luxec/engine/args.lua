@@ -3,6 +3,7 @@
 --- and luxec's (timeout_ms, clean, until, input, keep, grep, context, terminate). Errors carry
 --- Codex's prefix ("failed to parse function arguments: ..."), naming the argument.
 local policy = require("luxec.engine.policy")
+local spelling = require("luxec.spelling")
 
 local M = {}
 
@@ -100,6 +101,8 @@ end
 
 -- The arguments each tool takes (Codex's own approval fields, which mean nothing here, are
 -- taken without a word, as Codex's clients send them).
+local CODEX_ONLY = { sandbox_permissions = true, justification = true, prefix_rule = true,
+  with_escalated_permissions = true }
 local KNOWN = {
   exec = { cmd = 1, workdir = 1, shell = 1, login = 1, tty = 1, clean = 1, host = 1, input = 1,
     terminate = 1, timeout_ms = 1, yield_time_ms = 1, max_output_tokens = 1, keep = 1,
@@ -108,20 +111,6 @@ local KNOWN = {
   write = { session_id = 1, chars = 1, yield_time_ms = 1, max_output_tokens = 1, keep = 1,
     ["until"] = 1, grep = 1, context = 1 },
 }
-
-local function distance(a, b)
-  local prev = {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    local cur = { [0] = i }
-    for j = 1, #b do
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1,
-        prev[j - 1] + (a:sub(i, i) == b:sub(j, j) and 0 or 1))
-    end
-    prev = cur
-  end
-  return prev[#b]
-end
 
 --- A warning naming the arguments `tool` ("exec" or "write") does not take (ignored, as
 --- Codex ignores them), each with the one it may have meant; nil when there are none.
@@ -132,15 +121,8 @@ function M.unknown(tool, args)
   local known, names = KNOWN[tool], {}
   for k in pairs(args) do
     if not known[k] then
-      local name, best, best_d = tostring(k), nil, nil
-      for n in pairs(known) do
-        local d = distance(name:lower(), n)
-        if (d <= 2 or n:find(name:lower(), 1, true) == 1) and (not best_d or d < best_d)
-          and n ~= "sandbox_permissions" and n ~= "justification" and n ~= "prefix_rule"
-          and n ~= "with_escalated_permissions" then
-          best, best_d = n, d
-        end
-      end
+      local name = tostring(k)
+      local best = spelling.nearest(name, known, function(n) return CODEX_ONLY[n] end)
       names[#names + 1] = ("`%s`%s"):format(name, best and (" (did you mean `%s`?)"):format(best)
         or "")
     end

@@ -11,6 +11,7 @@ local uv = require("luv")
 local sandbox = require("luxec.sandbox")
 local policy = require("luxec.engine.policy")
 local cs = require("luxec.mcp.config_sandbox")
+local spelling = require("luxec.spelling")
 
 local M = {}
 
@@ -175,25 +176,13 @@ local function describe_value(v)
   return tostring(v)
 end
 
-local function distance(a, b)
-  local prev = {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    local cur = { [0] = i }
-    for j = 1, #b do
-      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-    end
-    prev = cur
-  end
-  return prev[#b]
-end
-
 local function suggest(key, fields)
   local best, best_d
-  for k in pairs(fields) do
-    local d = distance(key:lower(), k)
-    if d <= 2 and (not best_d or d < best_d) then best, best_d = k, d end
+  for k in pairs(fields) do -- (within two edits only: a config key is short)
+    local d = spelling.distance(key:lower(), k)
+    if d <= 2 and (not best_d or d < best_d or (d == best_d and k < best)) then
+      best, best_d = k, d
+    end
   end
   return best and (" (did you mean '%s'?)"):format(best) or ""
 end
