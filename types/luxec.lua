@@ -75,7 +75,8 @@ function luxec.go(fn, ...) end
 
 --- Wait `seconds` (fractions allowed, like every unsuffixed time value of the API; options
 --- named `*_ms` are milliseconds): yields inside a task, drives the loop from top-level code,
---- and raises inside a plain loop callback. `sleep(0)` returns after one turn of the loop.
+--- and raises inside a plain loop callback. `sleep(0)` returns after one turn of the loop,
+--- its look for I/O included (a task that sleeps 0 between pieces of work starves no other).
 ---@param seconds number  non-negative, finite
 function luxec.sleep(seconds) end
 

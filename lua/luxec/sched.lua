@@ -177,12 +177,32 @@ function M.release_timer(t)
   end
 end
 
---- Wait `ms` milliseconds (see the module comment for where a wait may happen).
+-- Idle handles for sleep(0), kept as the timers are.
+local free_idles = {}
+
+local function idle_once(wake, h)
+  h:start(function()
+    h:stop()
+    wake()
+  end)
+end
+
+--- Wait `ms` milliseconds (see the module comment for where a wait may happen). 0: until the
+--- loop's next turn, after its look for I/O (a timer of 0 ms would run again before it, in
+--- the same pass over the timers: a task that slept 0 in a loop would starve every other).
 ---@param ms number
 function M.sleep(ms)
   if type(ms) ~= "number" or ms ~= ms or ms < 0 or ms == math.huge then
     error(("bad argument #1 to 'sleep' (non-negative finite number expected, got %s)")
       :format(type(ms) == "number" and tostring(ms) or type(ms)), 2)
+  end
+  if ms < 1 then
+    local h = table.remove(free_idles) or uv.new_idle()
+    local ok, err = pcall(M.suspend, idle_once, h)
+    h:stop()
+    if #free_idles < 8 then free_idles[#free_idles + 1] = h else h:close() end
+    if not ok then error(err, 0) end
+    return
   end
   local timer = M.take_timer()
   uv.update_time() -- the loop's clock is stale after top-level code ran for a while

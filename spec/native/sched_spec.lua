@@ -103,6 +103,30 @@ describe("luxec.sleep", function()
     uv.run("nowait")
   end)
 
+  it("of zero in a task lets the loop look for I/O before the task goes on (no starving)",
+    function()
+      -- a task that sleeps 0 between pieces of work, and another that waits for a program:
+      -- the program's end is seen while the first still works, not only when it is done
+      local steps, seen_at = 0, nil
+      local busy = luxec.go(function()
+        for _ = 1, 200 do -- (2 ms of work a step: 0.4 s in all, a program's life many times)
+          local t = uv.hrtime() + 2e6
+          while uv.hrtime() < t do end
+          steps = steps + 1
+          luxec.sleep(0)
+        end
+      end)
+      local other = luxec.go(function()
+        local p = assert(luxec.spawn({ "true" }))
+        p:wait({ timeout = 10 })
+        p:close()
+        seen_at = steps
+      end)
+      assert.is_true(busy:wait())
+      assert.is_true(other:wait())
+      assert.is_true(seen_at < 200, "the program's end was seen only after the busy task")
+    end)
+
   it("refuses to block inside a loop callback outside a task", function()
     local err
     local t = uv.new_timer()

@@ -4,6 +4,7 @@
 --- where the scan stopped so the next call continues there.
 local clean = require("luxec.engine.clean")
 local truncate = require("luxec.engine.truncate")
+local sched = require("luxec.sched")
 
 local M = {}
 
@@ -53,7 +54,8 @@ function M.grep(read, from, to, re, opts)
   local next_offset = from
   local function line_done(off, line)
     next_offset = off + #line + 1
-    local subject = opts.clean and clean.clean(line) or line
+    -- (a line with no control byte but tab cleans to itself: no cleaner made for it)
+    local subject = opts.clean and line:find("[\0-\8\11-\31\127]") and clean.clean(line) or line
     local ms, me = nil, nil
     if #matches < max then ms, me = re:find(subject) end
     local text = ms and shown_match(subject, ms, me) or shown(subject)
@@ -76,7 +78,9 @@ function M.grep(read, from, to, re, opts)
     return false
   end
   local stopped = false
+  local yield = sched.in_task() -- (a long search lets the server's other calls go on)
   while at < to and not stopped do
+    if yield and at > from then sched.sleep(0) end
     local data = read(at, math.min(M.CHUNK, to - at))
     if not data or data == "" then break end
     at = at + #data
