@@ -14,7 +14,7 @@ return function(Process, check_open)
   local function input_wait(core)
     local unread = core:input_unread()
     local waiting, echo_off, canonical = core:input_state()
-    if unread ~= nil and unread > 0 then waiting = false end
+    if math.type(unread) and unread > 0 then waiting = false end
     return waiting, echo_off, canonical
   end
 

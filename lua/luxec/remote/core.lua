@@ -315,7 +315,7 @@ function Core:input_unread()
   local r, err = self.conn:call("process/inputState", { processId = self.id })
   if not r then error(err, 0) end
   self._input = r
-  return r.unread
+  return math.type(r.unread) and r.unread or nil -- (a JSON null: not known)
 end
 
 function Core:input_state()
@@ -327,7 +327,7 @@ function Core:input_state()
     r, err = self.conn:call("process/inputState", { processId = self.id })
     if not r then error(err, 0) end
   end
-  return r.waiting, r.echoOff == true, r.canonical == true
+  return r.waiting == true, r.echoOff == true, r.canonical == true
 end
 
 --- Write: sent at once while less than the connection's window is in flight; else a write
