@@ -208,8 +208,12 @@ local function collapse_fffd(s)
   return s
 end
 
-local function marker_of(a, b, log)
+local function marker_of(a, b, log, final)
   if not log then return ("…%d bytes cut (output bytes %d-%d)…"):format(b - a, a, b) end
+  if final then -- (the session ended in the call: the read names the log)
+    return ("…%d bytes cut (log bytes %d-%d: read_output log=%s offset=%d length=%d)…")
+      :format(b - a, a, b, log, a, b - a)
+  end
   return ("…%d bytes cut (log bytes %d-%d: read_output offset=%d length=%d)…")
     :format(b - a, a, b, a, b - a)
 end
@@ -219,7 +223,7 @@ end
 -- marker counts output bytes, as many as its range holds (res.removed). L is the text's lines,
 -- or with bytes dropped "at least" those (unless their newlines could be counted in a log).
 -- Returns the head and tail lengths.
-local function check_luxec_result(res, text, budget, tokens, dropped)
+local function check_luxec_result(res, text, budget, tokens, dropped, final)
   local lr = res.log_range
   local a, b
   if lr then
@@ -230,7 +234,7 @@ local function check_luxec_result(res, text, budget, tokens, dropped)
     a, b = tonumber(x), tonumber(y)
   end
   check(b - a == res.removed, "removed %d, but the marker's range is %d-%d", res.removed, a, b)
-  local m = marker_of(a, b, lr and lr.path)
+  local m = marker_of(a, b, lr and lr.path, final)
   if tokens == 0 then
     check(res.output == m, "0 tokens: output %s, expected the marker %s", q(res.output), q(m))
     return nil
@@ -341,7 +345,7 @@ local function run_collect(inp, raw, long)
           s.raw_done)
         check(lr.to <= (s.log_max or math.huge), "log range past log_max")
       end
-      local p, tail_len = check_luxec_result(res, text, budget, tokens, dropped)
+      local p, tail_len = check_luxec_result(res, text, budget, tokens, dropped, final)
       -- verbatim text (no cleaning, valid UTF-8 read whole): the range names the raw bytes
       local made_from = raw:sub(raw_from + 1, s.raw_done)
       if p and lr and not strip and not collapse and dropped == 0 and U.valid(made_from) then

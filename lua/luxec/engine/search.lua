@@ -4,7 +4,6 @@
 --- where the scan stopped so the next call continues there.
 local clean = require("luxec.engine.clean")
 local truncate = require("luxec.engine.truncate")
-local sched = require("luxec.sched")
 
 local M = {}
 
@@ -78,7 +77,10 @@ function M.grep(read, from, to, re, opts)
     return false
   end
   local stopped = false
-  local yield = sched.in_task() -- (a long search lets the server's other calls go on)
+  -- (a long search lets the server's other calls go on; only a task can yield, and only the
+  -- scheduler makes tasks: without it loaded, as in the fuzzers' plain Lua, none runs)
+  local sched = package.loaded["luxec.sched"]
+  local yield = sched and sched.in_task()
   while at < to and not stopped do
     if yield and at > from then sched.sleep(0) end
     local data = read(at, math.min(M.CHUNK, to - at))
