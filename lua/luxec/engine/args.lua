@@ -134,6 +134,16 @@ function M.unknown(tool, args)
     tool == "exec" and "exec_command" or "write_stdin")
 end
 
+--- A tool's result (and what follows it), with a warning naming the arguments it does not
+--- take.
+function M.with_unknown(tool, args, res, ...)
+  if res and type(args) == "table" and type(res.warnings) == "table" then
+    local w = M.unknown(tool, args)
+    if w then res.warnings[#res.warnings + 1] = w end
+  end
+  return res, ...
+end
+
 local function not_object(args)
   return PREFIX .. "expected an object, got " .. type(args)
 end

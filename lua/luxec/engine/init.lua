@@ -343,16 +343,6 @@ function Engine:_first_call(s, a, start, ctx, lim)
   return res
 end
 
-
--- What became of a session that is gone, for an error about its id.
-local ENDED = {
-  exited = "ended: the process exited (an earlier result gave its exit code)",
-  timed_out = "ended: it ran past its timeout_ms and was ended",
-  terminated = "was ended by terminate",
-  pruned = "was ended to make room for a new one (the least recently used of too many)",
-  shutdown = "ended with the server",
-}
-
 function Engine:_write(args, ctx, lim)
   local cfg = self._cfg
   local a, err = args_.write(args, cfg)
@@ -374,8 +364,7 @@ function Engine:_write(args, ctx, lim)
   else
     err = unknown
     -- (luxec's text says what became of a session it knew; Codex's words stay as Codex's)
-    local rec = cfg.text ~= "codex" and self._ended[a.id]
-    if rec then err = ("%s: its session %s"):format(unknown, ENDED[rec.reason] or "ended") end
+    if cfg.text ~= "codex" then err = meta.gone(self, a.id, unknown) end
   end
   if ctx.cancelled then -- nobody reads this answer: keep it for the next call on the id
     if res and (res.session_id or res.exit_code) then call.keep(self:_carrier(a.id), res) end
@@ -458,17 +447,8 @@ end
 ---@param args table
 ---@param ctx luxec.ExecCall|nil
 ---@return luxec.ExecResult|nil, string|nil
--- A result with a warning naming the arguments the tool does not take.
-local function with_unknown(tool, args, res, ...)
-  if res and type(args) == "table" and type(res.warnings) == "table" then
-    local w = args_.unknown(tool, args)
-    if w then res.warnings[#res.warnings + 1] = w end
-  end
-  return res, ...
-end
-
 function Engine:exec_command(args, ctx)
-  return with_unknown("exec", args, guard(self, self._exec, args, ctx))
+  return args_.with_unknown("exec", args, guard(self, self._exec, args, ctx))
 end
 
 --- Codex's write_stdin: write chars (raw) to a session, then wait for output. args:
@@ -477,7 +457,7 @@ end
 ---@param ctx luxec.ExecCall|nil
 ---@return luxec.ExecResult|nil, string|nil
 function Engine:write_stdin(args, ctx)
-  return with_unknown("write", args, guard(self, self._write, args, ctx))
+  return args_.with_unknown("write", args, guard(self, self._write, args, ctx))
 end
 
 --- Cancel the call running with context `ctx` (from another task or a loop callback): its

@@ -41,6 +41,24 @@ function M.ended_add(eng, s, why)
   end
 end
 
+-- What became of a session that is gone, for an error about its id.
+local GONE = {
+  exited = "ended: the process exited (an earlier result gave its exit code)",
+  timed_out = "ended: it ran past its timeout_ms and was ended",
+  terminated = "was ended by terminate",
+  pruned = "was ended to make room for a new one (the least recently used of too many)",
+  shutdown = "ended with the server",
+}
+
+--- The error about id `id` that names no session now (`unknown`, Codex's words), with what
+--- became of its session when the engine remembers it.
+---@return string
+function M.gone(eng, id, unknown)
+  local rec = eng._ended[id]
+  if not rec then return unknown end
+  return ("%s: its session %s"):format(unknown, GONE[rec.reason] or "ended")
+end
+
 --- See Engine:describe.
 function M.describe(eng, id)
   local s = eng._store:get(id)
