@@ -450,7 +450,8 @@ function H.run(args, opts)
     cwd = opts.cwd,
     detached = true,
   }, function(code, signal)
-    result.code, result.signal = code, signal
+    -- (libuv gives code 0 for a program a signal ended: a crash must not read as success)
+    result.code, result.signal = signal ~= 0 and 128 + signal or code, signal
   end)
   assert(proc, perr)
   stdout:read_start(reader(out))

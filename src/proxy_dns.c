@@ -30,10 +30,17 @@ static void on_closed(uv_handle_t *h) {
   d->cb_ref = d->self_ref = LUA_NOREF;
 }
 
+/* (the host's close closes every handle whose data is set before the Lua state goes: a close
+ * from a __gc then finds the poll closing, and only its descriptor is left to close) */
 static void stop(proxy_dns *d) {
   if (!d->open) return;
   d->open = 0;
-  uv_close((uv_handle_t *)&d->poll, on_closed);
+  if (!uv_is_closing((uv_handle_t *)&d->poll)) {
+    uv_close((uv_handle_t *)&d->poll, on_closed);
+  } else if (d->fd >= 0) {
+    close(d->fd);
+    d->fd = -1;
+  }
 }
 
 /* One query: the answer from Lua, sent back from where it was sent to. */

@@ -76,6 +76,9 @@ static void finish(relay *r, const char *err) {
   if (r->done) return;
   r->done = 1;
   if (err) snprintf(r->err, sizeof r->err, "%s", err);
+  /* (the host's close closes every handle whose data is set before the Lua state goes: a
+   * relay ended from a __gc then finds its polls closing, and nothing is called back) */
+  if (uv_is_closing((uv_handle_t *)&r->poll[0])) return;
   for (int i = 0; i < 2; i++) uv_close((uv_handle_t *)&r->poll[i], on_closed);
 }
 

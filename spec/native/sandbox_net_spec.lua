@@ -572,3 +572,28 @@ describe("network by name as an unprivileged user", function()
     assert.equals(1, srv.conns)
   end)
 end)
+
+describe("a host that ends with a session whose network goes by name still open", function()
+  if H.skip_without_sandbox() then return end
+  -- (the proxy's DNS server and relays are closed by the host's close, then again by the
+  -- proxy's own close when the Lua state goes: the second close once aborted the host)
+  for _, case in ipairs({
+    { "after the program exited, never closed", { "true" }, "P:wait()" },
+    { "while the program still runs", { "sleep", "30" }, "" },
+  }) do
+    it("exits 0 " .. case[1], function()
+      local code = ([[
+        local luxec = require("luxec")
+        P = assert(luxec.spawn(%s, {cwd = "/", sandbox = {mode = "read-only",
+          network = {allow = {"registry.test"}}}}))
+        %s
+        io.write("end ", P.pid, "\n")
+      ]]):format('{"' .. table.concat(case[2], '", "') .. '"}', case[3])
+      local r = H.run({ "-e", code }, { timeout = 20000 })
+      assert.same({ 0, 0 }, { r.code, r.signal }, r.stderr)
+      local pid = tonumber(r.stdout:match("^end (%d+)\n$"))
+      assert.is_truthy(pid, r.stdout)
+      assert.is_false(H.alive(pid))
+    end)
+  end
+end)
