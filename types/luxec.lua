@@ -143,7 +143,8 @@ local Reader = {}
 --- What arrived since this reader's last read.
 ---@return string data
 ---@return integer dropped  bytes no longer held
----@return integer|nil gap_at  where in data they were
+---@return integer gap_at  where in data they were (the bytes of data before the gap; only
+---  meaningful when dropped > 0)
 function Reader:read() end
 
 ---@class luxec.TerminateResult
@@ -166,8 +167,10 @@ function Reader:read() end
 ---@field index integer|nil  expect: the index of the pattern that matched last
 local Process = {}
 
---- Wait until finished (exited and every stream at EOF); timeout in seconds. After close(),
---- the status the session had then, at once.
+--- Wait until finished (exited and every stream at EOF, or the grace after the exit ran out
+--- while something else holds the output open); timeout in seconds. After close() — also a
+--- close while it waits, from a task or a callback — the status the session had then, at
+--- once.
 ---@param opts {timeout: number|nil}|nil
 ---@return luxec.Status|nil status
 ---@return "timeout"|nil err
@@ -181,7 +184,7 @@ function Process:finished() end
 ---@param stream 1|2|nil  1: stdout (everything when merged), 2: stderr apart
 ---@return string data
 ---@return integer dropped
----@return integer|nil gap_at
+---@return integer gap_at  where in data the dropped bytes were (only meaningful when dropped > 0)
 function Process:read(stream) end
 
 --- An independent reader with its own cursor.
@@ -272,7 +275,10 @@ function Process:status() end
 function Process:terminate(opts) end
 
 --- Kill whatever still runs (SIGKILL to the whole tree) and free the session. Idempotent;
---- a to-be-closed variable and garbage collection do the same.
+--- a to-be-closed variable and garbage collection do the same. Every wait on the session
+--- (in other tasks, or the top-level wait a callback closed it in) ends at once: wait with
+--- the status it was closed with, wait_output with true, expect as at EOF ("eof: the session
+--- ended (closed, killed by SIGKILL) ...", or the EOF pattern's index).
 function Process:close() end
 
 -- Automation (Expect, pexpect) ------------------------------------------------------------

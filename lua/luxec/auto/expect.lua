@@ -334,7 +334,8 @@ local function ended(p, x, pats, kind, timeout)
   if kind == "eof" then
     set_pending(x, "")
     local st = p:status()
-    local how = st.signal_name and ("killed by SIG" .. st.signal_name)
+    local how = st.killed_by == "close" and "closed, killed by SIG" .. st.signal_name
+      or st.signal_name and ("killed by SIG" .. st.signal_name)
       or st.code and ("exit code " .. st.code)
       or "output closed; the program still runs"
     return nil, ("eof: the session ended (%s) without a match for %s; last output: %s")
@@ -507,6 +508,7 @@ function M.run(p, pats, timeout, window)
       -- (p:wait_output without an options table per wait, and the read after it)
       local next_cursor
       data, next_cursor, dropped, gap_at = p:_wait_read_ms(left, x.cursor, deadline)
+      if data == nil then return ended(p, x, pats, "eof") end -- closed meanwhile
       x.cursor = next_cursor
     end
   end

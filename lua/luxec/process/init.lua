@@ -356,11 +356,20 @@ function Process:_wait_until(pred, timeout_ms, ends_only, a, b)
     if (self._interrupts or 0) ~= gen then break end -- see Process:_interrupt_waits
     ok, err = pcall(sched.suspend, register, waiters_of(self, list), timer, deadline)
     if not ok then break end
+    -- Closed meanwhile (by another task, a callback): the session is over for every wait,
+    -- which returns as if what it waited for came (wait then gives the status it was closed
+    -- with, wait_output true: nothing more will arrive).
+    if self._core ~= core then
+      held = true
+      break
+    end
     held = pred(self, a, b)
   until held
   if timer then sched.release_timer(timer) end -- (stops it)
-  self:_hold(-1)
-  if not ends_only then self:_watch(-1) end
+  if self._core == core then
+    self:_hold(-1)
+    if not ends_only then self:_watch(-1) end
+  end
   if not ok then error(err, 0) end
   return held
 end
@@ -484,7 +493,7 @@ function wait_output_ms(self, ms, stream)
 end
 Process._wait_output_ms = wait_output_ms
 
-top_wait.install(Process, check_open)
+top_wait.install(Process)
 
 --- Whether the stream (1 by default) reached EOF: nothing more will arrive on it.
 ---@param stream integer|nil

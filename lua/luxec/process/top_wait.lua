@@ -35,7 +35,10 @@ function M.wait(self, core, pred, timeout_ms, a, b)
     first = false
     if (self._interrupts or 0) ~= gen then break end -- see Process:_interrupt_waits
     local alive, now, before = core:run_once(left, pred == nil and a or nil)
-    if self._core ~= core then break end -- closed meanwhile
+    if self._core ~= core then -- closed meanwhile: over for every wait (see _wait_until)
+      self._top_wait = false
+      return true
+    end
     local held
     if pred then
       held = pred(self, a, b)
@@ -83,13 +86,14 @@ function M.read(self, core, ms, cursor, deadline)
   self._top_wait = false
 end
 
--- p:_wait_read_ms, defined on the class (`check_open` raises on a closed session).
-function M.install(Process, check_open)
+-- p:_wait_read_ms, defined on the class.
+function M.install(Process)
   -- For a reader of stream 1 at `cursor` that found nothing new there: p:_wait_output_ms(ms),
   -- then the reader's read. Returns what core:read returns (data, next_cursor, dropped,
-  -- gap_at). From top-level code on the native core each turn of the loop and the read after
-  -- it are one call of the core (M.read); otherwise the wait, then the read. (deadline: the
-  -- caller's, hrtime's milliseconds when ms ends, if it has it at hand)
+  -- gap_at), or nil when the session was closed meanwhile. From top-level code on the
+  -- native core each turn of the loop and the read after it are one call of the core
+  -- (M.read); otherwise the wait, then the read. (deadline: the caller's, hrtime's
+  -- milliseconds when ms ends, if it has it at hand)
   function Process:_wait_read_ms(ms, cursor, deadline)
     local core = self._core
     local eof = self._eof
@@ -98,12 +102,12 @@ function M.install(Process, check_open)
       if main or not in_task() then
         local data, next_cursor, dropped, gap_at = M.read(self, core, ms, cursor, deadline)
         if data then return data, next_cursor, dropped, gap_at end
-        if self._core == nil then check_open(self, "read") end
+        if self._core == nil then return nil end
         return core:read(1, cursor)
       end
     end
     self:_wait_output_ms(ms)
-    if self._core == nil then check_open(self, "read") end
+    if self._core == nil then return nil end
     return self._core:read(1, cursor)
   end
 end
