@@ -146,7 +146,8 @@ end
 -- Driving ------------------------------------------------------------------------------------
 
 local HOME_FILES = { ".bashrc", ".profile", ".ssh", ".config/git", ".gitconfig", ".local/bin",
-  ".zshrc", ".bash_profile", ".claude/settings.json", ".claude.json" }
+  ".zshrc", ".bash_profile", ".claude/settings.json", ".claude.json", ".bash_aliases",
+  ".local/lib", ".vim", ".pyenv" }
 
 local function setup(user)
   local ctx = { user = user, dir = H.tmpdir() }

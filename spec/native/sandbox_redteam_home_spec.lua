@@ -57,6 +57,23 @@ home_attempt("~/.gitconfig with core.fsmonitor",
 home_attempt("a git planted in ~/.local/bin (first on a usual PATH)",
   function() return "mkdir -p ~/.local/bin && printf '#!/bin/sh\\n' > ~/.local/bin/git" end,
   at("mkdir", ".local/bin"), { watch = { ".local/bin" } })
+home_attempt("~/.bash_aliases (Debian's ~/.bashrc sources it)",
+  function() return "echo 'touch /tmp/pwned' > ~/.bash_aliases" end,
+  at("open", ".bash_aliases"), { watch = { ".bash_aliases" } })
+home_attempt("a .pth file in Python's user site-packages (run by every python3)",
+  function()
+    return "mkdir -p ~/.local/lib/python3.11/site-packages && echo 'import os' "
+      .. "> ~/.local/lib/python3.11/site-packages/x.pth"
+  end, at("mkdir", ".local/lib"), { watch = { ".local/lib" } })
+home_attempt("a vim plugin (~/.vim/plugin, loaded at vim's start)",
+  function()
+    return "mkdir -p ~/.vim/plugin && echo 'call system(\"touch /tmp/pwned\")' "
+      .. "> ~/.vim/plugin/x.vim"
+  end, at("mkdir", ".vim"), { watch = { ".vim" } })
+home_attempt("a pyenv shim (~/.pyenv/shims, first on a pyenv user's PATH)",
+  function()
+    return "mkdir -p ~/.pyenv/shims && printf '#!/bin/sh\n' > ~/.pyenv/shims/python3"
+  end, at("mkdir", ".pyenv"), { watch = { ".pyenv" } })
 home_attempt("~/.zshrc as a symbolic link to a file in the workspace",
   function() return "ln -s \"$PWD/rc\" ~/.zshrc" end,
   at("symlink", ".zshrc"), { watch = { ".zshrc" } })

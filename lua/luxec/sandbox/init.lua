@@ -187,6 +187,9 @@ local function resolve(policy, cwd, home, search)
   local reserved = mode == "workspace-write" and paths.reserved_names(list) or {}
   if mode ~= "full-access" and search ~= false then
     found = paths.protected(roots, { home = home, scan = scan, protect = list, bases = bases })
+    -- the paths this spawn looked up by name, kept from being replaced (paths.Found:anchor)
+    for _, p in ipairs({ workspace, cwd, os.getenv("TMPDIR"), home }) do found:anchor(p) end
+    for _, p in ipairs(root_list) do found:anchor(p) end
     local keep_visible = { cwd and realpath(cwd) or nil }
     for _, r in ipairs(roots) do keep_visible[#keep_visible + 1] = r end
     for _, r in ipairs(bases) do keep_visible[#keep_visible + 1] = r end

@@ -52,6 +52,27 @@ M.DEFAULT_PROTECT = {
   "~/.vimrc", "~/.config/nvim", "~/.emacs", "~/.emacs.d", "~/.npmrc", "~/.cargo/config",
   "~/.cargo/config.toml", "~/.claude", "~/.claude.json", "~/.codex", "~/.gemini",
   "~/.cursor", "~/.config/luxec", "~/.local/bin", "~/bin",
+  -- what Debian's own ~/.bashrc and bash source, and readline reads
+  "~/.bash_aliases", "~/.bash_completion", "~/.bash_completion.d",
+  "~/.local/share/bash-completion", "~/.inputrc", "~/.config/direnv",
+  -- code the host's interpreters load at start or on import: Python's user site-packages
+  -- (a .pth line runs), IPython's startup, Node's global folders, vim's and neovim's plugins
+  "~/.local/lib", "~/.pythonrc", "~/.pythonrc.py", "~/.ipython", "~/.jupyter",
+  "~/.node_modules", "~/.node_libraries", "~/.vim", "~/.local/share/nvim", "~/.irbrc",
+  "~/.pryrc", "~/.gemrc", "~/.Rprofile", "~/.Renviron", "~/.julia/config", "~/.ghci",
+  "~/.ocamlinit",
+  -- what toolchains source or run from PATH (shims, installed tools, env scripts)
+  "~/.cargo/bin", "~/.cargo/env", "~/.pyenv", "~/.rbenv", "~/.nvm", "~/.asdf", "~/.sdkman",
+  "~/.volta", "~/.bun", "~/.deno", "~/go/bin", "~/.yarnrc", "~/.yarnrc.yml", "~/.bunfig.toml",
+  "~/.gradle/init.d", "~/.gradle/init.gradle", "~/.gradle/init.gradle.kts",
+  "~/.gradle/gradle.properties", "~/.m2/settings.xml", "~/.mavenrc", "~/.config/pip",
+  "~/.pip", "~/.condarc", "~/.terraformrc", "~/.bundle/config",
+  -- programs whose configuration runs commands: tmux, screen, gdb, lldb, psql, sqlite3,
+  -- mailcap users, mutt, mercurial, gh (aliases), curl and wget, X sessions, VS Code
+  "~/.tmux.conf", "~/.config/tmux", "~/.screenrc", "~/.gdbinit", "~/.config/gdb",
+  "~/.lldbinit", "~/.psqlrc", "~/.sqliterc", "~/.mailcap", "~/.muttrc", "~/.hgrc",
+  "~/.config/hg", "~/.config/gh/config.yml", "~/.curlrc", "~/.wgetrc", "~/.xinitrc",
+  "~/.xsession", "~/.config/Code/User",
 }
 
 -- luxec's own daemon directory (luxec.serve.daemon: $XDG_RUNTIME_DIR/luxec, else
@@ -195,6 +216,41 @@ function Found:reserve(path)
   end
 end
 
+-- A path a later spawn looks up again by its name (a writable root, the workspace, the cwd,
+-- TMPDIR, HOME, a protected path): each directory on the way that exists and lies in a
+-- writable root is reserved, named as the supervisor sees it (the real path of the directory
+-- above it, and its name), and so is each on the way to where a symlink on it leads. Making
+-- one of them again (a symlink, a rename onto it or onto a directory above it, a directory
+-- moved away and made anew) is refused: a session cannot turn the next session's root or
+-- protected path into another place. (An existing name is never made: the reservation
+-- matters only once one was removed.)
+function Found:anchor(path, depth)
+  if type(path) ~= "string" or path:sub(1, 1) ~= "/" then return end
+  depth = depth or 0
+  local cur = "/" -- the real path of the directory reached so far
+  for c in path:gmatch("[^/]+") do
+    if c == ".." then
+      cur = dirname(cur)
+    elseif c ~= "." then
+      local p = cur == "/" and "/" .. c or cur .. "/" .. c
+      local st = uv.fs_lstat(p)
+      if not st then return end
+      if inside_any(p, self.roots) and not self.seen["?" .. p] then
+        self.seen["?" .. p] = true
+        self.reserved[#self.reserved + 1] = p
+      end
+      if st.type == "link" then
+        local real = uv.fs_realpath(p)
+        if not real then return end
+        if depth < 8 then self:anchor(real, depth + 1) end
+        cur = real
+      else
+        cur = p
+      end
+    end
+  end
+end
+
 function Found:cannot(path, reason)
   if inside_any(path, self.roots) and not self.seen["!" .. path] then
     self.seen["!" .. path] = true
@@ -229,6 +285,7 @@ function Found:protect(path, top)
   end
   if st then
     self:keep(uv.fs_realpath(path) or path)
+    self:anchor(path)
     return
   end
   local closed = blocker(path)
