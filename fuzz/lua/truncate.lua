@@ -186,8 +186,9 @@ local function check_codex(text, bounds, pol, out, truncated, dropped)
   if dropped > 0 then return end
   local want
   if budget == 0 then
-    want = pol.tokens and ("…%d tokens truncated…"):format((len + 3) // 4)
-      or ("…%d chars truncated…"):format(U.count(text))
+    want = ("Total output lines: %d\n\n"):format(U.lines(text))
+      .. (pol.tokens and ("…%d tokens truncated…"):format((len + 3) // 4)
+        or ("…%d chars truncated…"):format(U.count(text)))
   else
     local p, qq = expect_cut(bounds, len, budget)
     local marker = pol.tokens and ("…%d tokens truncated…"):format((len - budget + 3) // 4)

@@ -98,6 +98,19 @@ describe("workdir, shell, budgets and a call's limits", function()
     assert.equals("/bin/sh", P.default_shell(function() return false end))
   end)
 
+  it("runs a command through its shell as Codex does: -lc/-c, PowerShell's -Command, cmd's /c",
+    function()
+      assert.same({ "/bin/bash", "-lc", "ls" }, P.shell_argv("/bin/bash", true, "ls"))
+      assert.same({ "/bin/sh", "-c", "ls" }, P.shell_argv("/bin/sh", false, "ls"))
+      assert.same({ "/usr/bin/pwsh", "-NoProfile", "-Command", "ls" },
+        P.shell_argv("/usr/bin/pwsh", false, "ls"))
+      assert.same({ "/opt/PowerShell.EXE", "-Command", "ls" },
+        P.shell_argv("/opt/PowerShell.EXE", true, "ls"))
+      assert.same({ "C:\\Windows\\cmd.exe", "/c", "dir" },
+        P.shell_argv("C:\\Windows\\cmd.exe", true, "dir"))
+      assert.same({ "/bin/cmdx", "-c", "ls" }, P.shell_argv("/bin/cmdx", false, "ls"))
+    end)
+
   it("gives a call the asked budget, the default, at most the limit", function()
     local cfg = { max_output_tokens = 10000, max_output_tokens_limit = 50000 }
     assert.same({ 10000, 0, 20000, 50000 }, { P.tokens(nil, cfg), P.tokens(0, cfg),

@@ -59,9 +59,13 @@ describe("Codex's truncation, case by case from the reference", function()
     assert.equals("Total output lines: 1\n\n…3 chars truncated…", out)
   end)
 
-  it("gives the marker alone for a budget of 0", function()
-    assert.same({ "…2 tokens truncated…", true }, { T.codex("abcdef", { tokens = 0 }) })
-    assert.equals("…6 chars truncated…", (T.codex("abcdef", { bytes = 0 })))
+  it("keeps the header around the marker alone for a budget of 0", function()
+    assert.same({ "Total output lines: 1\n\n…2 tokens truncated…", true },
+      { T.codex("abcdef", { tokens = 0 }) })
+    assert.same({ "Total output lines: 2\n\n…5 chars truncated…", true },
+      { T.codex("ab\ncé", { bytes = 0 }) })
+    assert.equals("Total output lines: 1\n\n…6 chars truncated…",
+      (T.codex("abcdef", { bytes = 0 })))
   end)
 end)
 

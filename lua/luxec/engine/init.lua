@@ -110,7 +110,7 @@ function Engine:_argv(a)
   end
   local shell = r.shell
   if self._cfg.text == "codex" then shell = policy.resolve_shell(shell, self._env.PATH) end
-  return { shell, r.login and "-lc" or "-c", a.cmd }, r.cwd
+  return policy.shell_argv(shell, r.login, a.cmd), r.cwd
 end
 
 function Engine:_log_path(id)

@@ -222,6 +222,25 @@ function M.resolve_shell(shell, path, access)
   return shell
 end
 
+--- The argv that runs `cmd` through `shell`, as Codex derives it from the shell's kind (its
+--- file name, without ".exe", any case): PowerShell (pwsh, powershell) gets "-Command"
+--- (after "-NoProfile" unless a login shell is asked), cmd gets "/c", every other shell
+--- "-lc" (login) or "-c".
+---@param shell string
+---@param login boolean
+---@param cmd string
+---@return string[]
+function M.shell_argv(shell, login, cmd)
+  local kind = shell:match("[^/\\]*$"):lower():gsub("%.exe$", "")
+  if kind == "pwsh" or kind == "powershell" then
+    if login then return { shell, "-Command", cmd } end
+    return { shell, "-NoProfile", "-Command", cmd }
+  elseif kind == "cmd" then
+    return { shell, "/c", cmd }
+  end
+  return { shell, login and "-lc" or "-c", cmd }
+end
+
 --- The directory a command runs in: `workdir` (absolute, or relative to `base`), else `base`.
 --- A workdir that is not a non-empty string is `base` (the argument check reports it).
 ---@param base string  the engine's directory

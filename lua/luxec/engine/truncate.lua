@@ -183,7 +183,8 @@ end
 
 --- Codex's formatted truncation, exactly: `policy` is {tokens = n} or {bytes = n}. Returns
 --- the text unchanged when it fits, else "Total output lines: L\n\n" + head + marker + tail
---- (or the marker alone for a budget of 0). Second result: whether it truncated.
+--- (for a budget of 0 the header and the marker alone, as Codex's formatted truncation keeps
+--- its header around truncate_text's bare marker). Second result: whether it truncated.
 --- `gap`: bytes the output buffer dropped before text was read, at text position gap.at
 --- (gap.bytes of them, gap.lines newlines among them when known): they count as part of the
 --- output, as in Codex (which reads the whole output of a call), and are always in the cut.
@@ -197,11 +198,13 @@ function M.codex(text, policy, gap)
   local missing = gap and gap.bytes or 0
   local len = #text + missing
   if len <= budget then return text, false end
+  local lines = M.count_lines(text) + (gap and gap.lines or 0)
   local marker
   -- (the dropped bytes count as characters: their text is not at hand)
   if budget == 0 then
     marker = tokens and M.approx_tokens(len) or M.count_chars(text) + missing
-    return ("…%d %s truncated…"):format(marker, tokens and "tokens" or "chars"), true
+    return ("Total output lines: %d\n\n…%d %s truncated…"):format(lines, marker,
+      tokens and "tokens" or "chars"), true
   end
   local p, q = M.cut(text, budget, gap and gap.at)
   if tokens then
@@ -209,7 +212,6 @@ function M.codex(text, policy, gap)
   else
     marker = ("…%d chars truncated…"):format(M.count_chars(text:sub(p + 1, q)) + missing)
   end
-  local lines = M.count_lines(text) + (gap and gap.lines or 0)
   return ("Total output lines: %d\n\n%s%s%s"):format(lines, text:sub(1, p), marker,
     text:sub(q + 1)), true
 end
