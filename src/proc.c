@@ -393,6 +393,7 @@ static int proc_close(lua_State *L) {
 /* Kill every session's tree without touching Lua or allocating: for exit() paths that skip
  * the orderly shutdown (os.exit without close) and for fatal signals. */
 void luxec_procs_kill_all(void) {
+  proc_orphans_kill_unmarked(); /* (found while their sessions stand) */
   for (proc *p = live; p != NULL; p = p->next) {
     if (p->closed) continue;
     cg_session_kill(&p->cg); /* (when it fails, the watchdog still covers it) */

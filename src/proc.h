@@ -66,6 +66,8 @@ typedef struct proc {
   char killed_by[32];
   char marker[64]; /* without a cgroup: "LUXEC_SESSION=..." in the child's environment */
   uint64_t mark;   /* and its RLIMIT_RTTIME mark (procfs.h), 0 when it could not be set */
+  unsigned long long start_ticks; /* without a cgroup: when it started, as /proc's start times */
+  int ending; /* its end was asked (terminate, kill, close): no longer a claim on orphans */
   cg_session cg;
   int limited;             /* the sandbox policy set limits: lim says how each is enforced */
   cg_limits_state *lim;    /* allocated only then (it is large and most sessions have none) */
@@ -108,6 +110,12 @@ void proc_orphans_session(proc *p, uv_loop_t *loop); /* a session without a cgro
 void proc_orphans_forget(pid_t pid);                 /* its first process was reaped */
 void proc_orphans_init_done(proc *p);                /* its sandbox's init is the host's */
 void proc_orphans_reap(void);
+/* Whether kid, a child of the host (its subreaper), is a session's orphan whose marks were
+ * taken away (environment cleared, session left, RLIMIT_RTTIME lowered below the host's)
+ * that no live session without a cgroup but `except` can claim: one started no later, not
+ * being ended (with claim_ending, one being ended claims it too). */
+int proc_orphans_unclaimed(pid_t kid, proc *except, int claim_ending);
+void proc_orphans_kill_unmarked(void); /* SIGKILL every such child of the host (its exit) */
 void proc_orphans_close(void);
 
 /* proc_spawn.c */

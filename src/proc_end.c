@@ -144,7 +144,8 @@ static int members(proc *p, pid_t *out) {
   for (int i = 0; i < nkids; i++) {
     if (kid_pgid[i] != p->pid && kid_sid[i] != p->pid &&
         (p->marker[0] == '\0' || !pfs_has_env(kids[i], p->marker)) &&
-        (p->mark == 0 || pfs_mark_of(kids[i]) != p->mark))
+        (p->mark == 0 || pfs_mark_of(kids[i]) != p->mark) &&
+        (p->marker[0] == '\0' || !proc_orphans_unclaimed(kids[i], p, 0)))
       continue;
     if (kid_sid[i] == -1) { /* a zombie: reaped by pid, exact as it is our unreaped child */
       waitpid(kids[i], NULL, WNOHANG);
@@ -199,6 +200,7 @@ static int kill_now(proc *p, const char **method, int count) {
 
 int proc_end_kill(proc *p, const char *reason) {
   const char *method;
+  p->ending = 1;
   if (p->killed_by[0] == '\0' && !p->reaped)
     snprintf(p->killed_by, sizeof p->killed_by, "%s", reason);
   return kill_now(p, &method, 1);
@@ -389,6 +391,7 @@ int proc_end_watch(proc *p) {
  * reaped when SIGCHLD says so and the cgroup removed once empty, without a wait here. */
 int proc_end_close(proc *p, const char *why) {
   norphans = 0;
+  p->ending = 1;
   int known_empty = p->reaped && p->te != NULL && p->te->cg_empty;
   int cg_alive = 0, ns_alive = p->init_pid > 0 && !p->init_killed;
   /* (while its program or its pid namespace's init lives, it is full) */
@@ -459,6 +462,7 @@ static int proc_kill_tree_l(lua_State *L) {
   const char *reason = luaL_optstring(L, 2, "terminate");
   if (p->killed_by[0] == '\0' && !p->reaped)
     snprintf(p->killed_by, sizeof p->killed_by, "%s", reason);
+  p->ending = 1;
   const char *method;
   int killed = kill_now(p, &method, 1);
   lua_createtable(L, 0, 2);
@@ -523,6 +527,7 @@ static int core_signal_trees(lua_State *L) {
     lua_rawgeti(L, 1, i);
     proc *p = proc_check(L, -1);
     lua_pop(L, 1);
+    p->ending = 1; /* (an end asked: it claims no unmarked orphan of another session's) */
     if (i <= MAX_TREE) led[i - 1] = (unsigned char)proc_tree_signal_group(p, sig);
   }
   lua_createtable(L, (int)n, 0);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -19,6 +20,7 @@
 #include "procfs.h"
 
 static int subreaper = 0;
+static void watchdog_tell(int32_t msg);
 static int watching = 0;        /* the handles below are open (or closing, at the end) */
 static uv_signal_t orphan_sig;  /* SIGCHLD, while there are sessions without a cgroup or with
                                  * a sandbox's init, both of which leave children to reap */
@@ -78,6 +80,48 @@ static int adopted_index(pid_t pid, unsigned long long start) {
 
 static void adopted_drop(int i) {
   adopted[i] = adopted[--nadopted];
+}
+
+/* The host's own hard RTTIME: its children but the sessions' have it; a session's process
+ * can only lower it (the mark, or below). 0: unknown yet, or marks are not in use. */
+static uint64_t host_rtt = 0;
+
+static void host_rtt_init(void) {
+  struct rlimit r;
+  if (host_rtt != 0 || getrlimit(RLIMIT_RTTIME, &r) != 0) return;
+  uint64_t v = r.rlim_max == RLIM_INFINITY ? UINT64_MAX : (uint64_t)r.rlim_max;
+  if (v > pfs_mark_make(0, 0)) host_rtt = v;
+}
+
+/* A process started in a session (its hard RTTIME below the host's) whose limit is the mark
+ * of no live session (lowered further, or made another value that looks like one) and that
+ * no cgroup of the host holds. */
+static int unmarked(pid_t kid) {
+  uint64_t hard;
+  if (host_rtt == 0 || pfs_rttime_hard(kid, &hard) != 0 || hard >= host_rtt) return 0;
+  for (proc *q = proc_live(); q != NULL; q = q->next)
+    if (q->mark != 0 && q->mark == hard && !q->closed) return 0;
+  return !in_host_cgroup(kid);
+}
+
+int proc_orphans_unclaimed(pid_t kid, proc *except, int claim_ending) {
+  char state;
+  pid_t sid;
+  unsigned long long start;
+  if (stat_of(kid, &state, &sid, &start) < 0 || state == 'Z' || !unmarked(kid)) return 0;
+  for (proc *q = proc_live(); q != NULL; q = q->next) {
+    if (q == except || q->cg.id != 0 || q->init_pid > 0 || q->marker[0] == '\0') continue;
+    if ((claim_ending || (!q->ending && !q->closed)) && q->start_ticks <= start) return 0;
+  }
+  return 1;
+}
+
+void proc_orphans_kill_unmarked(void) {
+  if (!subreaper || host_rtt == 0) return;
+  static pid_t kids[1024];
+  int n = pfs_children(getpid(), kids, 1024);
+  for (int i = 0; i < n; i++)
+    if (kids[i] != cg_watchdog_pid() && unmarked(kids[i])) kill(kids[i], SIGKILL);
 }
 
 /* Whether a child of the host is a session's orphan: one of its session ids, its marker
@@ -215,6 +259,20 @@ void proc_orphans_reap(void) {
   for (int i = 0; i < n; i++) {
     int own = session_child(kids[i]);
     if (own == 1) continue;
+    /* One that lost every mark: killed once no session that may be its own is left (each
+     * kills it as its own if it is the last one to end); the watchdog knows it meanwhile. */
+    if (own == 0 && subreaper && host_rtt != 0 && unmarked(kids[i])) {
+      char state;
+      pid_t sid;
+      unsigned long long start;
+      int known = stat_of(kids[i], &state, &sid, &start) == 0 && adopted_index(kids[i], start) >= 0;
+      if (proc_orphans_unclaimed(kids[i], NULL, 1)) {
+        kill(kids[i], SIGKILL);
+      } else if (!known) {
+        watchdog_tell((int32_t)kids[i]);
+      }
+      if (!known) adopt(kids[i]);
+    }
     if (own == 0 && !ours(kids[i], live)) {
       if (!subreaper) continue;
       if (!walked) uv_walk(orphan_timer.loop, collect_uv_pid, uvpids);
@@ -227,6 +285,7 @@ void proc_orphans_reap(void) {
         si.si_pid == kids[i]) {
       for (int j = nadopted - 1; j >= 0; j--)
         if (adopted[j].pid == kids[i]) adopted_drop(j);
+      watchdog_tell(-(int32_t)kids[i]); /* (one it was told of: an unmarked one) */
     }
   }
   pause_if_idle();
@@ -480,6 +539,7 @@ void proc_orphans_session(proc *p, uv_loop_t *loop) {
     snprintf(marker_prefix, sizeof marker_prefix, "LUXEC_SESSION=%d.", (int)getpid());
     marker_len = strlen(marker_prefix);
     host_pid = getpid();
+    host_rtt_init();
     snprintf(cgroup_part, sizeof cgroup_part, "/luxec.%d/", (int)getpid());
   }
   if (p->cg.id == 0 && !subreaper) {

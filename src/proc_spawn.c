@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "launch.h"
@@ -97,6 +98,12 @@ static const char **string_array(lua_State *L, int t, const char *what) {
 /* Without a cgroup: the session's mark (procfs.h) as its RLIMIT_RTTIME, unless a lower hard
  * limit is set already (it cannot be raised: that session goes without a mark). */
 static void set_mark(proc *p, const char *marker, launch_req *req) {
+  /* (when it starts, before its program does: in /proc/<pid>/stat's ticks since boot) */
+  struct timespec ts;
+  long hz = sysconf(_SC_CLK_TCK);
+  if (hz > 0 && clock_gettime(CLOCK_BOOTTIME, &ts) == 0)
+    p->start_ticks = (unsigned long long)ts.tv_sec * (unsigned long long)hz +
+                     (unsigned long long)ts.tv_nsec / (1000000000ULL / (unsigned long long)hz);
   const char *dot = strrchr(marker, '.');
   uint64_t mark = pfs_mark_make(getpid(), dot ? strtoul(dot + 1, NULL, 10) : 0);
   struct rlimit now;

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -370,10 +371,33 @@ uint64_t pfs_mark_make(pid_t host, unsigned long serial) {
   return MARK_BASE | (((uint64_t)host & MARK_MASK) << MARK_BITS) | ((uint64_t)serial & MARK_MASK);
 }
 
-uint64_t pfs_mark_of(pid_t pid) {
+int pfs_rttime_hard(pid_t pid, uint64_t *hard) {
   struct rlimit r;
-  if (prlimit(pid, RLIMIT_RTTIME, NULL, &r) != 0 || r.rlim_max == RLIM_INFINITY) return 0;
-  uint64_t v = (uint64_t)r.rlim_max;
+  if (prlimit(pid, RLIMIT_RTTIME, NULL, &r) == 0) {
+    *hard = r.rlim_max == RLIM_INFINITY ? UINT64_MAX : (uint64_t)r.rlim_max;
+    return 0;
+  }
+  if (errno != EPERM) return -1;
+  char buf[4096]; /* (world-readable, unlike the limits through prlimit) */
+  if (pfs_read(pid, "limits", buf, sizeof buf) < 0) return -1;
+  const char *line = strstr(buf, "Max realtime timeout");
+  char soft[32], max[32];
+  if (line == NULL || sscanf(line + 20, " %31s %31s", soft, max) != 2) return -1;
+  if (strcmp(max, "unlimited") == 0) {
+    *hard = UINT64_MAX;
+    return 0;
+  }
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(max, &end, 10);
+  if (errno != 0 || *end != '\0') return -1;
+  *hard = v;
+  return 0;
+}
+
+uint64_t pfs_mark_of(pid_t pid) {
+  uint64_t v;
+  if (pfs_rttime_hard(pid, &v) != 0 || v == UINT64_MAX) return 0;
   return (v & ~((1ULL << (2 * MARK_BITS)) - 1)) == MARK_BASE ? v : 0;
 }
 

@@ -36,7 +36,11 @@ int pfs_has_env_prefix(pid_t pid, const char *prefix); /* an entry longer than p
  * environment, and it can be read from a zombie: how a session's orphans are told apart from
  * the host's other children when the environment marker is gone. */
 uint64_t pfs_mark_make(pid_t host, unsigned long serial);
-uint64_t pfs_mark_of(pid_t pid);    /* 0: none, or not readable */
+uint64_t pfs_mark_of(pid_t pid); /* 0: none, or not readable */
+/* The hard RLIMIT_RTTIME of pid (UINT64_MAX: unlimited) in *hard: 0, or -1 when it is gone.
+ * A set-uid program's, which prlimit may not read, comes from /proc/<pid>/limits. No process
+ * can raise its hard limit: one lower than the host's was lowered in a session. */
+int pfs_rttime_hard(pid_t pid, uint64_t *hard);
 pid_t pfs_mark_host(uint64_t mark); /* the host a mark names, or 0 */
 
 #endif

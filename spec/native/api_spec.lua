@@ -72,6 +72,34 @@ describe("spawn argument checking", function()
     assert.matches("offset must be >= 0", err_of(function() p:read_range(-1, 1) end))
     p:close()
     local t = assert(luxec.spawn({ "cat" }, { tty = true }))
+    -- a misspelt option is named, never ignored (each call below would wait 30 s or kill
+    -- with the wrong signal if it were)
+    for _, c in ipairs({
+      { "#1 to 'wait' %(unknown option 'tmeout'%)", function() t:wait({ tmeout = 0 }) end },
+      { "#1 to 'wait_output' %(unknown option 'strem'%)",
+        function() t:wait_output({ timeout = 0, strem = 2 }) end },
+      { "#1 to 'wait_input' %(unknown option 'echooff'%)",
+        function() t:wait_input({ timeout = 0, echooff = true }) end },
+      { "#1 to 'wait_echo_off' %(unknown option 'tmeout'%)",
+        function() t:wait_echo_off({ tmeout = 0 }) end },
+      { "#2 to 'expect_screen' %(unknown option 'tmeout'%)",
+        function() t:expect_screen("x", { tmeout = 0 }) end },
+      { "#3 to 'on' %(unknown option 'hld'%)",
+        function() t:on("exit", print, { hld = false }) end },
+      { "#1 to 'terminate' %(unknown option 'sig'%)",
+        function() t:terminate({ sig = "KILL" }) end },
+      { "#2 to 'terminate_all' %(unknown option 'grace'%)",
+        function() luxec.terminate_all({ t }, { grace = 0 }) end },
+      { "#2 to 'run' %(unknown option 'tmeout'%)",
+        function() luxec.run({ "true" }, { tmeout = 1 }) end },
+    }) do
+      assert.matches("bad argument " .. c[1], err_of(c[2]))
+    end
+    assert.matches("bad option 'stream' to 'wait_output' %(1 or 2 expected, got 3%)",
+      err_of(function() t:wait_output({ stream = 3 }) end))
+    assert.matches("bad option 'tty.rows' to 'run' %(integer",
+      err_of(function() luxec.run({ "true" }, { tty = { rows = 0 } }) end))
+    assert.is_false(t:finished())
     assert.matches("rows must be 1..65535", err_of(function() t:resize(0, 10) end))
     assert.matches("cols must be 1..65535", err_of(function() t:resize(10, 70000) end))
     t:close()

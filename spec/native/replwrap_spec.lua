@@ -124,6 +124,10 @@ describe("luxec.replwrap", function()
       err_of(luxec.replwrap.python, { timout = 1 }))
     local r = assert(luxec.replwrap({ "sh", "-i" }, { env = { PS1 = "%% " }, prompt = "%% " }))
     assert.matches("bad argument #1 to 'run' %(string expected, got nil%)", err_of(r.run, r))
+    assert.matches("bad argument #2 to 'run' %(unknown option 'timout'%)",
+      err_of(r.run, r, "echo x", { timout = 1 }))
+    assert.matches("bad argument #1 to 'interrupt' %(unknown option 'timout'%)",
+      err_of(r.interrupt, r, { timout = 1 }))
     r:close()
     assert.matches("attempt to call 'run' on a closed repl", err_of(r.run, r, "x"))
   end)

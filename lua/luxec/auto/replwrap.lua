@@ -9,6 +9,7 @@
 --- statement still open then is abandoned (^C, node's .break) and run says so.
 local expect = require("luxec.auto.expect")
 local process = require("luxec.process")
+local options = require("luxec.process.options")
 
 local M = {}
 
@@ -156,6 +157,7 @@ function Repl:run(code, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error(("bad argument #2 to 'run' (options table expected, got %s)"):format(type(opts)), 2)
   end
+  if opts then options.check_keys("run", 2, opts, { timeout = true }, 2) end
   local p = self.process
   if p:closed() then error("attempt to call 'run' on a closed repl", 2) end
   local timeout = opts and opts.timeout
@@ -216,6 +218,11 @@ end
 function Repl:interrupt(opts)
   local p = self.process
   if p:closed() then error("attempt to call 'interrupt' on a closed repl", 2) end
+  if opts ~= nil and type(opts) ~= "table" then
+    error(("bad argument #1 to 'interrupt' (options table expected, got %s)"):format(type(opts)),
+      2)
+  end
+  if opts then options.check_keys("interrupt", 1, opts, { timeout = true }, 2) end
   local timeout = opts and opts.timeout
   if timeout == nil then timeout = self.timeout end
   p:sendcontrol("c")

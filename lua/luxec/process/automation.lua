@@ -7,6 +7,7 @@
 --- Every wait is a luxec wait: from top-level code it drives the loop, inside luxec.go it
 --- yields. Nothing sleeps: a send is a write, an expect returns as soon as the output matches.
 local expect = require("luxec.auto.expect")
+local options = require("luxec.process.options")
 local uv = require("luv")
 
 local CONTROL_SIGNALS = { c = "INT", ["\\"] = "QUIT", z = "TSTP" }
@@ -141,6 +142,7 @@ return function(Process)
         :format(type(opts)), 2)
     end
     opts = opts or {}
+    options.check_keys("wait_input", 1, opts, { timeout = true, echo_off = true }, 2)
     local timeout = timeout_of(self, "wait_input", opts)
     local deadline = timeout and uv.hrtime() / 1e6 + timeout * 1000 or nil
     local core = self._core
@@ -165,7 +167,9 @@ return function(Process)
       -- Output wakes the look at once; else the next look is after the step. (Past EOF,
       -- wait_output waits for the exit: the step bounds it.)
       self:wait_output({ timeout = step / 1000 })
-      if self:closed() then error("wait_input: the process was closed while waiting", 2) end
+      if self:closed() then
+        return nil, "eof: the session was closed while waiting for input", "eof"
+      end
     end
   end
 
@@ -182,6 +186,7 @@ return function(Process)
       error(("bad argument #1 to 'wait_echo_off' (options table expected, got %s)")
         :format(type(opts)), 2)
     end
+    if opts then options.check_keys("wait_echo_off", 1, opts, { timeout = true }, 2) end
     if not self:size() then
       return nil, "ENOTTY: a pipe session has no terminal echo", "ENOTTY"
     end
@@ -200,7 +205,9 @@ return function(Process)
       local step = expect.defaults.input_poll_ms
       step = left and math.min(left, step) or step
       self:wait_output({ timeout = step / 1000 }) -- (output wakes the look at once)
-      if self:closed() then error("wait_echo_off: the process was closed while waiting", 2) end
+      if self:closed() then
+        return nil, "eof: the session was closed before its terminal's echo was turned off", "eof"
+      end
     end
   end
 
@@ -280,6 +287,7 @@ return function(Process)
       error(("bad argument #2 to 'expect_screen' (options table expected, got %s)")
         :format(type(opts)), 2)
     end
+    if opts then options.check_keys("expect_screen", 2, opts, { timeout = true }, 2) end
     local timeout = timeout_of(self, "expect_screen", opts)
     return require("luxec.auto.screen").expect_screen(self, what, timeout)
   end

@@ -67,8 +67,8 @@ end
 -- Everything spawn needs beyond the options as given, worked out once: the environment
 -- (built once, when one is needed), the sandbox (resolved once), the terminal size.
 -- Raises messages without a position (the public function re-raises at its caller's line).
-local function prepare(argv, opts)
-  options.check("spawn", argv, opts)
+local function prepare(argv, opts, fname)
+  options.check(fname or "spawn", argv, opts)
   opts = opts or {}
   local env
   if opts.env ~= nil or opts.inherit_env ~= nil then env = options.build_env(opts) end
@@ -183,10 +183,11 @@ function M.spawn(argv, opts)
   return start(argv, spec)
 end
 
---- spawn for a caller that re-raises at its own caller: `level` is where errors point.
+--- spawn for a caller that re-raises at its own caller: `level` is where errors point,
+--- `fname` the function bad options are told to (spawn by default).
 ---@return luxec.Process|nil, string|nil, string|nil
-function M._spawn_at(level, argv, opts)
-  local ok, spec = pcall(prepare, argv, opts)
+function M._spawn_at(level, argv, opts, fname)
+  local ok, spec = pcall(prepare, argv, opts, fname)
   if not ok then error(spec, level + 1) end
   return start(argv, spec)
 end
@@ -396,13 +397,16 @@ local function check_open(self, fname)
   end
 end
 
+local WAIT_OPTIONS = { wait = { timeout = true }, wait_output = { timeout = true, stream = true } }
+
 local function check_timeout(fname, opts)
   if opts == nil then return nil end
-  local t = type(opts) == "table" and opts.timeout
-  if math.type(t) and t >= 0 and t < math.huge then return t * 1000 end -- (the common case)
   if type(opts) ~= "table" then
     error(("bad argument #1 to '%s' (options table expected, got %s)"):format(fname, type(opts)), 3)
   end
+  options.check_keys(fname, 1, opts, WAIT_OPTIONS[fname], 3)
+  local t = opts.timeout
+  if math.type(t) and t >= 0 and t < math.huge then return t * 1000 end -- (the common case)
   local ok, ms = pcall(M.timeout_ms, fname, opts.timeout)
   if not ok then error(ms, 3) end
   return ms
@@ -470,7 +474,12 @@ local wait_output_ms
 function Process:wait_output(opts)
   if not self._core then check_open(self, "wait_output") end
   local ms = check_timeout("wait_output", opts)
-  return wait_output_ms(self, ms, opts and opts.stream or 1)
+  local stream = opts and opts.stream
+  if stream ~= nil and stream ~= 1 and stream ~= 2 then
+    error(("bad option 'stream' to 'wait_output' (1 or 2 expected, got %s)")
+      :format(tostring(stream)), 2)
+  end
+  return wait_output_ms(self, ms, stream or 1)
 end
 
 -- The wait of wait_output (ms: nil for no limit), for callers inside luxec that checked.
@@ -522,6 +531,7 @@ function Process:on(event, fn, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error(("bad argument #3 to 'on' (options table expected, got %s)"):format(type(opts)), 2)
   end
+  if opts ~= nil then options.check_keys("on", 3, opts, { hold = true }, 2) end
   local listeners = self._listeners or { output = {}, exit = {} } -- (made by the first)
   self._listeners = listeners
   table.insert(listeners[event], fn)

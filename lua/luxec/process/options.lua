@@ -90,56 +90,75 @@ function M.build_env(opts)
   return list
 end
 
-function M.check_spawn_opts(opts)
+--- Raise "bad argument #n to 'fname' (unknown option 'k')" for the first key of the table
+--- `opts` that `allowed` does not name (a misspelt option is never silently ignored).
+---@param fname string
+---@param n integer
+---@param opts table
+---@param allowed table<string, any>
+---@param level integer|nil  error level (0, no position, by default)
+function M.check_keys(fname, n, opts, allowed, level)
+  for k in pairs(opts) do
+    if allowed[k] == nil then
+      error(("bad argument #%d to '%s' (unknown option '%s')"):format(n, fname, tostring(k)),
+        level and level + 1 or 0)
+    end
+  end
+end
+
+function M.check_spawn_opts(opts, fname)
   if opts == nil then return {} end
+  fname = fname or "spawn"
   if type(opts) ~= "table" then
-    argerror("spawn", 2, "options must be a table, got " .. type(opts))
+    argerror(fname, 2, "options must be a table, got " .. type(opts))
   end
   for k, v in pairs(opts) do
     local want = SPAWN_OPTIONS[k]
     if want == nil then
-      error(("bad argument #2 to 'spawn' (unknown option '%s')"):format(tostring(k)), 0)
+      error(("bad argument #2 to '%s' (unknown option '%s')"):format(fname, tostring(k)), 0)
     end
-    M.check_type("spawn", k, v, want)
+    M.check_type(fname, k, v, want)
   end
   if opts.stdin ~= nil and opts.stdin ~= "pipe" and opts.stdin ~= "null" then
-    error(("bad option 'stdin' to 'spawn' (\"pipe\" or \"null\" expected, got %q)")
-      :format(opts.stdin), 0)
+    error(("bad option 'stdin' to '%s' (\"pipe\" or \"null\" expected, got %q)")
+      :format(fname, opts.stdin), 0)
   end
   if opts.stderr ~= nil and opts.stderr ~= "merge" and opts.stderr ~= "pipe" then
-    error(("bad option 'stderr' to 'spawn' (\"merge\" or \"pipe\" expected, got %q)")
-      :format(opts.stderr), 0)
+    error(("bad option 'stderr' to '%s' (\"merge\" or \"pipe\" expected, got %q)")
+      :format(fname, opts.stderr), 0)
   end
   local t = opts.timeout
   if t ~= nil and t ~= false and (type(t) ~= "number" or t ~= t or t < 0) then
-    error(("bad option 'timeout' to 'spawn' (non-negative number of seconds or false expected, "
-      .. "got %s)"):format(tostring(t)), 0)
+    error(("bad option 'timeout' to '%s' (non-negative number of seconds or false expected, "
+      .. "got %s)"):format(fname, tostring(t)), 0)
   end
-  check_size("spawn", "head", opts.head)
-  check_size("spawn", "tail", opts.tail)
-  check_size("spawn", "grace_ms", opts.grace_ms)
-  check_size("spawn", "log_max", opts.log_max)
+  check_size(fname, "head", opts.head)
+  check_size(fname, "tail", opts.tail)
+  check_size(fname, "grace_ms", opts.grace_ms)
+  check_size(fname, "log_max", opts.log_max)
   if type(opts.log_to) == "userdata" and io.type(opts.log_to) ~= "file" then
-    error(("bad option 'log_to' to 'spawn' (an open file such as io.stdout, or a function, " ..
-      "expected, got %s)"):format(io.type(opts.log_to) or "userdata"), 0)
+    error(("bad option 'log_to' to '%s' (an open file such as io.stdout, or a function, " ..
+      "expected, got %s)"):format(fname, io.type(opts.log_to) or "userdata"), 0)
   end
   if type(opts.tty) == "table" then
     for k, v in pairs(opts.tty) do
       if k ~= "rows" and k ~= "cols" and k ~= "raw" then
-        error(("bad option 'tty' to 'spawn' (unknown field '%s')"):format(tostring(k)), 0)
+        error(("bad option 'tty' to '%s' (unknown field '%s')"):format(fname, tostring(k)), 0)
       end
       if k == "raw" then
         if type(v) ~= "boolean" then
-          error(("bad option 'tty.raw' to 'spawn' (boolean expected, got %s)"):format(type(v)), 0)
+          error(("bad option 'tty.raw' to '%s' (boolean expected, got %s)")
+            :format(fname, type(v)), 0)
         end
       elseif math.type(v) ~= "integer" or v < 1 or v > 65535 then
-        error(("bad option 'tty.%s' to 'spawn' (integer 1..65535 expected, got %s)")
-          :format(k, tostring(v)), 0)
+        error(("bad option 'tty.%s' to '%s' (integer 1..65535 expected, got %s)")
+          :format(k, fname, tostring(v)), 0)
       end
     end
   end
   if opts.tty and opts.stderr == "pipe" then
-    error("bad option 'stderr' to 'spawn' (a terminal session has one output stream)", 0)
+    error(("bad option 'stderr' to '%s' (a terminal session has one output stream)")
+      :format(fname), 0)
   end
   return opts
 end
@@ -150,7 +169,7 @@ M.argerror = argerror
 --- environment and the sandbox are checked where spawn builds and resolves them, once.
 function M.check(fname, argv, opts)
   M.check_argv(fname, argv)
-  M.check_spawn_opts(opts)
+  M.check_spawn_opts(opts, fname)
 end
 
 return M

@@ -151,7 +151,7 @@ function M.run(argv, opts)
   if sopts.stdin == nil and not sopts.tty then
     sopts.stdin = (opts.input or pats) and "pipe" or "null"
   end
-  local p, err, code = process._spawn_at(2, argv, sopts)
+  local p, err, code = process._spawn_at(2, argv, sopts, "run")
   if not p then
     return nil, err, code
   end

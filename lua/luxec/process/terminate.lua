@@ -2,6 +2,7 @@
 --- for all, one kill for what is left, and waits for the core's events (never a poll).
 local sched = require("luxec.sched")
 local uv = require("luv")
+local options = require("luxec.process.options")
 
 return function(M, Process, check_open)
 -- Wait until every session of procs has nothing left alive (its program reaped, its tree
@@ -114,6 +115,8 @@ local function wait_trees(procs, ms, handles, on_gone)
   return pending, left
 end
 
+local TERMINATE_OPTIONS = { signal = true, grace_ms = true }
+
 -- The options of terminate and terminate_all, checked: the signal and the grace.
 local function check_opts(fname, opts)
   if opts ~= nil and type(opts) ~= "table" then
@@ -121,6 +124,7 @@ local function check_opts(fname, opts)
       :format(fname == "terminate" and 1 or 2, fname, type(opts)), 3)
   end
   opts = opts or {}
+  options.check_keys(fname, fname == "terminate" and 1 or 2, opts, TERMINATE_OPTIONS, 3)
   local sig = opts.signal or M.defaults.terminate_signal
   local grace = opts.grace_ms or M.defaults.terminate_grace_ms
   if math.type(grace) ~= "integer" or grace < 0 then
