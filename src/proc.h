@@ -67,6 +67,7 @@ typedef struct proc {
   char marker[64]; /* without a cgroup: "LUXEC_SESSION=..." in the child's environment */
   uint64_t mark;   /* and its RLIMIT_RTTIME mark (procfs.h), 0 when it could not be set */
   unsigned long long start_ticks; /* without a cgroup: when it started, as /proc's start times */
+  int raw;    /* a terminal made raw on request (tty = {raw = true}, p:set_raw()) */
   int ending; /* its end was asked (terminate, kill, close): no longer a claim on orphans */
   cg_session cg;
   int limited;             /* the sandbox policy set limits: lim says how each is enforced */

@@ -118,6 +118,7 @@ static int proc_tty_raw(lua_State *L) {
     tio.c_lflag |= ECHO | ECHOE | ECHOK | ICANON | ISIG | IEXTEN | ECHOCTL | ECHOKE;
   }
   if (tcsetattr(fd, TCSANOW, &tio) != 0) return luxec_push_error(L, errno);
+  p->raw = on;
   lua_pushboolean(L, 1);
   return 1;
 }

@@ -308,6 +308,18 @@ static int proc_close_stdin(lua_State *L) {
     lua_pushboolean(L, 1);
     return 1;
   }
+  /* A terminal spawned raw, still raw, has no end of input: its EOF character is data. (A
+   * program that turned canonical mode off itself, as readline does, reads it as its EOF.) */
+  struct termios tio;
+  if (p->raw && p->out[0].fd >= 0 && tcgetattr(p->out[0].fd, &tio) == 0 &&
+      !(tio.c_lflag & ICANON)) {
+    lua_pushnil(L);
+    lua_pushstring(L,
+                   "EINVAL: the terminal is raw (tty = {raw = true} or p:set_raw()): it has "
+                   "no end of input, and its EOF character would be read as data");
+    lua_pushstring(L, "EINVAL");
+    return 3;
+  }
   if (p->wq.head == NULL)
     finish_close_stdin(p);
   else

@@ -217,6 +217,7 @@ int proc_core_spawn(lua_State *L) {
   p->init_pid = -1;
   p->cg.dir_fd = -1;
   p->tty = req.tty;
+  p->raw = req.tty && req.raw;
   if (marker != NULL) snprintf(p->marker, sizeof p->marker, "%s", marker);
   p->nout = nout;
   for (int i = 0; i < nout; i++) {

@@ -92,13 +92,13 @@ function luxec.in_task() end
 ---@field cwd string|nil  the working directory
 ---@field arg0 string|nil  argv[0] as the program sees it
 ---@field tty boolean|{rows: integer|nil, cols: integer|nil, raw: boolean|nil}|nil  a new PTY (24x80 by default), the child its session leader; raw: in raw mode before the program runs
----@field stdin "pipe"|"null"|nil  pipe sessions only ("pipe")
+---@field stdin "pipe"|"null"|nil  pipe sessions only ("pipe"; with tty an error)
 ---@field stderr "merge"|"pipe"|nil  pipe sessions only: merged in arrival order ("merge") or a second stream
 ---@field head integer|nil  bytes kept from the start of each stream (512 KiB)
 ---@field tail integer|nil  bytes kept from the end of each stream (512 KiB)
 ---@field log string|nil  append the whole output stream to this file
----@field log_stderr string|nil  the same for stderr when it is a stream of its own
----@field log_max integer|nil  stop appending to the log after this many bytes
+---@field log_stderr string|nil  the same for stderr when it is a stream of its own (stderr = "pipe", else an error)
+---@field log_max integer|nil  stop appending to each log after this many bytes (needs log or log_stderr)
 ---@field grace_ms integer|nil  after exit, how long to wait for EOF (50)
 ---@field cgroup boolean|nil  false: do without a cgroup (a cgroup is used where one can be made)
 ---@field sandbox luxec.SandboxPolicy|nil  confine the session (see luxec.sandbox)
@@ -227,7 +227,8 @@ function Process:snapshot(stream) end
 function Process:write(data) end
 
 --- EOF on stdin (the EOF character on a PTY); true also when the input is already gone (no
---- more input reaches the program either way).
+--- more input reaches the program either way). A terminal made raw (tty = {raw = true},
+--- p:set_raw()) has no end of input: nil, "EINVAL: ...", "EINVAL", and nothing is sent.
 ---@return boolean|nil ok
 ---@return string|nil err
 ---@return string|nil code

@@ -47,6 +47,26 @@ describe("spawn argument checking", function()
       err_of(function() luxec.spawn({ "true" }, { env = { ["A=B"] = "x" } }) end))
     assert.matches("value of X must be a string, got table",
       err_of(function() luxec.spawn({ "true" }, { env = { X = {} } }) end))
+    -- an option the others make meaningless is refused, not ignored
+    assert.matches("bad option 'stdin' to 'spawn' %(a terminal session's input is its terminal%)",
+      err_of(function() luxec.spawn({ "true" }, { tty = true, stdin = "null" }) end))
+    assert.matches("bad option 'log_stderr' to 'spawn' %(needs stderr = \"pipe\"",
+      err_of(function() luxec.spawn({ "true" }, { log_stderr = "/tmp/e.log" }) end))
+    assert.matches("bad option 'log_max' to 'run' %(bounds each log: needs log or log_stderr%)",
+      err_of(function() luxec.run({ "true" }, { log_max = 10 }) end))
+    -- a NUL byte would end the C string there: the rest silently lost
+    assert.matches("bad argument #1 to 'run' %(argv%[3%] contains a NUL byte: \"a\\0b\"%)",
+      err_of(function() luxec.run({ "printf", "%s", "a\0b" }) end))
+    assert.matches("bad option 'cwd' to 'spawn' %(contains a NUL byte",
+      err_of(function() luxec.spawn({ "true" }, { cwd = "/tmp\0/x" }) end))
+    assert.matches("bad option 'log' to 'spawn' %(contains a NUL byte",
+      err_of(function() luxec.spawn({ "true" }, { log = "/tmp/l\0x" }) end))
+    assert.matches("invalid variable name \"A\\0B\"",
+      err_of(function() luxec.spawn({ "true" }, { env = { ["A\0B"] = "x" } }) end))
+    assert.matches("value of A contains a NUL byte",
+      err_of(function() luxec.spawn({ "true" }, { env = { A = "x\0y" } }) end))
+    assert.matches("bad argument #1 to 'open_stream' %(\"/tmp/x\\0y\" contains a NUL byte%)",
+      err_of(function() luxec.open_stream("/tmp/x\0y") end))
     assert.same({}, H.children(), "nothing may have been spawned")
   end)
 

@@ -52,6 +52,22 @@ describe("terminal raw mode", function()
     p:close()
   end)
 
+  it("close_stdin on a raw terminal says it has no end of input (^D would be data)", function()
+    for _, how in ipairs({ "spawn", "set_raw" }) do
+      local p = assert(luxec.spawn({ "sh", "-c", "head -c 3 | od -An -c" },
+        { tty = how == "spawn" and { raw = true } or true }))
+      if how == "set_raw" then assert(p:set_raw()) end
+      assert(p:write("ab"))
+      assert.same({ nil, "EINVAL: the terminal is raw (tty = {raw = true} or p:set_raw()): it "
+        .. "has no end of input, and its EOF character would be read as data", "EINVAL" },
+        { p:close_stdin() })
+      assert(p:write("c")) -- input still goes: nothing was sent or closed
+      assert(p:wait({ timeout = 10 }))
+      assert.truthy(p:read():match("^%s*a%s+b%s+c%s*\n$"), how)
+      p:close()
+    end
+  end)
+
   it("a pipe session has no terminal to set raw", function()
     local p = assert(luxec.spawn({ "cat" }))
     assert.same({ nil, "ENOTTY: a pipe session has no terminal to set raw", "ENOTTY" },

@@ -111,11 +111,13 @@ local function parse_target(target, level)
     if type(host) ~= "string" or host == "" then
       bad("a table target needs host = \"name or address\"", level + 1)
     end
+    if host:find("\0", 1, true) then bad(("%q contains a NUL byte"):format(host), level + 1) end
     if math.type(port) ~= "integer" or port < 1 or port > 65535 then
       bad(("port must be an integer 1..65535, got %s"):format(tostring(port)), level + 1)
     end
     return { name = ("tcp:%s:%d"):format(host, port), host = host, port = port }
   elseif t == "string" and target ~= "" then
+    if target:find("\0", 1, true) then bad(("%q contains a NUL byte"):format(target), level + 1) end
     local rest = target:match("^tcp:(.+)$")
     if rest then
       local host, port = rest:match("^%[(.+)%]:(%d+)$")

@@ -51,6 +51,9 @@ function M.check_argv(fname, argv)
     if type(argv[i]) ~= "string" then
       argerror(fname, 1, ("argv[%d] must be a string, got %s"):format(i, type(argv[i])))
     end
+    if argv[i]:find("\0", 1, true) then -- (a C string would end there: the rest lost)
+      argerror(fname, 1, ("argv[%d] contains a NUL byte: %q"):format(i, argv[i]))
+    end
   end
   -- spawn{"cmd", cwd = "/x"} would otherwise run "cmd" with the option silently ignored
   for k in pairs(argv) do
@@ -71,13 +74,17 @@ function M.build_env(opts)
     end
   end
   for k, v in pairs(opts.env or {}) do
-    if type(k) ~= "string" or k == "" or k:find("=", 1, true) then
+    if type(k) ~= "string" or k == "" or k:find("=", 1, true) or k:find("\0", 1, true) then
       error(("bad option 'env' to 'spawn' (invalid variable name %q)"):format(tostring(k)), 0)
     end
     if v == false then
       env[k] = nil
     elseif type(v) == "string" or type(v) == "number" then
       env[k] = tostring(v)
+      if env[k]:find("\0", 1, true) then
+        error(("bad option 'env' to 'spawn' (value of %s contains a NUL byte: %q)")
+          :format(k, env[k]), 0)
+      end
     else
       error(("bad option 'env' to 'spawn' (value of %s must be a string, got %s)")
         :format(k, type(v)), 0)
@@ -118,6 +125,9 @@ function M.check_spawn_opts(opts, fname)
       error(("bad argument #2 to '%s' (unknown option '%s')"):format(fname, tostring(k)), 0)
     end
     M.check_type(fname, k, v, want)
+    if type(v) == "string" and v:find("\0", 1, true) then
+      error(("bad option '%s' to '%s' (contains a NUL byte: %q)"):format(k, fname, v), 0)
+    end
   end
   if opts.stdin ~= nil and opts.stdin ~= "pipe" and opts.stdin ~= "null" then
     error(("bad option 'stdin' to '%s' (\"pipe\" or \"null\" expected, got %q)")
@@ -155,6 +165,19 @@ function M.check_spawn_opts(opts, fname)
           :format(k, fname, tostring(v)), 0)
       end
     end
+  end
+  -- (an option the other options make meaningless is an error, never silently ignored)
+  if opts.tty and opts.stdin ~= nil then
+    error(("bad option 'stdin' to '%s' (a terminal session's input is its terminal)")
+      :format(fname), 0)
+  end
+  if opts.log_stderr ~= nil and opts.stderr ~= "pipe" then
+    error(("bad option 'log_stderr' to '%s' (needs stderr = \"pipe\": else stderr is in the "
+      .. "output, and in log)"):format(fname), 0)
+  end
+  if opts.log_max ~= nil and opts.log == nil and opts.log_stderr == nil then
+    error(("bad option 'log_max' to '%s' (bounds each log: needs log or log_stderr)")
+      :format(fname), 0)
   end
   if opts.tty and opts.stderr == "pipe" then
     error(("bad option 'stderr' to '%s' (a terminal session has one output stream)")
