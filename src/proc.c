@@ -458,6 +458,8 @@ static int proc_status(lua_State *L) {
   lua_setfield(L, -2, "cgroup");
   lua_pushinteger(L, (lua_Integer)p->wq_bytes);
   lua_setfield(L, -2, "write_queued");
+  lua_pushinteger(L, (lua_Integer)p->in_dropped);
+  lua_setfield(L, -2, "input_dropped");
   if (p->in_err) {
     lua_pushstring(L, luxec_err_name(p->in_err));
     lua_setfield(L, -2, "stdin_error");

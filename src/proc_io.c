@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <stdlib.h>
 #include <termios.h>
 #include <unistd.h>
@@ -168,6 +169,7 @@ static int ensure_in_poll(proc *p) {
 }
 
 void proc_io_free_queue(proc *p) {
+  p->in_dropped += p->wq_bytes; /* (never taken by the program: counted, not lost silently) */
   wqueue_clear(&p->wq, &p->wq_bytes);
 }
 
@@ -217,6 +219,9 @@ static void input_failed(proc *p, int err) {
   /* A terminal's master refuses writes with EIO once nothing has the terminal open: the
    * caller gets the broken pipe a pipe's reader leaving gives. */
   p->in_err = p->tty && err == EIO ? EPIPE : err;
+  int unread = 0; /* what the pipe held when its reader left never reached the program */
+  if (!p->tty && p->in_fd >= 0 && ioctl(p->in_fd, FIONREAD, &unread) == 0 && unread > 0)
+    p->in_dropped += (uint64_t)unread;
   proc_io_stop_input(p);
 }
 

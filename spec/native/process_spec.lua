@@ -120,6 +120,20 @@ describe("luxec.spawn with pipes", function()
     H.rmtree(dir)
   end)
 
+  it("counts the input a program never took: queued or in the pipe when it left", function()
+    local p = assert(luxec.spawn({ "sh", "-c", "head -c 1000 >/dev/null; echo read" }))
+    assert.equals(5000000, p:write(("q"):rep(5000000))) -- most of it queued
+    assert(p:expect("read", { timeout = 10 }))
+    local st = assert(p:wait({ timeout = 10 }))
+    assert.same({ 0, 5000000 - 1000, "EPIPE" },
+      { st.write_queued, st.input_dropped, st.stdin_error })
+    p:close()
+    local q = assert(luxec.spawn({ "true" }))
+    assert(q:wait({ timeout = 10 }))
+    assert.equals(0, q:status().input_dropped)
+    q:close()
+  end)
+
   it("returns EPIPE when writing after the child closed its stdin, without dying", function()
     local p = assert(luxec.spawn({ "sh", "-c", "exec 0<&-; echo closed; sleep 0.2" }))
     assert(p:expect("closed", { timeout = 10 })) -- nothing holds the pipe's read end now
