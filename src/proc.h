@@ -58,7 +58,7 @@ typedef struct proc {
   int in_poll_open, in_polling;
   wqueue wq; /* input not written yet, in order */
   size_t wq_bytes;
-  uint64_t in_dropped; /* bytes written that the program never took (its input ended first) */
+  uint64_t in_dropped;  /* bytes written that the program never took (its input ended first) */
   int in_err;           /* sticky errno of a failed write (EPIPE, EIO) */
   int close_in_pending; /* close stdin once the queue has drained */
   int stdin_closed;
