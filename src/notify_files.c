@@ -84,6 +84,22 @@ static int memfd_obj(const sbx_loc *l) {
          strcmp(l->dir + n - 10, " (deleted)") == 0;
 }
 
+/* Whether the file's own permissions refuse the caller this open: the kernel's EACCES, which
+ * comes before any sandbox's verdict, so no denial. Checked as the caller (no capability: a
+ * sandboxed program has none), as every emulated call is. */
+static int dac_refuses(sbx_call *c, sbx_task *t, sbx_loc *l, int acc, uint64_t flags) {
+  int mask = (acc != O_WRONLY ? R_OK : 0) | (acc != O_RDONLY || (flags & O_TRUNC) ? W_OK : 0);
+  int dfd = loc_dirfd(t, l);
+  emu_state es;
+  if (dfd < 0 || emu_begin(c, &es) < 0) return 0;
+  int obj = l->type != LAST_NORM;
+  long rc = syscall(SYS_faccessat2, dfd, obj ? "" : l->name, mask,
+                    AT_EACCESS | (obj ? AT_EMPTY_PATH : AT_SYMLINK_NOFOLLOW));
+  int e = errno;
+  emu_end(&es);
+  return rc < 0 && e == EACCES;
+}
+
 /* Open name in dfd for the caller, as the caller (its umask, no capability), and hand it the
  * descriptor: a file made so never gets a set-user-ID or set-group-ID bit (notify_meta.c). */
 static void open_as_caller(sbx_call *c, int dfd, const char *name, int flags, unsigned mode) {
@@ -168,6 +184,10 @@ static void open_create(sbx_call *c, int dirfd, const char *path, int flags, uns
   int writes = acc != O_RDONLY || ((flags & O_TRUNC) && !special);
   if (!S_ISDIR(st.st_mode) && writes && full[0] == '/' && !memfd_obj(&l) &&
       !path_writable(c->m, full)) {
+    if (dac_refuses(c, &t, &l, acc, (uint64_t)flags)) {
+      answer(c, EACCES);
+      goto out;
+    }
     /* a device, a fifo or a socket is written without the file system's write access:
      * only Landlock refuses it */
     file_deny(c, "open", special ? EACCES : file_write_errno(&t, &l, 1), full, NULL);
@@ -309,6 +329,10 @@ static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, un
   int special =
       S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
   if (special && acc == O_RDONLY) goto out; /* O_TRUNC means nothing there */
+  if (dac_refuses(c, &t, &l, acc, flags)) {
+    answer(c, EACCES);
+    goto out;
+  }
   /* a device, a fifo or a socket is written without the file system's write access:
    * only Landlock refuses it */
   refuse(c, "open", special ? EACCES : file_write_errno(&t, &l, 1), full, NULL);

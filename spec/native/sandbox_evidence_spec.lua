@@ -67,6 +67,26 @@ describe("sandbox evidence (workspace-write, network denied)", function()
     return { mode = st.mode, uid = st.uid, mtime = st.mtime.sec, nsec = st.mtime.nsec }
   end
 
+  it("a write the file's own permissions refuse fails EACCES, as without a sandbox: no record",
+    function()
+      write_file(outside .. "/locked", "locked\n")
+      assert(uv.fs_chmod(outside .. "/locked", tonumber("444", 8)))
+      assert(uv.fs_symlink(outside .. "/locked", root .. "/to-locked"))
+      -- (a sandboxed program has no capability: mode 444 refuses even root's write)
+      for _, case in ipairs({ { outside .. "/locked", "w" }, { outside .. "/locked", "t" },
+        { outside .. "/locked", "wc" }, { root .. "/to-locked", "w" } }) do
+        local out, _, report = ev("open", case[1], case[2])
+        assert.equals("EACCES", out, case[1] .. " " .. case[2])
+        none(report)
+      end
+      assert.equals("locked\n", read_file(outside .. "/locked"))
+      -- the same file writable by its mode is the sandbox's to refuse, and recorded
+      assert(uv.fs_chmod(outside .. "/locked", tonumber("644", 8)))
+      local out, _, report = ev("open", outside .. "/locked", "w")
+      assert.equals("EROFS", out)
+      only(report, { op = "open", path = outside .. "/locked", error = "EROFS" })
+    end)
+
   describe("a final symbolic link is followed only where the call follows it", function()
     before_each(function()
       assert(uv.fs_symlink(outside .. "/existing", root .. "/link"))
