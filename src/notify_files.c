@@ -84,20 +84,25 @@ static int memfd_obj(const sbx_loc *l) {
          strcmp(l->dir + n - 10, " (deleted)") == 0;
 }
 
-/* Whether the file's own permissions refuse the caller this open: the kernel's EACCES, which
- * comes before any sandbox's verdict, so no denial. Checked as the caller (no capability: a
- * sandboxed program has none), as every emulated call is. */
-static int dac_refuses(sbx_call *c, sbx_task *t, sbx_loc *l, int acc, uint64_t flags) {
-  int mask = (acc != O_WRONLY ? R_OK : 0) | (acc != O_RDONLY || (flags & O_TRUNC) ? W_OK : 0);
+/* Whether permissions refuse the caller the access mask (R_OK, W_OK, X_OK) to the object at
+ * l (obj), or to the directory that holds its name: the kernel's EACCES, which the call
+ * would get without any sandbox, so no denial of the sandbox's. Checked as the caller (no
+ * capability: a sandboxed program has none), as every emulated call is. */
+static int file_dac_refuses(sbx_call *c, sbx_task *t, sbx_loc *l, int obj, int mask) {
   int dfd = loc_dirfd(t, l);
   emu_state es;
   if (dfd < 0 || emu_begin(c, &es) < 0) return 0;
-  int obj = l->type != LAST_NORM;
-  long rc = syscall(SYS_faccessat2, dfd, obj ? "" : l->name, mask,
-                    AT_EACCESS | (obj ? AT_EMPTY_PATH : AT_SYMLINK_NOFOLLOW));
+  int name = obj && l->type == LAST_NORM;
+  long rc = syscall(SYS_faccessat2, dfd, name ? l->name : "", mask,
+                    AT_EACCESS | (name ? AT_SYMLINK_NOFOLLOW : AT_EMPTY_PATH));
   int e = errno;
   emu_end(&es);
   return rc < 0 && e == EACCES;
+}
+
+static int dac_refuses(sbx_call *c, sbx_task *t, sbx_loc *l, int acc, uint64_t flags) {
+  int mask = (acc != O_WRONLY ? R_OK : 0) | (acc != O_RDONLY || (flags & O_TRUNC) ? W_OK : 0);
+  return file_dac_refuses(c, t, l, 1, mask);
 }
 
 /* Open name in dfd for the caller, as the caller (its umask, no capability), and hand it the
@@ -158,7 +163,10 @@ static void open_create(sbx_call *c, int dirfd, const char *path, int flags, uns
       if (res) {
         refuse(c, "open", file_reserved_errno(res), full, NULL);
       } else if (!path_writable(c->m, l.dir)) {
-        file_deny(c, "open", file_write_errno(&t, &l, 0), full, NULL);
+        if (file_dac_refuses(c, &t, &l, 0, W_OK | X_OK))
+          answer(c, EACCES);
+        else
+          file_deny(c, "open", file_write_errno(&t, &l, 0), full, NULL);
       } else {
         int dfd = loc_dirfd(&t, &l);
         if (dfd < 0)
@@ -236,7 +244,10 @@ static void open_tmpfile_setid(sbx_call *c, int dirfd, uint64_t addr, int flags,
   }
   loc_path(&l, full, sizeof full);
   if (!path_writable(c->m, full)) {
-    file_deny(c, "open", file_write_errno(&t, &l, 1), full, NULL);
+    if (file_dac_refuses(c, &t, &l, 1, W_OK | X_OK))
+      answer(c, EACCES);
+    else
+      file_deny(c, "open", file_write_errno(&t, &l, 1), full, NULL);
     goto out;
   }
   int dfd = loc_dirfd(&t, &l);
@@ -307,7 +318,12 @@ static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, un
   if (tmpfile) { /* an unnamed file made in the directory path names */
     if (file_resolve_obj(&t, &l, 1, &st) < 0 || !S_ISDIR(st.st_mode)) goto out;
     loc_path(&l, full, sizeof full);
-    if (!path_writable(c->m, full)) refuse(c, "open", file_write_errno(&t, &l, 1), full, NULL);
+    if (!path_writable(c->m, full)) {
+      if (file_dac_refuses(c, &t, &l, 1, W_OK | X_OK))
+        answer(c, EACCES);
+      else
+        refuse(c, "open", file_write_errno(&t, &l, 1), full, NULL);
+    }
     goto out;
   }
   for (;;) { /* (no O_CREAT here) */
@@ -398,7 +414,10 @@ void make_name(sbx_call *c, const char *op, int dirfd, int kind, unsigned mode, 
     goto out;
   }
   if (!path_writable(c->m, l.dir) || device) {
-    file_deny(c, op, file_write_errno(&t, &l, 0), full, NULL);
+    if (file_dac_refuses(c, &t, &l, 0, W_OK | X_OK))
+      answer(c, EACCES);
+    else
+      file_deny(c, op, file_write_errno(&t, &l, 0), full, NULL);
     goto out;
   }
   int dfd = loc_dirfd(&t, &l);
@@ -484,7 +503,12 @@ static void judge_truncate(sbx_call *c, uint64_t addr, int64_t length) {
   if (loc_parent(&t, AT_FDCWD, c->to, &l) < 0 || file_resolve_obj(&t, &l, 1, &st) < 0) goto out;
   if (!S_ISREG(st.st_mode)) goto out; /* EISDIR, EINVAL */
   loc_path(&l, full, sizeof full);
-  if (!path_writable(c->m, full)) refuse(c, "truncate", file_write_errno(&t, &l, 1), full, NULL);
+  if (!path_writable(c->m, full)) {
+    if (file_dac_refuses(c, &t, &l, 1, W_OK))
+      answer(c, EACCES);
+    else
+      refuse(c, "truncate", file_write_errno(&t, &l, 1), full, NULL);
+  }
 out:
   loc_free(&l);
   task_free(&t);

@@ -80,6 +80,15 @@ describe("sandbox evidence (workspace-write, network denied)", function()
         none(report)
       end
       assert.equals("locked\n", read_file(outside .. "/locked"))
+      -- and a new name in a directory whose mode refuses it
+      assert(uv.fs_mkdir(outside .. "/shut", tonumber("555", 8)))
+      for _, case in ipairs({ { "open", outside .. "/shut/new", "wc" },
+        { "mkdir", outside .. "/shut/new" }, { "truncate", outside .. "/locked" } }) do
+        local out, _, report = ev(table.unpack(case))
+        assert.equals("EACCES", out, table.concat(case, " "))
+        none(report)
+      end
+      assert.is_nil(uv.fs_lstat(outside .. "/shut/new"))
       -- the same file writable by its mode is the sandbox's to refuse, and recorded
       assert(uv.fs_chmod(outside .. "/locked", tonumber("644", 8)))
       local out, _, report = ev("open", outside .. "/locked", "w")

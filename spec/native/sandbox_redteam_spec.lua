@@ -96,7 +96,12 @@ call("write /proc/sys/kernel/domainname with O_CREAT (the host opens what exists
     end,
   })
 call("write a /sys file of the kernel", { "proc-write", "/sys/kernel/mm/ksm/run", "0" }, nil, {
-  records = function() return { { "open", "/sys/kernel/mm/ksm/run" } } end,
+  -- (root's file, mode 644: for another user its mode refuses the write before the sandbox
+  -- could, and nothing is the sandbox's to record)
+  records = function(ctx)
+    if ctx.user.uid ~= 0 then return {} end
+    return { { "open", "/sys/kernel/mm/ksm/run" } }
+  end,
   skip = function()
     if not uv.fs_stat("/sys/kernel/mm/ksm/run") then return "no /sys/kernel/mm/ksm/run" end
   end,
