@@ -294,8 +294,10 @@ function Process:close() end
 --- earliest match wins, ties going to the first listed. Returns the pattern's index, the
 --- matched text and the captures; sets before, after, match and captures. Without an EOF or
 --- TIMEOUT pattern the end returns nil, "eof: ...", "eof" or nil, "timeout: ...", "timeout".
+--- opts.searchwindowsize (pexpect's): each look searches only the last N bytes of the
+--- unmatched output.
 ---@param patterns luxec.Pattern|luxec.Pattern[]
----@param opts {timeout: number|false|nil, window: integer|nil}|nil
+---@param opts {timeout: number|false|nil, window: integer|nil, searchwindowsize: integer|nil}|nil
 ---@return integer|nil index
 ---@return string|luxec.Sentinel|nil match_or_message
 ---@return string|nil ...
@@ -303,10 +305,16 @@ function Process:expect(patterns, opts) end
 
 --- expect with plain strings (and EOF / TIMEOUT) only.
 ---@param patterns string|luxec.Sentinel|(string|luxec.Sentinel)[]
----@param opts {timeout: number|false|nil}|nil
+---@param opts {timeout: number|false|nil, searchwindowsize: integer|nil}|nil
 ---@return integer|nil index
 ---@return string|luxec.Sentinel|nil match_or_message
 function Process:expect_exact(patterns, opts) end
+
+--- The output expect has not consumed yet, what arrived since included (pexpect's
+--- p.buffer); with `new`, the unmatched output becomes `new` (p:buffer("") drops it).
+---@param new string|nil
+---@return string
+function Process:buffer(new) end
 
 --- Write s as it is; the bytes accepted.
 ---@param s string

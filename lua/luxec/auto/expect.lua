@@ -345,7 +345,7 @@ local function ended(p, x, pats, kind, timeout)
     :format(list_patterns(pats), timeout, last_output(all)), "timeout"
 end
 
-local EXPECT_OPTIONS = { timeout = true, window = true }
+local EXPECT_OPTIONS = { timeout = true, window = true, searchwindowsize = true }
 local BAD = {} -- (an option the quick check leaves to the full one)
 
 local function check_opts(fname, p, opts)
@@ -362,6 +362,11 @@ local function check_opts(fname, p, opts)
     -- (-1: the session's own, p.timeout, as pexpect's expect takes it)
     if opts.timeout ~= nil and opts.timeout ~= -1 then timeout = opts.timeout end
     window = opts.window or window
+    local swin = opts.searchwindowsize
+    if swin ~= nil and (math.type(swin) ~= "integer" or swin < 1) then
+      error(("bad option 'searchwindowsize' to '%s' (positive integer expected, got %s)")
+        :format(fname, tostring(swin)), 0)
+    end
   end
   if timeout ~= false and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
     error(("bad option 'timeout' to '%s' (non-negative number of seconds or false expected, " ..
@@ -389,7 +394,7 @@ end
 ---@param patterns any
 ---@param opts {timeout: number|false|nil, window: integer|nil}|nil
 ---@param exact boolean  plain strings only (expect_exact)
----@return table pats, number|false timeout, integer window
+---@return table pats, number|false timeout, integer window, integer|nil searchwindowsize
 function M.prepare(fname, p, patterns, opts, exact)
   -- The common case first, without a pcall: one plain string on an open session, and no
   -- options or only a valid timeout (anything else takes the full check, and its messages).
@@ -411,7 +416,86 @@ function M.prepare(fname, p, patterns, opts, exact)
   end
   local ok, pats, timeout, window = pcall(check_all, fname, p, patterns, opts, exact)
   if not ok then error(pats, 3) end
-  return pats, timeout, window
+  return pats, timeout, window, opts and opts.searchwindowsize
+end
+
+-- The last n bytes of the unmatched output.
+local function tail_of(x, n)
+  if x.len <= n then return pending(x) end
+  local i, have = x.last, 0
+  while have < n do
+    have = have + #x.chunks[i]
+    i = i - 1
+  end
+  return table.concat(x.chunks, "", i + 1, x.last):sub(-n)
+end
+
+-- Take in what arrived: appended to the unmatched output (after a gap, what came before it
+-- is dropped from it: nothing matches across a gap). Whether anything came.
+local function take(x, data, dropped, gap_at)
+  if dropped > 0 then
+    set_pending(x, "")
+    data = data:sub(gap_at + 1)
+  end
+  if data == "" then return dropped > 0 end
+  append(x, data)
+  return true
+end
+
+-- expect with pexpect's searchwindowsize: each look searches only the last `swin` bytes of the
+-- unmatched output (a match must lie within them), as pexpect does.
+local function run_windowed(p, x, pats, timeout, swin)
+  local maxbuffer = math.max(M.defaults.maxbuffer, swin)
+  local deadline = timeout and hrtime() / 1e6 + timeout * 1000 or nil
+  local one = type(pats) == "string" and pats
+  local looked, fresh = false, x.len > 0
+  while true do
+    if fresh then
+      local subject = tail_of(x, swin)
+      local i, s, e, caps
+      if one then
+        s, e = find(subject, one, 1, true)
+        i = s and 1
+      else
+        i, s, e, caps = search(pats, subject, 1, x.len <= swin)
+      end
+      if i then return matched(p, x, i, subject, s, e, caps) end
+      trim(x, maxbuffer)
+    end
+    fresh = take(x, read(p, x))
+    if not fresh then
+      if p._finished or (p._eof and p._eof[1] == true) then
+        if not p:finished() then
+          local left = deadline and math.max(0, deadline - hrtime() / 1e6)
+          p:wait({ timeout = left and left / 1000 or false })
+        end
+        return ended(p, x, pats, "eof")
+      end
+      local left = deadline and deadline - hrtime() / 1e6
+      if left and left <= 0 then
+        if looked then return ended(p, x, pats, "timeout", timeout) end
+        left = 0
+      end
+      looked = true
+      local data, next_cursor, dropped, gap_at = p:_wait_read_ms(left, x.cursor, deadline)
+      if data == nil then return ended(p, x, pats, "eof") end -- closed meanwhile
+      x.cursor = next_cursor
+      fresh = take(x, data, dropped, gap_at)
+    end
+  end
+end
+
+--- The output expect has not consumed yet (what arrived since, too, without waiting):
+--- pexpect's p.buffer. With `new`, the unmatched output becomes `new` ("" drops it), as an
+--- assignment to pexpect's p.buffer does.
+---@param p luxec.Process
+---@param new string|nil
+---@return string
+function M.buffer(p, new)
+  local x = state(p)
+  if p._core then take(x, read(p, x)) end
+  if new ~= nil then set_pending(x, new) end
+  return pending(x) or ""
 end
 
 --- Search the output for the prepared patterns until one matches, the output ends (and the
@@ -420,9 +504,11 @@ end
 ---@param pats table  from M.prepare
 ---@param timeout number|false  seconds, or false for no limit
 ---@param window integer
+---@param swin integer|nil  pexpect's searchwindowsize: each look only at the last swin bytes
 ---@return integer|nil index, string|table|nil match_or_message, any ...
-function M.run(p, pats, timeout, window)
+function M.run(p, pats, timeout, window, swin)
   local x = p._expect or state(p)
+  if swin then return run_windowed(p, x, pats, timeout, swin) end
   local maxbuffer = M.defaults.maxbuffer
   if window > maxbuffer then maxbuffer = window end
   -- one: the one plain string pats is (the common case: searched without a call of search)

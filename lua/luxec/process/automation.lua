@@ -50,22 +50,36 @@ return function(Process)
   --- p:status() then says how the program ended; a program that closed its output and goes
   --- on running is still an EOF when the timeout passes, and p:status().running says so.
   --- opts: timeout (seconds, or false for none; default p.timeout or 30), window (bytes
-  --- before new output where a Lua pattern or regex match may start: 16384).
+  --- before new output where a Lua pattern or regex match may start: 16384),
+  --- searchwindowsize (pexpect's: each look searches only the last N bytes of the unmatched
+  --- output).
   ---@param patterns any  a pattern or a list of them
-  ---@param opts {timeout: number|false|nil, window: integer|nil}|nil
+  ---@param opts {timeout: number|false|nil, window: integer|nil, searchwindowsize: integer|nil}|nil
   ---@return integer|nil index, string|table|nil match_or_message, any ...
   function Process:expect(patterns, opts)
-    local pats, timeout, window = expect.prepare("expect", self, patterns, opts, false)
-    return expect.run(self, pats, timeout, window)
+    local pats, timeout, window, swin = expect.prepare("expect", self, patterns, opts, false)
+    return expect.run(self, pats, timeout, window, swin)
   end
 
   --- expect with plain strings only (and luxec.EOF / luxec.TIMEOUT).
   ---@param patterns string|table|string[]
-  ---@param opts {timeout: number|false|nil, window: integer|nil}|nil
+  ---@param opts {timeout: number|false|nil, window: integer|nil, searchwindowsize: integer|nil}|nil
   ---@return integer|nil index, string|table|nil match_or_message, any ...
   function Process:expect_exact(patterns, opts)
-    local pats, timeout, window = expect.prepare("expect_exact", self, patterns, opts, true)
-    return expect.run(self, pats, timeout, window)
+    local pats, timeout, window, swin = expect.prepare("expect_exact", self, patterns, opts, true)
+    return expect.run(self, pats, timeout, window, swin)
+  end
+
+  --- The output expect has not consumed yet, what arrived since included (pexpect's
+  --- p.buffer); p:buffer(s) makes it s (p:buffer("") drops it, as `p.buffer = b""`).
+  ---@param new string|nil
+  ---@return string
+  function Process:buffer(new)
+    if new ~= nil and type(new) ~= "string" then
+      error(("bad argument #1 to 'buffer' (string expected, got %s)"):format(type(new)), 2)
+    end
+    closed_error(self, "buffer")
+    return expect.buffer(self, new)
   end
 
   --- Write `s` as it is; returns the bytes accepted (p:write).
