@@ -89,6 +89,17 @@ static int memfd_obj(const sbx_loc *l) {
  * would get without any sandbox, so no denial of the sandbox's. Checked as the caller (no
  * capability: a sandboxed program has none), as every emulated call is. */
 static int file_dac_refuses(sbx_call *c, sbx_task *t, sbx_loc *l, int obj, int mask) {
+  /* At or under a path the sandbox mounted (kept read-only, or masked with an object of its
+   * own) the permissions seen are not the file's own: the sandbox's verdict, as before. */
+  char path[PATH_MAX];
+  if (obj)
+    loc_path(l, path, sizeof path);
+  else
+    snprintf(path, sizeof path, "%s", l->dir);
+  for (int i = 0; i < c->m->nro; i++) {
+    size_t n = strlen(c->m->ro_paths[i]);
+    if (strncmp(path, c->m->ro_paths[i], n) == 0 && (path[n] == '\0' || path[n] == '/')) return 0;
+  }
   int dfd = loc_dirfd(t, l);
   emu_state es;
   if (dfd < 0 || emu_begin(c, &es) < 0) return 0;

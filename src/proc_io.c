@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <stdlib.h>
 #include <termios.h>
@@ -62,6 +63,19 @@ static int streams_ended(const proc *p, const pstream *s) {
   return 1;
 }
 
+static void input_failed(proc *p, int err);
+
+/* A finished pipe session (reaped, every output at EOF) whose stdin nobody can read any more
+ * (no process holds its read end: the write end polls as an error) lets the descriptor go:
+ * a write gets the EPIPE it would get anyway, and a script that keeps many finished
+ * sessions does not keep a descriptor for each. One still read (a background reader that
+ * outlived the program) keeps it. */
+static void input_gone_if_unread(proc *p) {
+  if (p->tty || p->in_fd < 0 || p->in_err || !p->reaped || !streams_ended(p, NULL)) return;
+  struct pollfd pf = {.fd = p->in_fd, .events = POLLOUT};
+  if (poll(&pf, 1, 0) == 1 && (pf.revents & POLLERR)) input_failed(p, EPIPE);
+}
+
 static void out_cb(uv_poll_t *h, int status, int events) {
   pstream *s = container_of(h, pstream, poll);
   proc *p = s->proc;
@@ -89,8 +103,10 @@ static void out_cb(uv_poll_t *h, int status, int events) {
   if (eof) stream_eof(p, s);
   if (got > 0 && p->want_output) proc_emit(p, "output", idx, (lua_Integer)got);
   if (reaped) {
+    input_gone_if_unread(p);
     proc_exit_reaped(p);
   } else if (eof && !p->closed) {
+    input_gone_if_unread(p);
     proc_emit(p, "eof", idx, 0);
     if (!p->closed) proc_maybe_release(p);
   }
@@ -131,7 +147,10 @@ void proc_io_exited(proc *p) {
     s->poll_open = 0;
     proc_close_handle(p, (uv_handle_t *)&s->poll);
   }
-  if (streams_ended(p, NULL)) return; /* the exit event tells it */
+  if (streams_ended(p, NULL)) { /* the exit event tells it */
+    input_gone_if_unread(p);
+    return;
+  }
   for (int i = 0; i < p->nout && !p->closed; i++)
     if (ended[i]) proc_emit(p, "eof", i + 1, 0);
 }

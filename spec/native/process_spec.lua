@@ -134,6 +134,37 @@ describe("luxec.spawn with pipes", function()
     q:close()
   end)
 
+  it("a finished session lets its stdin go once nothing can read it; a reader keeps it",
+    function()
+      local function nfd()
+        local n, req = 0, assert(uv.fs_scandir("/proc/self/fd"))
+        while uv.fs_scandir_next(req) do n = n + 1 end
+        return n
+      end
+      local keep = { assert(luxec.spawn({ "true" })) } -- (what the first spawn opens for good)
+      assert(keep[1]:wait({ timeout = 10 }))
+      local before = nfd()
+      for i = 2, 21 do
+        keep[i] = assert(luxec.spawn({ "true" }))
+        assert(keep[i]:wait({ timeout = 10 }))
+      end
+      assert.equals(before, nfd()) -- 20 finished sessions kept, no descriptor each
+      local last = keep[21]
+      assert.same({ nil, "EPIPE" }, { select(1, last:write("x")), select(3, last:write("x")) })
+      for _, p in ipairs(keep) do p:close() end
+      -- the program ended, a background reader of its stdin did not: input still reaches it
+      local dir = H.tmpdir()
+      -- (a background list's stdin is /dev/null unless saved first)
+      local p = assert(luxec.spawn({ "sh", "-c",
+        "exec 3<&0; cat <&3 3<&- >" .. dir .. "/got 2>/dev/null &" }))
+      assert(p:wait({ timeout = 10 }))
+      assert.equals(6, p:write("hello\n"))
+      assert.is_true(p:close_stdin())
+      H.wait_for(function() return H.read_file(dir .. "/got") == "hello\n" end, 5000, "cat's copy")
+      p:close()
+      H.rmtree(dir)
+    end)
+
   it("returns EPIPE when writing after the child closed its stdin, without dying", function()
     local p = assert(luxec.spawn({ "sh", "-c", "exec 0<&-; echo closed; sleep 0.2" }))
     assert(p:expect("closed", { timeout = 10 })) -- nothing holds the pipe's read end now
