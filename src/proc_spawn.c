@@ -234,7 +234,8 @@ int proc_core_spawn(lua_State *L) {
       free(p);
       sandbox_prep_free(&prep);
       luxec_push_error(L, -rc);
-      lua_pushfstring(L, "%s (log: %s)", lua_tostring(L, -2), logs[i]);
+      lua_pushfstring(L, "%s (%s: %s)", lua_tostring(L, -2), i == 0 ? "log" : "log_stderr",
+                      logs[i]);
       lua_replace(L, -3);
       return 3;
     }
