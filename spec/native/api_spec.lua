@@ -55,7 +55,8 @@ describe("spawn argument checking", function()
     assert.matches("bad option 'log_max' to 'run' %(bounds each log: needs log or log_stderr%)",
       err_of(function() luxec.run({ "true" }, { log_max = 10 }) end))
     assert.same({ nil, "ENOENT: no such file or directory (log_stderr: /nonexistent/e.log)",
-      "ENOENT" }, { luxec.spawn({ "true" }, { stderr = "pipe", log_stderr = "/nonexistent/e.log" }) })
+      "ENOENT" },
+      { luxec.spawn({ "true" }, { stderr = "pipe", log_stderr = "/nonexistent/e.log" }) })
     -- a NUL byte would end the C string there: the rest silently lost
     assert.matches("bad argument #1 to 'run' %(argv%[3%] contains a NUL byte: \"a\\0b\"%)",
       err_of(function() luxec.run({ "printf", "%s", "a\0b" }) end))
