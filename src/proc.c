@@ -562,8 +562,15 @@ static int core_signame(lua_State *L) {
   return 1;
 }
 
+/* core.signum(sig) -> the signal's number (a name, "SIG" optional, or a number), or raises */
+static int core_signum(lua_State *L) {
+  lua_pushinteger(L, proc_checksignal(L, 1));
+  return 1;
+}
+
 static const luaL_Reg proc_functions[] = {{"cgroups", core_cgroups},
                                           {"signame", core_signame},
+                                          {"signum", core_signum},
                                           {"watchdog_pid", core_watchdog_pid},
                                           {NULL, NULL}};
 

@@ -91,7 +91,16 @@ describe("spawn argument checking", function()
     assert.matches("\"output\" or \"exit\" expected", err_of(function() p:on("data", print) end))
     assert.matches("bad argument #2 to 'on' %(function expected",
       err_of(function() p:on("exit", 1) end))
-    assert.matches("this session has one output stream", err_of(function() p:read(2) end))
+    assert.matches("bad argument #1 to 'read' %(this session has one output stream",
+      err_of(function() p:read(2) end))
+    assert.matches("bad argument #1 to 'reader' %(stream 1 or 2 expected, got 0%)",
+      err_of(function() p:reader(0) end))
+    assert.matches("bad argument #1 to 'eof' %(stream 1 or 2 expected, got 9%)",
+      err_of(function() p:eof(9) end))
+    assert.matches("bad option 'signal' to 'terminate' %(unknown signal 'NOPE'%)",
+      err_of(function() p:terminate({ signal = "NOPE" }) end))
+    assert.matches("bad option 'signal' to 'terminate_all' %(signal number out of range%)",
+      err_of(function() luxec.terminate_all({ p }, { signal = 999 }) end))
     assert.matches("offset must be >= 0", err_of(function() p:read_range(-1, 1) end))
     p:close()
     local t = assert(luxec.spawn({ "cat" }, { tty = true }))

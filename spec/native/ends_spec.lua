@@ -81,6 +81,17 @@ H.each_cgroup_mode("ending sessions never blocks the loop", function(cgroup)
     end
   end)
 
+  it("terminate_all takes a closed session as ended and ends the others", function()
+    local gone = assert(luxec.spawn({ "sleep", "60" }, { cgroup = cgroup }))
+    local running = assert(luxec.spawn({ "sleep", "60" }, { cgroup = cgroup }))
+    gone:close()
+    local r = luxec.terminate_all({ gone, running }, { grace_ms = 200 })
+    assert.is_true(r.graceful)
+    assert.is_false(H.alive(running.pid))
+    assert.is_true(running:finished())
+    running:close()
+  end)
+
   it("terminate() from many tasks at once: one signal for all, each back when its own is gone",
     function()
       local quick = assert(luxec.spawn({ "sh", "-c", "echo up; exec sleep 60" },

@@ -508,6 +508,7 @@ top_wait.install(Process)
 ---@param stream integer|nil
 ---@return boolean
 function Process:eof(stream)
+  if stream ~= nil and stream ~= 1 then self._check_stream(self, "eof", stream) end
   return self._finished or (self._eof ~= nil and self._eof[stream or 1] == true)
 end
 

@@ -6,6 +6,15 @@
 ---@param Process luxec.Process  the class, being defined by luxec.process
 ---@param check_open fun(p: luxec.Process, fname: string)  raises on a closed process
 return function(Process, check_open)
+  -- A stream number, checked: 1, or 2 where stderr is a stream of its own.
+  local function check_stream(self, fname, stream)
+    if stream == 1 or stream == 2 and (self._streams or 1) == 2 then return end
+    error(("bad argument #1 to '%s' (%s)"):format(fname, stream == 2
+      and "this session has one output stream (1): stderr = \"pipe\" makes it two"
+      or ("stream 1 or 2 expected, got " .. tostring(stream))), 3)
+  end
+  Process._check_stream = check_stream
+
   --- What arrived since this reader's last read: data, dropped, gap_at (the bytes dropped
   --- from memory in between, and where in data they were).
   ---@param stream integer|nil 1 (stdout, or everything when merged) or 2 (stderr apart)
@@ -13,7 +22,11 @@ return function(Process, check_open)
   function Process:read(stream)
     local core = self._core
     if not core then check_open(self, "read") end
-    stream = stream or 1
+    if stream == nil then
+      stream = 1
+    elseif stream ~= 1 then
+      check_stream(self, "read", stream)
+    end
     local cursor = self._cursor -- (made by the first read)
     if cursor == nil then
       cursor = { 0, 0 }
@@ -30,6 +43,7 @@ return function(Process, check_open)
   function Process:reader(stream)
     check_open(self, "reader")
     stream = stream or 1
+    check_stream(self, "reader", stream)
     -- (a session taken up from a client's cursor starts there: luxec.remote's attach)
     local proc, cursor = self, self._start and self._start[stream] or 0
     return {

@@ -126,6 +126,11 @@ local function check_opts(fname, opts)
   opts = opts or {}
   options.check_keys(fname, fname == "terminate" and 1 or 2, opts, TERMINATE_OPTIONS, 3)
   local sig = opts.signal or M.defaults.terminate_signal
+  local valid, why = pcall(M.core.signum, sig)
+  if not valid then
+    error(("bad option 'signal' to '%s' (%s)"):format(fname,
+      tostring(why):match("%((.*)%)$") or tostring(why)), 3)
+  end
   local grace = opts.grace_ms or M.defaults.terminate_grace_ms
   if math.type(grace) ~= "integer" or grace < 0 then
     error(("bad option 'grace_ms' to '%s' (non-negative integer expected, got %s)")
@@ -134,8 +139,9 @@ local function check_opts(fname, opts)
   return sig, grace
 end
 
--- Each entry must be an open process (checked whole before any is touched).
-local function check_procs(fname, procs)
+-- Each entry must be a process, open unless closed ones may be (terminate_all: a closed
+-- session is over already); checked whole before any is touched.
+local function check_procs(fname, procs, closed_ok)
   for i, p in ipairs(procs) do
     local mt = getmetatable(p)
     if mt ~= Process then
@@ -144,7 +150,7 @@ local function check_procs(fname, procs)
       error(("bad argument #1 to '%s' (entry %d is %s)"):format(fname, i, sub
         and "a stream, which has no process to terminate: close it" or "not a process"), 3)
     end
-    check_open(p, fname)
+    if not closed_ok then check_open(p, fname) end
   end
 end
 
@@ -348,7 +354,7 @@ function M.terminate_all(procs, opts)
       :format(type(procs)), 2)
   end
   local sig, grace = check_opts("terminate_all", opts)
-  check_procs("terminate_all", procs)
+  check_procs("terminate_all", procs, true)
   return terminate_many(procs, sig, grace)
 end
 end
