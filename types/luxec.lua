@@ -461,7 +461,8 @@ function luxec.spawn(argv, opts) end
 ---@return string|nil code
 function luxec.run(argv, opts) end
 
---- Terminate many sessions at once: one grace for all, one kill for what is left.
+--- Terminate many sessions at once: one grace for all, one kill for what is left. A closed
+--- session in procs is over already ("already gone").
 ---@param procs luxec.Process[]
 ---@param opts luxec.TerminateOptions|nil
 ---@return luxec.TerminateResult
