@@ -92,7 +92,7 @@ function luxec.in_task() end
 ---@field cwd string|nil  the working directory
 ---@field arg0 string|nil  argv[0] as the program sees it
 ---@field tty boolean|{rows: integer|nil, cols: integer|nil, raw: boolean|nil}|nil  a new PTY (24x80 by default), the child its session leader; raw: in raw mode before the program runs
----@field stdin "pipe"|"null"|nil  pipe sessions only ("pipe"; with tty an error)
+---@field stdin "pipe"|"null"|nil  pipe sessions ("pipe"; "null" with tty is an error)
 ---@field stderr "merge"|"pipe"|nil  pipe sessions only: merged in arrival order ("merge") or a second stream
 ---@field head integer|nil  bytes kept from the start of each stream (512 KiB)
 ---@field tail integer|nil  bytes kept from the end of each stream (512 KiB)
@@ -294,8 +294,8 @@ function Process:close() end
 --- earliest match wins, ties going to the first listed. Returns the pattern's index, the
 --- matched text and the captures; sets before, after, match and captures. Without an EOF or
 --- TIMEOUT pattern the end returns nil, "eof: ...", "eof" or nil, "timeout: ...", "timeout".
---- opts.searchwindowsize (pexpect's): each look searches only the last N bytes of the
---- unmatched output.
+--- opts.searchwindowsize (pexpect's; window is the same option): each look searches only
+--- the last N bytes of the unmatched output.
 ---@param patterns luxec.Pattern|luxec.Pattern[]
 ---@param opts {timeout: number|false|nil, window: integer|nil, searchwindowsize: integer|nil}|nil
 ---@return integer|nil index
@@ -305,7 +305,7 @@ function Process:expect(patterns, opts) end
 
 --- expect with plain strings (and EOF / TIMEOUT) only.
 ---@param patterns string|luxec.Sentinel|(string|luxec.Sentinel)[]
----@param opts {timeout: number|false|nil, searchwindowsize: integer|nil}|nil
+---@param opts {timeout: number|false|nil, window: integer|nil, searchwindowsize: integer|nil}|nil
 ---@return integer|nil index
 ---@return string|luxec.Sentinel|nil match_or_message
 function Process:expect_exact(patterns, opts) end

@@ -48,7 +48,8 @@ describe("spawn argument checking", function()
     assert.matches("value of X must be a string, got table",
       err_of(function() luxec.spawn({ "true" }, { env = { X = {} } }) end))
     -- an option the others make meaningless is refused, not ignored
-    assert.matches("bad option 'stdin' to 'spawn' %(a terminal session's input is its terminal%)",
+    assert.matches("bad option 'stdin' to 'spawn' %(a terminal session's input is its terminal: "
+      .. "it cannot be /dev/null%)",
       err_of(function() luxec.spawn({ "true" }, { tty = true, stdin = "null" }) end))
     assert.matches("bad option 'log_stderr' to 'spawn' %(needs stderr = \"pipe\"",
       err_of(function() luxec.spawn({ "true" }, { log_stderr = "/tmp/e.log" }) end))

@@ -13,7 +13,8 @@ local hrtime, find = uv.hrtime, string.find
 
 M.defaults = {
   timeout = 30, -- seconds an expect waits (pexpect's default); false: no limit
-  window = 16384, -- how far before new output a Lua pattern or regex match may start (bytes)
+  window = 16384, -- without a window option: how far before new output a Lua pattern or
+  -- regex match may start (bytes)
   maxbuffer = 1 << 20, -- unmatched output kept for p.before (bytes; older output is dropped)
   linesep = "\n", -- what sendline appends
   escape = "^]", -- the key that ends interact (Ctrl-])
@@ -361,11 +362,17 @@ local function check_opts(fname, p, opts)
     end
     -- (-1: the session's own, p.timeout, as pexpect's expect takes it)
     if opts.timeout ~= nil and opts.timeout ~= -1 then timeout = opts.timeout end
-    window = opts.window or window
-    local swin = opts.searchwindowsize
-    if swin ~= nil and (math.type(swin) ~= "integer" or swin < 1) then
-      error(("bad option 'searchwindowsize' to '%s' (positive integer expected, got %s)")
-        :format(fname, tostring(swin)), 0)
+    -- window and searchwindowsize are one option: pexpect's, under either name
+    for _, k in ipairs({ "window", "searchwindowsize" }) do
+      local v = opts[k]
+      if v ~= nil and (math.type(v) ~= "integer" or v < 1) then
+        error(("bad option '%s' to '%s' (positive integer expected, got %s)")
+          :format(k, fname, tostring(v)), 0)
+      end
+    end
+    if opts.window and opts.searchwindowsize and opts.window ~= opts.searchwindowsize then
+      error(("bad option 'window' to '%s' (the same option as searchwindowsize: give one)")
+        :format(fname), 0)
     end
   end
   if timeout ~= false and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
@@ -416,7 +423,7 @@ function M.prepare(fname, p, patterns, opts, exact)
   end
   local ok, pats, timeout, window = pcall(check_all, fname, p, patterns, opts, exact)
   if not ok then error(pats, 3) end
-  return pats, timeout, window, opts and opts.searchwindowsize
+  return pats, timeout, window, opts and (opts.searchwindowsize or opts.window)
 end
 
 -- The last n bytes of the unmatched output.

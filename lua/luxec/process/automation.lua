@@ -49,10 +49,10 @@ return function(Process)
   --- At the end of the output expect also waits for the exit (within the timeout), so
   --- p:status() then says how the program ended; a program that closed its output and goes
   --- on running is still an EOF when the timeout passes, and p:status().running says so.
-  --- opts: timeout (seconds, or false for none; default p.timeout or 30), window (bytes
-  --- before new output where a Lua pattern or regex match may start: 16384),
-  --- searchwindowsize (pexpect's: each look searches only the last N bytes of the unmatched
-  --- output).
+  --- opts: timeout (seconds, or false for none; default p.timeout or 30), searchwindowsize
+  --- or window (one option, pexpect's: each look searches only the last N bytes of the
+  --- unmatched output; without it a Lua pattern or regex match may start up to 16384 bytes
+  --- before new output).
   ---@param patterns any  a pattern or a list of them
   ---@param opts {timeout: number|false|nil, window: integer|nil, searchwindowsize: integer|nil}|nil
   ---@return integer|nil index, string|table|nil match_or_message, any ...

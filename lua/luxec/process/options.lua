@@ -167,9 +167,9 @@ function M.check_spawn_opts(opts, fname)
     end
   end
   -- (an option the other options make meaningless is an error, never silently ignored)
-  if opts.tty and opts.stdin ~= nil then
-    error(("bad option 'stdin' to '%s' (a terminal session's input is its terminal)")
-      :format(fname), 0)
+  if opts.tty and opts.stdin == "null" then
+    error(("bad option 'stdin' to '%s' (a terminal session's input is its terminal: it cannot "
+      .. "be /dev/null)"):format(fname), 0)
   end
   if opts.log_stderr ~= nil and opts.stderr ~= "pipe" then
     error(("bad option 'log_stderr' to '%s' (needs stderr = \"pipe\": else stderr is in the "

@@ -416,7 +416,7 @@ function Host:run(argv, opts)
       sopts[k] = v
     end
   end
-  if sopts.stdin == nil then sopts.stdin = input and "pipe" or "null" end
+  if sopts.stdin == nil and not sopts.tty then sopts.stdin = input and "pipe" or "null" end
   local ok, p, err = pcall(self.spawn, self, argv, sopts)
   if not ok then error(p, 2) end
   if not p then return nil, err end

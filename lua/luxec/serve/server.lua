@@ -300,7 +300,8 @@ function Server:adopt(id, p, conn, info)
   -- and tail buffer dropped between two reads (output faster than one turn of the loop):
   -- the chunks on either side of a gap carry their true offsets, and a client reads the
   -- bytes between from the session's log (process/readRange) when it has one.
-  local readers = { p:reader(1), info.tty and p:reader(1) or p:reader(2) }
+  -- (stream 2 exists only where stderr is a stream of its own)
+  local readers = { p:reader(1), (p._streams or 1) == 2 and p:reader(2) or nil }
   local function add(stream, data, offset)
     local seq = s.next_seq
     s.next_seq = seq + 1
