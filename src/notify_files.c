@@ -495,6 +495,8 @@ static void judge_remove(sbx_call *c, const char *op, int dirfd, uint64_t addr) 
   int dir = S_ISDIR(st.st_mode);
   if (rmdir ? !dir : dir || l.slash) goto out;
   if (rmdir && file_dir_empty(&t, &l) == 0) goto out;
+  /* a directory whose permissions refuse the caller: the kernel's own refusal, unrecorded */
+  if (!inside && file_dac_refuses(c, &t, &l, 0, W_OK | X_OK)) goto out;
   /* a read-only path inside a root is a mount point in the sandbox: EBUSY */
   int err = inside ? (c->m->mountns ? EBUSY : EACCES) : file_write_errno(&t, &l, 0);
   refuse(c, op, err, full, NULL);

@@ -88,6 +88,16 @@ describe("sandbox evidence (workspace-write, network denied)", function()
         assert.equals("EACCES", out, table.concat(case, " "))
         none(report)
       end
+      -- a name removed from a directory whose mode refuses it: the kernel's refusal (its
+      -- mount's EROFS, or the permissions' EACCES), never the sandbox's record
+      assert(uv.fs_mkdir(outside .. "/shut2", tonumber("755", 8)))
+      H.write_file(outside .. "/shut2/f", "x")
+      assert(uv.fs_chmod(outside .. "/shut2", tonumber("555", 8)))
+      local out, _, report = ev("unlink", outside .. "/shut2/f")
+      assert.is_truthy(out == "EROFS" or out == "EACCES", out)
+      none(report)
+      assert.is_truthy(uv.fs_lstat(outside .. "/shut2/f"))
+      assert(uv.fs_chmod(outside .. "/shut2", tonumber("755", 8)))
       assert.is_nil(uv.fs_lstat(outside .. "/shut/new"))
       -- the same file writable by its mode is the sandbox's to refuse, and recorded
       assert(uv.fs_chmod(outside .. "/locked", tonumber("644", 8)))
