@@ -108,6 +108,9 @@ int proc_exits_ready(uv_loop_t *loop);    /* the host's watch of exits: 0 or an 
 proc *proc_live(void);
 
 /* proc_orphans.c */
+/* Before the first session without a cgroup starts: the host the child subreaper (an orphan
+ * its program makes at once comes back to it) and the watchdog started. */
+void proc_orphans_ready(void);
 void proc_orphans_session(proc *p, uv_loop_t *loop); /* a session without a cgroup started */
 void proc_orphans_forget(pid_t pid);                 /* its first process was reaped */
 void proc_orphans_init_done(proc *p);                /* its sandbox's init is the host's */

@@ -531,22 +531,31 @@ static void watch(uv_loop_t *loop) {
   uv_unref((uv_handle_t *)&forget_check);
 }
 
-/* A session started. Without a cgroup, its session id (and its sandbox's init) is the
- * watchdog's to kill if the host ends before it does, and its orphans come back to the
- * host; a sandbox's init is the host's child to reap once the session is done with it. */
-void proc_orphans_session(proc *p, uv_loop_t *loop) {
-  if (marker_len == 0) {
-    snprintf(marker_prefix, sizeof marker_prefix, "LUXEC_SESSION=%d.", (int)getpid());
-    marker_len = strlen(marker_prefix);
-    host_pid = getpid();
-    host_rtt_init();
-    snprintf(cgroup_part, sizeof cgroup_part, "/luxec.%d/", (int)getpid());
-  }
-  if (p->cg.id == 0 && !subreaper) {
+/* What tells the host's sessions apart: its marker prefix, cgroup name, pid and limit. */
+static void names_init(void) {
+  if (marker_len != 0) return;
+  snprintf(marker_prefix, sizeof marker_prefix, "LUXEC_SESSION=%d.", (int)getpid());
+  marker_len = strlen(marker_prefix);
+  host_pid = getpid();
+  host_rtt_init();
+  snprintf(cgroup_part, sizeof cgroup_part, "/luxec.%d/", (int)getpid());
+}
+
+void proc_orphans_ready(void) {
+  names_init();
+  if (!subreaper) {
     watchdog_start();
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     subreaper = 1;
   }
+}
+
+/* A session started. Without a cgroup, its session id (and its sandbox's init) is the
+ * watchdog's to kill if the host ends before it does, and its orphans come back to the
+ * host; a sandbox's init is the host's child to reap once the session is done with it. */
+void proc_orphans_session(proc *p, uv_loop_t *loop) {
+  names_init();
+  if (p->cg.id == 0) proc_orphans_ready();
   if (p->cg.id == 0 || p->init_pid > 0) watch(loop);
   if (p->cg.id != 0) return;
   watchdog_tell((int32_t)p->pid);

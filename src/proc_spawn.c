@@ -266,6 +266,7 @@ int proc_core_spawn(lua_State *L) {
     req.nrlimits = cgl_rlimits(p->lim, req.rlimit_res, req.rlimit_val);
   }
   if (marker != NULL) set_mark(p, marker, &req);
+  if (p->cg.id == 0) proc_orphans_ready();
   launch_res res;
   int launched = launch(&req, &res);
   for (int i = 0; i < req.ncgroup_more; i++) close(req.cgroup_more_fds[i]);

@@ -113,20 +113,24 @@ describe("an orphan that took away its session's marks", function()
     return
   end
 
-  for _, user in ipairs(users) do
-    local function run(how, script, body)
-      local dir = H.tmpdir()
-      assert(uv.fs_chmod(dir, tonumber("755", 8)))
-      H.write_file(dir .. "/host.lua", HOST:format(script))
-      local pids, host = start_host(dir, user.prefix, how)
-      local ok, err = pcall(body, pids, host)
-      if not ok then
-        host.finish(uv.constants.SIGKILL)
-        for _, p in ipairs(pids) do uv.kill(p, uv.constants.SIGKILL) end
-      end
-      H.rmtree(dir)
-      assert(ok, err)
+  -- A host as user running script (or script(dir)) ended `how`; body(pids, host) decides.
+  local function run_as(user, how, script, body)
+    local dir = H.tmpdir()
+    assert(uv.fs_chmod(dir, tonumber("755", 8)))
+    if type(script) == "function" then script = script(dir) end
+    H.write_file(dir .. "/host.lua", HOST:format(script))
+    local pids, host = start_host(dir, user.prefix, how)
+    local ok, err = pcall(body, pids, host)
+    if not ok then
+      host.finish(uv.constants.SIGKILL)
+      for _, p in ipairs(pids) do uv.kill(p, uv.constants.SIGKILL) end
     end
+    H.rmtree(dir)
+    assert(ok, err)
+  end
+
+  for _, user in ipairs(users) do
+    local function run(how, script, body) run_as(user, how, script, body) end
 
     it("ends with terminate(), while the host runs on (" .. user.name .. ")", function()
       run("terminate", unmarked(SLEEP), function(pids, host)
@@ -148,8 +152,9 @@ describe("an orphan that took away its session's marks", function()
       { "SIGTERM", "wait", uv.constants.SIGTERM }, { "SIGKILL", "wait", uv.constants.SIGKILL } }) do
       it(("ends with the host: %s (%s)"):format(way[1], user.name), function()
         run(way[2], unmarked(SLEEP), function(pids, host)
-          -- (SIGKILL leaves it to the sweeper: the host must have found the orphan first)
-          if way[3] == uv.constants.SIGKILL then luxec.sleep(1.5) end
+          -- (SIGKILL leaves it to the sweeper: the host must have found the orphan first; it
+          -- looks every second)
+          if way[3] == uv.constants.SIGKILL then luxec.sleep(2.5) end
           host.finish(way[3])
           H.wait_for(gone(pids), 5000, "the orphan of a host ended by " .. way[1])
         end)
@@ -162,24 +167,17 @@ describe("an orphan that took away its session's marks", function()
   local unpriv = users[2] or (uv.getuid() ~= 0 and users[1])
   if unpriv and H.have("su") and H.have("mkfifo") then
     it("ends with terminate() when it is a set-uid program (" .. unpriv.name .. ")", function()
-      local dir = H.tmpdir()
-      assert(uv.fs_chmod(dir, tonumber("755", 8)))
-      assert(os.execute("mkfifo -m 666 " .. dir .. "/fifo"))
-      local script = "( env -i \"$(command -v setsid)\" \"$(command -v su)\" root -c 'sleep 1000' "
-        .. "<>" .. dir .. "/fifo >/dev/null 2>&1 & echo $! ); sleep 0.3; echo $$; exec sleep 1000"
-      H.write_file(dir .. "/host.lua", HOST:format(script))
-      local pids, host = start_host(dir, unpriv.prefix, "terminate")
-      local ok, err = pcall(function()
+      local function script(dir)
+        assert(os.execute("mkfifo -m 666 " .. dir .. "/fifo"))
+        return "( env -i \"$(command -v setsid)\" \"$(command -v su)\" root -c 'sleep 1000' "
+          .. "<>" .. dir .. "/fifo >/dev/null 2>&1 & echo $! ); sleep 0.3; echo $$; "
+          .. "exec sleep 1000"
+      end
+      run_as(unpriv, "terminate", script, function(pids, host)
         host.line("ended\n")
         H.wait_for(gone(pids), 3000, "su and the session to be gone")
         host.finish(uv.constants.SIGTERM)
       end)
-      if not ok then
-        host.finish(uv.constants.SIGKILL)
-        for _, p in ipairs(pids) do uv.kill(p, uv.constants.SIGKILL) end
-      end
-      H.rmtree(dir)
-      assert(ok, err)
     end)
   else
     pending("the set-uid case needs an unprivileged user (setpriv as root), su and mkfifo")

@@ -449,6 +449,32 @@ local function take(x, data, dropped, gap_at)
   return true
 end
 
+-- Nothing new to search: the end of the output (the EOF, once the exit is known within the
+-- timeout), the end of the wait, or what came next. Returns false and what ended returns, or
+-- true and data, dropped, gap_at. (looked: a wait was made already; a timeout that passed
+-- before any still takes one look that does not block)
+local function wait_more(p, x, pats, timeout, deadline, looked)
+  if p._finished or (p._eof and p._eof[1] == true) then -- (p:eof())
+    -- The output is closed; the exit usually follows at once. Wait for it (within the
+    -- timeout), so that afterwards the status says how the program ended.
+    if not p:finished() then
+      local left = deadline and math.max(0, deadline - hrtime() / 1e6)
+      p:wait({ timeout = left and left / 1000 or false })
+    end
+    return false, ended(p, x, pats, "eof")
+  end
+  local left = deadline and deadline - hrtime() / 1e6
+  if left and left <= 0 then
+    if looked then return false, ended(p, x, pats, "timeout", timeout) end
+    left = 0
+  end
+  -- (p:wait_output without an options table per wait, and the read after it)
+  local data, next_cursor, dropped, gap_at = p:_wait_read_ms(left, x.cursor, deadline)
+  if data == nil then return false, ended(p, x, pats, "eof") end -- closed meanwhile
+  x.cursor = next_cursor
+  return true, data, dropped, gap_at
+end
+
 -- expect with pexpect's searchwindowsize: each look searches only the last `swin` bytes of the
 -- unmatched output (a match must lie within them), as pexpect does.
 local function run_windowed(p, x, pats, timeout, swin)
@@ -471,23 +497,10 @@ local function run_windowed(p, x, pats, timeout, swin)
     end
     fresh = take(x, read(p, x))
     if not fresh then
-      if p._finished or (p._eof and p._eof[1] == true) then
-        if not p:finished() then
-          local left = deadline and math.max(0, deadline - hrtime() / 1e6)
-          p:wait({ timeout = left and left / 1000 or false })
-        end
-        return ended(p, x, pats, "eof")
-      end
-      local left = deadline and deadline - hrtime() / 1e6
-      if left and left <= 0 then
-        if looked then return ended(p, x, pats, "timeout", timeout) end
-        left = 0
-      end
+      local more, a, b, c = wait_more(p, x, pats, timeout, deadline, looked)
+      if not more then return a, b, c end
       looked = true
-      local data, next_cursor, dropped, gap_at = p:_wait_read_ms(left, x.cursor, deadline)
-      if data == nil then return ended(p, x, pats, "eof") end -- closed meanwhile
-      x.cursor = next_cursor
-      fresh = take(x, data, dropped, gap_at)
+      fresh = take(x, a, b, c)
     end
   end
 end
@@ -582,27 +595,11 @@ function M.run(p, pats, timeout, window, swin)
       tail = overlap > 0 and subject:sub(-overlap) or ""
       at_start = at_start and #subject <= overlap
       data, dropped, gap_at = read(p, x)
-    elseif p._finished or (p._eof and p._eof[1] == true) then -- (p:eof())
-      -- The output is closed; the exit usually follows at once. Wait for it (within the
-      -- timeout), so that afterwards the status says how the program ended.
-      if not p:finished() then
-        local left = deadline and math.max(0, deadline - hrtime() / 1e6)
-        p:wait({ timeout = left and left / 1000 or false })
-      end
-      return ended(p, x, pats, "eof")
     else
-      local left = deadline and deadline - hrtime() / 1e6
-      if left and left <= 0 then
-        -- (a timeout of 0, or one that passed before any wait: one look that does not block)
-        if looked then return ended(p, x, pats, "timeout", timeout) end
-        left = 0
-      end
+      local more, a, b, c = wait_more(p, x, pats, timeout, deadline, looked)
+      if not more then return a, b, c end
       looked = true
-      -- (p:wait_output without an options table per wait, and the read after it)
-      local next_cursor
-      data, next_cursor, dropped, gap_at = p:_wait_read_ms(left, x.cursor, deadline)
-      if data == nil then return ended(p, x, pats, "eof") end -- closed meanwhile
-      x.cursor = next_cursor
+      data, dropped, gap_at = a, b, c
     end
   end
 end
