@@ -101,9 +101,9 @@ describe("sandbox evidence (workspace-write, network denied)", function()
       assert.is_nil(uv.fs_lstat(outside .. "/shut/new"))
       -- the same file writable by its mode is the sandbox's to refuse, and recorded
       assert(uv.fs_chmod(outside .. "/locked", tonumber("644", 8)))
-      local out, _, report = ev("open", outside .. "/locked", "w")
-      assert.equals("EROFS", out)
-      only(report, { op = "open", path = outside .. "/locked", error = "EROFS" })
+      local out2, _, report2 = ev("open", outside .. "/locked", "w")
+      assert.equals("EROFS", out2)
+      only(report2, { op = "open", path = outside .. "/locked", error = "EROFS" })
     end)
 
   describe("a final symbolic link is followed only where the call follows it", function()
