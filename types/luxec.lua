@@ -129,7 +129,8 @@ function luxec.in_task() end
 ---@field tty boolean
 ---@field cgroup boolean  the session has a cgroup of its own
 ---@field write_queued integer  bytes written but not yet taken by the program
----@field input_dropped integer  bytes written that the program never took: still queued when its input ended (it exited, closed its stdin, its terminal hung up) or the session was closed
+---@field input_dropped integer  bytes written that the program never took: still queued (or unread in its pipe) when its input ended (it exited, closed its stdin, its terminal hung up) or the session was closed
+---@field stdin_error string|nil  why the input ended, as an errno name ("EPIPE": nothing reads it)
 ---@field sandbox luxec.SandboxReport|nil  a sandboxed session's layers and evidence
 
 ---@class luxec.Snapshot
