@@ -252,6 +252,17 @@ function H.alive(pid)
   return not (flags and flags & PF_EXITING ~= 0)
 end
 
+--- A condition for H.wait_for: none of pids is alive.
+---@param pids integer[]
+function H.all_gone(pids)
+  return function()
+    for _, pid in ipairs(pids) do
+      if H.alive(pid) then return false end
+    end
+    return true
+  end
+end
+
 --- Whether the sandbox specs can run here: Landlock ABI 3 or later, and namespaces (root's,
 --- or a normal user's through a user namespace). true, or false and why not.
 function H.sandbox_usable()

@@ -17,14 +17,7 @@ local function unmarked(cmd)
 end
 local SLEEP = "\"$(command -v sleep)\" 1000"
 
-local function gone(pids)
-  return function()
-    for _, pid in ipairs(pids) do
-      if H.alive(pid) then return false end
-    end
-    return true
-  end
-end
+local gone = H.all_gone
 
 local HOST = [[
   local luxec = require("luxec")
@@ -132,21 +125,16 @@ describe("an orphan that took away its session's marks", function()
   for _, user in ipairs(users) do
     local function run(how, script, body) run_as(user, how, script, body) end
 
-    it("ends with terminate(), while the host runs on (" .. user.name .. ")", function()
-      run("terminate", unmarked(SLEEP), function(pids, host)
-        host.line("ended\n")
-        H.wait_for(gone(pids), 3000, "the orphan and the session to be gone")
-        host.finish(uv.constants.SIGTERM)
+    for _, case in ipairs({ { "terminate", "with terminate(), while the host runs on" },
+      { "two", "once the last session that may own it ended" } }) do
+      it(("ends %s (%s)"):format(case[2], user.name), function()
+        run(case[1], unmarked(SLEEP), function(pids, host)
+          host.line("ended\n")
+          H.wait_for(gone(pids), 3000, "the orphan and the session to be gone")
+          host.finish(uv.constants.SIGTERM)
+        end)
       end)
-    end)
-
-    it("ends once the last session that may own it ended (" .. user.name .. ")", function()
-      run("two", unmarked(SLEEP), function(pids, host)
-        host.line("ended\n")
-        H.wait_for(gone(pids), 3000, "the orphan and the session to be gone")
-        host.finish(uv.constants.SIGTERM)
-      end)
-    end)
+    end
 
     for _, way in ipairs({ { "the end of the script", "end" }, { "os.exit", "os.exit" },
       { "SIGTERM", "wait", uv.constants.SIGTERM }, { "SIGKILL", "wait", uv.constants.SIGKILL } }) do

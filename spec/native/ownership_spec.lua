@@ -30,14 +30,7 @@ local function detached_tree(opts)
   return p, pids
 end
 
-local function all_gone(pids)
-  return function()
-    for _, pid in ipairs(pids) do
-      if H.alive(pid) then return false end
-    end
-    return true
-  end
-end
+local all_gone = H.all_gone
 
 describe("a dropped session", function()
   after_each(H.assert_clean)
