@@ -88,7 +88,7 @@ static int memfd_obj(const sbx_loc *l) {
  * l (obj), or to the directory that holds its name: the kernel's EACCES, which the call
  * would get without any sandbox, so no denial of the sandbox's. Checked as the caller (no
  * capability: a sandboxed program has none), as every emulated call is. */
-static int file_dac_refuses(sbx_call *c, sbx_task *t, sbx_loc *l, int obj, int mask) {
+int file_dac_refuses(sbx_call *c, sbx_task *t, sbx_loc *l, int obj, int mask) {
   /* At or under a path the sandbox mounted (kept read-only, or masked with an object of its
    * own) the permissions seen are not the file's own: the sandbox's verdict, as before. */
   char path[PATH_MAX];

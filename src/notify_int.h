@@ -222,6 +222,10 @@ int file_arg_path(sbx_call *c, uint64_t addr, char *out);
 int file_resolve_obj(sbx_task *t, sbx_loc *l, int follow, struct stat *st);
 /* Whether the directory at l holds no name but "." and "..": 1, 0, or -1 (unreadable). */
 int file_dir_empty(sbx_task *t, sbx_loc *l);
+/* Whether permissions refuse the caller mask (R_OK, W_OK, X_OK) on the object at l (obj) or
+ * on the directory that holds its name: the kernel's own EACCES, no denial of the
+ * sandbox's (a path the sandbox mounted is never said to). */
+int file_dac_refuses(sbx_call *c, sbx_task *t, sbx_loc *l, int obj, int mask);
 /* Whether path is one of the paths kept read-only (or masked). */
 int file_ro_path(const sbx_monitor *m, const char *path);
 /* ---- notify_reserved.c ---- */

@@ -134,12 +134,16 @@ void file_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t
   if (!res && (flags & RENAME_EXCHANGE)) res = file_reserved(&t, c->m, &a, from, 1);
   if (res || !wa || !wb || pinned) {
     int own = rename_own_error(&t, &a, &b, flags, from, to);
+    /* a directory whose permissions refuse the caller: the kernel's refusal, unrecorded */
+    int dac = !res && !pinned && own == 0 &&
+              ((!wa && file_dac_refuses(c, &t, &a, 0, W_OK | X_OK)) ||
+               (!wb && file_dac_refuses(c, &t, &b, 0, W_OK | X_OK)));
     /* where the file system is read-only the kernel looks at the mounts before the names
      * (EXDEV across two, then EROFS): its errno, recorded only for a call that would
      * otherwise be made */
     if (!res && (!wa || !wb) && (loc_readonly(&t, &a, 0) || loc_readonly(&t, &b, 0))) {
       int err = mount_id(&t, &a) != mount_id(&t, &b) ? EXDEV : EROFS;
-      if (own != 0)
+      if (own != 0 || dac)
         answer(c, err);
       else
         file_deny(c, "rename", err, from, to);
@@ -147,6 +151,10 @@ void file_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t
     }
     if (own != 0) { /* (-1: nothing would change) */
       answer(c, own < 0 ? 0 : own);
+      goto out;
+    }
+    if (dac) {
+      answer(c, EACCES);
       goto out;
     }
     int err;

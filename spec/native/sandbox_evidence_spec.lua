@@ -93,10 +93,15 @@ describe("sandbox evidence (workspace-write, network denied)", function()
       assert(uv.fs_mkdir(outside .. "/shut2", tonumber("755", 8)))
       H.write_file(outside .. "/shut2/f", "x")
       assert(uv.fs_chmod(outside .. "/shut2", tonumber("555", 8)))
-      local out, _, report = ev("unlink", outside .. "/shut2/f")
-      assert.is_truthy(out == "EROFS" or out == "EACCES", out)
-      none(report)
+      for _, case in ipairs({ { "unlink", outside .. "/shut2/f" },
+        { "rename", outside .. "/shut2/f", outside .. "/shut2/g" },
+        { "rename", outside .. "/shut2/f", outside .. "/existing" } }) do
+        local out, _, report = ev(table.unpack(case))
+        assert.is_truthy(out == "EROFS" or out == "EACCES", table.concat(case, " ") .. ": " .. out)
+        none(report)
+      end
       assert.is_truthy(uv.fs_lstat(outside .. "/shut2/f"))
+      assert.equals("original\n", read_file(outside .. "/existing"))
       assert(uv.fs_chmod(outside .. "/shut2", tonumber("755", 8)))
       assert.is_nil(uv.fs_lstat(outside .. "/shut/new"))
       -- the same file writable by its mode is the sandbox's to refuse, and recorded
