@@ -397,10 +397,8 @@ void luxec_procs_kill_all(void) {
   static pid_t tree[4096];
   for (proc *p = live; p != NULL; p = p->next) {
     if (p->closed) continue;
-    /* without a cgroup, the program's descendants first, while it still holds them (one that
-     * left its group and its marks is found no other way before it comes back to the host) */
-    int n =
-        p->cg.id == 0 && p->init_pid <= 0 && !p->reaped ? pfs_descendants(p->pid, tree, 4096) : 0;
+    /* without a cgroup: its descendants first, while the program holds them (an unmarked one) */
+    int n = p->cg.id || p->init_pid > 0 || p->reaped ? 0 : pfs_descendants(p->pid, tree, 4096);
     for (int i = 0; i < n; i++) kill(tree[i], SIGKILL);
     cg_session_kill(&p->cg); /* (when it fails, the watchdog still covers it) */
     proc_ns_kill(p);
