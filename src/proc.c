@@ -566,15 +566,8 @@ static int core_signame(lua_State *L) {
   return 1;
 }
 
-/* core.signum(sig) -> the signal's number (a name, "SIG" optional, or a number), or raises */
-static int core_signum(lua_State *L) {
-  lua_pushinteger(L, proc_checksignal(L, 1));
-  return 1;
-}
-
 static const luaL_Reg proc_functions[] = {{"cgroups", core_cgroups},
                                           {"signame", core_signame},
-                                          {"signum", core_signum},
                                           {"watchdog_pid", core_watchdog_pid},
                                           {NULL, NULL}};
 
@@ -594,6 +587,7 @@ void luxec_open_proc(lua_State *L) {
   }
   lua_pop(L, 1);
   luaL_setfuncs(L, proc_functions, 0);
+  luaL_setfuncs(L, proc_tree_functions, 0);
   luaL_setfuncs(L, proc_sandbox_functions, 0);
   luaL_setfuncs(L, proc_end_functions, 0);
   lua_pushcfunction(L, proc_core_spawn);

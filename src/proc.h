@@ -146,6 +146,7 @@ int proc_tree_signal_group(proc *p, int sig); /* the program's group: 1 when sen
 int proc_tree_signal_led(proc *p, int sig,
                          int led); /* the rest of the tree (led: the group had it) */
 extern const luaL_Reg proc_tree_methods[];
+extern const luaL_Reg proc_tree_functions[];
 
 /* proc_end.c: ending a tree without waiting on the loop */
 int proc_end_members(proc *p, pid_t *out);      /* the program (unless reaped) and its tree */

@@ -316,6 +316,14 @@ static int proc_input_state(lua_State *L) {
   return 3;
 }
 
+/* core.signum(sig) -> the signal's number (a name, "SIG" optional, or a number), or raises */
+static int core_signum(lua_State *L) {
+  lua_pushinteger(L, proc_checksignal(L, 1));
+  return 1;
+}
+
+const luaL_Reg proc_tree_functions[] = {{"signum", core_signum}, {NULL, NULL}};
+
 const luaL_Reg proc_tree_methods[] = {{"holders", proc_holders},
                                       {"input_state", proc_input_state},
                                       {"resize", proc_resize},
