@@ -103,7 +103,7 @@ function luxec.in_task() end
 ---@field cgroup boolean|nil  false: do without a cgroup (a cgroup is used where one can be made)
 ---@field sandbox luxec.SandboxPolicy|nil  confine the session (see luxec.sandbox)
 ---@field record string|nil  write an asciicast v2 recording of the session to this file
----@field echo boolean|nil  false: the terminal starts without echo (set before the program runs)
+---@field echo boolean|nil  false: the terminal starts without echo (set before the program runs; with tty only)
 ---@field log_to file*|fun(data: string, stream: integer)|nil  the output as it arrives (pexpect's logfile_read); it does not keep the host running
 ---@field timeout number|false|nil  p.timeout from the start: expect's default in seconds (pexpect's spawn(timeout=)); false: none
 

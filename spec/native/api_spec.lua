@@ -55,6 +55,10 @@ describe("spawn argument checking", function()
       err_of(function() luxec.spawn({ "true" }, { log_stderr = "/tmp/e.log" }) end))
     assert.matches("bad option 'log_max' to 'run' %(bounds each log: needs log or log_stderr%)",
       err_of(function() luxec.run({ "true" }, { log_max = 10 }) end))
+    assert.matches("bad option 'echo' to 'spawn' %(a terminal's echo: needs tty; a pipe has no "
+      .. "echo%)", err_of(function() luxec.spawn({ "true" }, { echo = false }) end))
+    assert.matches("bad option 'echo' to 'run'",
+      err_of(function() luxec.run({ "true" }, { echo = true }) end))
     assert.same({ nil, "ENOENT: no such file or directory (log_stderr: /nonexistent/e.log)",
       "ENOENT" },
       { luxec.spawn({ "true" }, { stderr = "pipe", log_stderr = "/nonexistent/e.log" }) })

@@ -179,6 +179,10 @@ function M.check_spawn_opts(opts, fname)
     error(("bad option 'log_max' to '%s' (bounds each log: needs log or log_stderr)")
       :format(fname), 0)
   end
+  if opts.echo ~= nil and not opts.tty then
+    error(("bad option 'echo' to '%s' (a terminal's echo: needs tty; a pipe has no echo)")
+      :format(fname), 0)
+  end
   if opts.tty and opts.stderr == "pipe" then
     error(("bad option 'stderr' to '%s' (a terminal session has one output stream)")
       :format(fname), 0)
