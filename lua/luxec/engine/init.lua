@@ -502,11 +502,7 @@ end
 ---@return {session_id: integer, pid: integer, command: string, tty: boolean, cwd: string,
 ---  running: boolean, age_ms: number, log: string|nil}[]
 function Engine:list()
-  local list, now = {}, self._now()
-  for _, id in ipairs(self._store:ids()) do
-    list[#list + 1] = meta.info(self._store:get(id), now)
-  end
-  return list
+  return meta.list(self)
 end
 
 --- End a session's whole process tree and forget it. For a session that ended inside a

@@ -22,6 +22,15 @@ end
 
 --- Remember a session the model knew that is now gone (called when it is forgotten); past
 --- KEEP_ENDED the oldest are forgotten, with what a cancelled call left for them.
+--- The open sessions, most recently used first (Engine:list).
+function M.list(eng)
+  local list, now = {}, eng._now()
+  for _, id in ipairs(eng._store:ids()) do
+    list[#list + 1] = M.info(eng._store:get(id), now)
+  end
+  return list
+end
+
 function M.ended_add(eng, s, why)
   local rec = M.info(s, eng._now())
   rec.running, rec.age_ms, rec.ended, rec.reason = false, nil, true, why
