@@ -84,33 +84,6 @@ static int memfd_obj(const sbx_loc *l) {
          strcmp(l->dir + n - 10, " (deleted)") == 0;
 }
 
-/* Whether permissions refuse the caller the access mask (R_OK, W_OK, X_OK) to the object at
- * l (obj), or to the directory that holds its name: the kernel's EACCES, which the call
- * would get without any sandbox, so no denial of the sandbox's. Checked as the caller (no
- * capability: a sandboxed program has none), as every emulated call is. */
-int file_dac_refuses(sbx_call *c, sbx_task *t, sbx_loc *l, int obj, int mask) {
-  /* At or under a path the sandbox mounted (kept read-only, or masked with an object of its
-   * own) the permissions seen are not the file's own: the sandbox's verdict, as before. */
-  char path[PATH_MAX];
-  if (obj)
-    loc_path(l, path, sizeof path);
-  else
-    snprintf(path, sizeof path, "%s", l->dir);
-  for (int i = 0; i < c->m->nro; i++) {
-    size_t n = strlen(c->m->ro_paths[i]);
-    if (strncmp(path, c->m->ro_paths[i], n) == 0 && (path[n] == '\0' || path[n] == '/')) return 0;
-  }
-  int dfd = loc_dirfd(t, l);
-  emu_state es;
-  if (dfd < 0 || emu_begin(c, &es) < 0) return 0;
-  int name = obj && l->type == LAST_NORM;
-  long rc = syscall(SYS_faccessat2, dfd, name ? l->name : "", mask,
-                    AT_EACCESS | (name ? AT_SYMLINK_NOFOLLOW : AT_EMPTY_PATH));
-  int e = errno;
-  emu_end(&es);
-  return rc < 0 && e == EACCES;
-}
-
 static int dac_refuses(sbx_call *c, sbx_task *t, sbx_loc *l, int acc, uint64_t flags) {
   int mask = (acc != O_WRONLY ? R_OK : 0) | (acc != O_RDONLY || (flags & O_TRUNC) ? W_OK : 0);
   return file_dac_refuses(c, t, l, 1, mask);
@@ -495,8 +468,17 @@ static void judge_remove(sbx_call *c, const char *op, int dirfd, uint64_t addr) 
   int dir = S_ISDIR(st.st_mode);
   if (rmdir ? !dir : dir || l.slash) goto out;
   if (rmdir && file_dir_empty(&t, &l) == 0) goto out;
-  /* a directory whose permissions refuse the caller: the kernel's own refusal, unrecorded */
-  if (!inside && file_dac_refuses(c, &t, &l, 0, W_OK | X_OK)) goto out;
+  /* the kernel's own refusals, as without a sandbox, unrecorded: a directory whose mode
+   * refuses the caller (EACCES), a sticky one where neither the name's file nor the
+   * directory is the caller's (EPERM) */
+  if (!inside && file_dac_refuses(c, &t, &l, 0, W_OK | X_OK)) {
+    answer(c, EACCES);
+    goto out;
+  }
+  if (!inside && file_sticky_refuses(c, &t, &l)) {
+    answer(c, EPERM);
+    goto out;
+  }
   /* a read-only path inside a root is a mount point in the sandbox: EBUSY */
   int err = inside ? (c->m->mountns ? EBUSY : EACCES) : file_write_errno(&t, &l, 0);
   refuse(c, op, err, full, NULL);

@@ -222,10 +222,21 @@ int file_arg_path(sbx_call *c, uint64_t addr, char *out);
 int file_resolve_obj(sbx_task *t, sbx_loc *l, int follow, struct stat *st);
 /* Whether the directory at l holds no name but "." and "..": 1, 0, or -1 (unreadable). */
 int file_dir_empty(sbx_task *t, sbx_loc *l);
+/* ---- notify_dac.c: the kernel's own permission checks, as the caller has them ---- */
+
 /* Whether permissions refuse the caller mask (R_OK, W_OK, X_OK) on the object at l (obj) or
  * on the directory that holds its name: the kernel's own EACCES, no denial of the
  * sandbox's (a path the sandbox mounted is never said to). */
 int file_dac_refuses(sbx_call *c, sbx_task *t, sbx_loc *l, int obj, int mask);
+/* Whether the caller owns the object at l whose lstat is st (a path the sandbox mounted:
+ * said to be owned, the sandbox's verdict standing there). */
+int file_owned(sbx_call *c, const sbx_loc *l, const struct stat *st);
+/* Whether gid is the caller's group or one of its supplementary groups. */
+int file_in_group(gid_t gid);
+/* Whether a sticky directory refuses the removal or move of the name at l: EPERM. */
+int file_sticky_refuses(sbx_call *c, sbx_task *t, sbx_loc *l);
+/* Whether fs.protected_hardlinks refuses a link to obj (resolved at a): EPERM. */
+int file_link_refuses(sbx_call *c, sbx_task *t, sbx_loc *a, const struct stat *obj);
 /* Whether path is one of the paths kept read-only (or masked). */
 int file_ro_path(const sbx_monitor *m, const char *path);
 /* ---- notify_reserved.c ---- */

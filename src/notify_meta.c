@@ -30,6 +30,22 @@
 
 enum { M_FOLLOW = 1, M_FD = 2 };
 
+/* What a call needs of the kernel's permission checks besides the mount (see judge_meta). */
+enum {
+  N_OWNER, /* the file's owner: chmod, inode flags */
+  N_CHOWN, /* uid and gid, each (uint32_t)-1 for "unchanged" */
+  N_TIMES, /* times at `times` (0: now); T_* says their form */
+  N_XATTR, /* the attribute named at `name` */
+};
+enum { T_UTIMBUF, T_TIMEVAL, T_TIMESPEC };
+typedef struct {
+  int need;
+  uint64_t times;
+  int form;
+  uint32_t uid, gid;
+  uint64_t name;
+} meta_need;
+
 /* Whether the task's descriptor fd is an O_PATH one (its metadata calls fail EBADF). */
 static int opath(pid_t tid, int fd) {
   char path[64], buf[256];
@@ -44,7 +60,9 @@ static int opath(pid_t tid, int fd) {
   return flags == NULL || (strtoul(flags + 6, NULL, 8) & O_PATH) != 0;
 }
 
-static int times_ok(sbx_call *c, uint64_t addr, int nsec);
+static int times_ok(sbx_call *c, const meta_need *n);
+static int dac_errno(sbx_call *c, sbx_task *t, sbx_loc *l, const struct stat *st,
+                     const meta_need *n);
 
 /* Whether the task's descriptor fd names a file in a root, by the path /proc gives for it
  * (one readlink, no descriptor of ours): tar's fchown, fchmod and futimens on each file it
@@ -64,9 +82,11 @@ static int fd_meta_ok(const sbx_monitor *m, pid_t tid, int fd) {
 }
 
 /* (dirfd, path) or, with M_FD or an empty path and AT_EMPTY_PATH, the descriptor itself.
- * times: utime*'s times, checked only for a call that would be refused (nsec: timespec). */
+ * n: what the call needs of the permission checks (utime*'s times are checked only for a
+ * call that would be refused). A call outside the writable roots that the file's owner and
+ * modes refuse the caller fails so without a sandbox: the kernel's errno, unrecorded. */
 static void judge_meta(sbx_call *c, const char *op, int dirfd, uint64_t addr, int how, int empty_ok,
-                       uint64_t times, int nsec) {
+                       const meta_need *n) {
   pid_t tid = (pid_t)c->req->pid;
   char *path = c->to;
   int by_fd = (how & M_FD) != 0;
@@ -97,8 +117,12 @@ static void judge_meta(sbx_call *c, const char *op, int dirfd, uint64_t addr, in
   loc_path(&l, full, sizeof full);
   if (full[0] != '/' || path_meta_ok(c->m, full)) goto out;
   if ((how & M_FD) && opath(tid, dirfd)) goto out; /* EBADF */
-  if (!times_ok(c, times, nsec)) goto out;         /* EINVAL, or nothing to change */
-  refuse(c, op, loc_readonly(&t, &l, 1) ? EROFS : EPERM, full, NULL);
+  if (!times_ok(c, n)) goto out;                   /* EINVAL, or nothing to change */
+  int dac = dac_errno(c, &t, &l, &st, n);
+  if (dac)
+    answer(c, dac);
+  else
+    refuse(c, op, loc_readonly(&t, &l, 1) ? EROFS : EPERM, full, NULL);
 out:
   loc_free(&l);
   task_free(&t);
@@ -118,9 +142,10 @@ static int xattr_ok(sbx_call *c, uint64_t name, uint64_t size, uint64_t flags) {
 
 /* utime*: invalid times fail EINVAL first (a timespec's tv_nsec past a second, not UTIME_NOW
  * or UTIME_OMIT; a timeval's tv_usec past a second); both omitted changes nothing. */
-static int times_ok(sbx_call *c, uint64_t addr, int nsec) {
-  if (addr == 0) return 1;
-  if (!nsec) {
+static int times_ok(sbx_call *c, const meta_need *n) {
+  uint64_t addr = n->times;
+  if (n->need != N_TIMES || addr == 0 || n->form == T_UTIMBUF) return 1;
+  if (n->form == T_TIMEVAL) {
     struct timeval tv[2];
     if (read_mem((pid_t)c->req->pid, addr, tv, sizeof tv) < 0) return 0;
     for (int i = 0; i < 2; i++)
@@ -134,6 +159,53 @@ static int times_ok(sbx_call *c, uint64_t addr, int nsec) {
     if (ns != UTIME_NOW && ns != UTIME_OMIT && (ns < 0 || ns > 999999999)) return 0;
   }
   return !(ts[0].tv_nsec == UTIME_OMIT && ts[1].tv_nsec == UTIME_OMIT);
+}
+
+/* Whether the times at n are "now" for both (no times, or both UTIME_NOW): the owner or a
+ * writer may set those; any other times only the owner. */
+static int times_now(sbx_call *c, const meta_need *n) {
+  if (n->times == 0) return 1;
+  if (n->form != T_TIMESPEC) return 0;
+  struct timespec ts[2];
+  if (read_mem((pid_t)c->req->pid, n->times, ts, sizeof ts) < 0) return 0;
+  return ts[0].tv_nsec == UTIME_NOW && ts[1].tv_nsec == UTIME_NOW;
+}
+
+/* The kernel's own refusal of the call n on the object at l (lstat st) for the caller, as
+ * without a sandbox: EPERM where only the owner may (a mode, inode flags, times other than
+ * now, an owner or a group given away, a POSIX ACL) or only a capability may (trusted.* and
+ * security.* attributes), EACCES where the file's mode refuses a write (times set to now, a
+ * user.* attribute); 0 where the caller may, so that the sandbox's refusal is its own. */
+static int dac_errno(sbx_call *c, sbx_task *t, sbx_loc *l, const struct stat *st,
+                     const meta_need *n) {
+  int own = file_owned(c, l, st);
+  switch (n->need) {
+    case N_OWNER: return own ? 0 : EPERM;
+    case N_CHOWN:
+      if (n->uid != UINT32_MAX && (!own || n->uid != st->st_uid)) return EPERM;
+      if (n->gid != UINT32_MAX && (!own || (n->gid != st->st_gid && !file_in_group(n->gid))))
+        return EPERM;
+      return 0;
+    case N_TIMES:
+      if (own) return 0;
+      if (!times_now(c, n)) return EPERM;
+      return file_dac_refuses(c, t, l, 1, W_OK) ? EACCES : 0;
+    case N_XATTR: {
+      char name[XATTR_NAME_MAX + 2];
+      if (read_string((pid_t)c->req->pid, n->name, name, sizeof name) < 0) return 0;
+      if (strncmp(name, "trusted.", 8) == 0 || strncmp(name, "security.", 9) == 0) return EPERM;
+      if (strcmp(name, "system.posix_acl_access") == 0 ||
+          strcmp(name, "system.posix_acl_default") == 0)
+        return own ? 0 : EPERM;
+      if (strncmp(name, "system.", 7) == 0) return 0; /* (the file system's to answer) */
+      int user = strncmp(name, "user.", 5) == 0;
+      if (user && !S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode)) return EPERM;
+      if (user && S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX) && !own) return EPERM;
+      if (file_dac_refuses(c, t, l, 1, W_OK)) return EACCES;
+      return user ? 0 : EOPNOTSUPP; /* (a name in no namespace: no file system takes it) */
+    }
+  }
+  return 0;
 }
 
 static int at_flags_ok(uint64_t flags) {
@@ -243,69 +315,89 @@ int notify_meta_call(sbx_call *c) {
       refuse_setid(c, (int)a[0], a[1], follow(a[3]), (a[3] & AT_EMPTY_PATH) != 0, mode);
     return 1;
   }
-  switch (c->req->data.nr) {
-    case SYS_chmod: judge_meta(c, "chmod", at, a[0], M_FOLLOW, 0, 0, 0); return 1;
-    case SYS_fchmodat: judge_meta(c, "chmod", (int)a[0], a[1], M_FOLLOW, 0, 0, 0); return 1;
+  meta_need n = {N_OWNER, 0, 0, 0, 0, 0};
+  switch (nr) {
+    case SYS_chmod: judge_meta(c, "chmod", at, a[0], M_FOLLOW, 0, &n); return 1;
+    case SYS_fchmodat: judge_meta(c, "chmod", (int)a[0], a[1], M_FOLLOW, 0, &n); return 1;
     case NR_fchmodat2:
       if (at_flags_ok(a[3]))
-        judge_meta(c, "chmod", (int)a[0], a[1], follow(a[3]), (a[3] & AT_EMPTY_PATH) != 0, 0, 0);
+        judge_meta(c, "chmod", (int)a[0], a[1], follow(a[3]), (a[3] & AT_EMPTY_PATH) != 0, &n);
       return 1;
-    case SYS_fchmod: judge_meta(c, "chmod", (int)a[0], 0, M_FD, 0, 0, 0); return 1;
-    case SYS_chown: judge_meta(c, "chown", at, a[0], M_FOLLOW, 0, 0, 0); return 1;
-    case SYS_lchown: judge_meta(c, "chown", at, a[0], 0, 0, 0, 0); return 1;
+    case SYS_fchmod: judge_meta(c, "chmod", (int)a[0], 0, M_FD, 0, &n); return 1;
+    case SYS_chown:
+    case SYS_lchown:
+    case SYS_fchown:
+      n = (meta_need){N_CHOWN, 0, 0, (uint32_t)a[1], (uint32_t)a[2], 0};
+      judge_meta(c, "chown", nr == SYS_fchown ? (int)a[0] : at, nr == SYS_fchown ? 0 : a[0],
+                 nr == SYS_chown    ? M_FOLLOW
+                 : nr == SYS_fchown ? M_FD
+                                    : 0,
+                 0, &n);
+      return 1;
     case SYS_fchownat:
+      n = (meta_need){N_CHOWN, 0, 0, (uint32_t)a[2], (uint32_t)a[3], 0};
       if (at_flags_ok(a[4]))
-        judge_meta(c, "chown", (int)a[0], a[1], follow(a[4]), (a[4] & AT_EMPTY_PATH) != 0, 0, 0);
+        judge_meta(c, "chown", (int)a[0], a[1], follow(a[4]), (a[4] & AT_EMPTY_PATH) != 0, &n);
       return 1;
-    case SYS_fchown: judge_meta(c, "chown", (int)a[0], 0, M_FD, 0, 0, 0); return 1;
-    case SYS_utime: judge_meta(c, "utime", at, a[0], M_FOLLOW, 0, 0, 0); return 1;
-    case SYS_utimes: judge_meta(c, "utime", at, a[0], M_FOLLOW, 0, a[1], 0); return 1;
+    case SYS_utime:
+      n = (meta_need){N_TIMES, a[1], T_UTIMBUF, 0, 0, 0};
+      judge_meta(c, "utime", at, a[0], M_FOLLOW, 0, &n);
+      return 1;
+    case SYS_utimes:
+      n = (meta_need){N_TIMES, a[1], T_TIMEVAL, 0, 0, 0};
+      judge_meta(c, "utime", at, a[0], M_FOLLOW, 0, &n);
+      return 1;
     case SYS_futimesat:
+      n = (meta_need){N_TIMES, a[2], T_TIMEVAL, 0, 0, 0};
       if (a[1] == 0)
-        judge_meta(c, "utime", (int)a[0], 0, M_FD, 0, a[2], 0);
+        judge_meta(c, "utime", (int)a[0], 0, M_FD, 0, &n);
       else
-        judge_meta(c, "utime", (int)a[0], a[1], M_FOLLOW, 0, a[2], 0);
+        judge_meta(c, "utime", (int)a[0], a[1], M_FOLLOW, 0, &n);
       return 1;
     case SYS_utimensat:
+      n = (meta_need){N_TIMES, a[2], T_TIMESPEC, 0, 0, 0};
       if (!at_flags_ok(a[3])) return 1;
       if (a[1] == 0) {
-        if ((int)a[0] != at && a[3] == 0) judge_meta(c, "utime", (int)a[0], 0, M_FD, 0, a[2], 1);
+        if ((int)a[0] != at && a[3] == 0) judge_meta(c, "utime", (int)a[0], 0, M_FD, 0, &n);
       } else {
-        judge_meta(c, "utime", (int)a[0], a[1], follow(a[3]), (a[3] & AT_EMPTY_PATH) != 0, a[2], 1);
+        judge_meta(c, "utime", (int)a[0], a[1], follow(a[3]), (a[3] & AT_EMPTY_PATH) != 0, &n);
       }
       return 1;
     case SYS_setxattr:
     case SYS_lsetxattr:
+      n = (meta_need){N_XATTR, 0, 0, 0, 0, a[1]};
       if (xattr_ok(c, a[1], a[3], a[4]))
-        judge_meta(c, "setxattr", at, a[0], c->req->data.nr == SYS_setxattr ? M_FOLLOW : 0, 0, 0,
-                   0);
+        judge_meta(c, "setxattr", at, a[0], nr == SYS_setxattr ? M_FOLLOW : 0, 0, &n);
       return 1;
     case SYS_fsetxattr:
-      if (xattr_ok(c, a[1], a[3], a[4])) judge_meta(c, "setxattr", (int)a[0], 0, M_FD, 0, 0, 0);
+      n = (meta_need){N_XATTR, 0, 0, 0, 0, a[1]};
+      if (xattr_ok(c, a[1], a[3], a[4])) judge_meta(c, "setxattr", (int)a[0], 0, M_FD, 0, &n);
       return 1;
     case SYS_removexattr:
     case SYS_lremovexattr:
+      n = (meta_need){N_XATTR, 0, 0, 0, 0, a[1]};
       if (xattr_name_ok(c, a[1]))
-        judge_meta(c, "removexattr", at, a[0], c->req->data.nr == SYS_removexattr ? M_FOLLOW : 0, 0,
-                   0, 0);
+        judge_meta(c, "removexattr", at, a[0], nr == SYS_removexattr ? M_FOLLOW : 0, 0, &n);
       return 1;
     case SYS_fremovexattr:
-      if (xattr_name_ok(c, a[1])) judge_meta(c, "removexattr", (int)a[0], 0, M_FD, 0, 0, 0);
+      n = (meta_need){N_XATTR, 0, 0, 0, 0, a[1]};
+      if (xattr_name_ok(c, a[1])) judge_meta(c, "removexattr", (int)a[0], 0, M_FD, 0, &n);
       return 1;
     case NR_setxattrat:
     case NR_removexattrat: {
-      int set = c->req->data.nr == NR_setxattrat;
+      int set = nr == NR_setxattrat;
+      n = (meta_need){N_XATTR, 0, 0, 0, 0, a[3]};
       if (at_flags_ok(a[2]) && xattr_name_ok(c, a[3]) && (!set || a[5] >= 16))
         judge_meta(c, set ? "setxattr" : "removexattr", (int)a[0], a[1], follow(a[2]),
-                   (a[2] & AT_EMPTY_PATH) != 0, 0, 0);
+                   (a[2] & AT_EMPTY_PATH) != 0, &n);
       return 1;
     }
     case NR_file_setattr:
       if (at_flags_ok(a[4]) && a[3] >= 24)
-        judge_meta(c, "setattr", (int)a[0], a[1], follow(a[4]), (a[4] & AT_EMPTY_PATH) != 0, 0, 0);
+        judge_meta(c, "setattr", (int)a[0], a[1], follow(a[4]), (a[4] & AT_EMPTY_PATH) != 0, &n);
       return 1;
     case SYS_ioctl: /* only the inode-flag setters are notified: chattr */
-      judge_meta(c, "chattr", (int)a[0], 0, M_FD, 0, 0, 0);
+      judge_meta(c, "chattr", (int)a[0], 0, M_FD, 0, &n);
       return 1;
     default: return 0;
   }

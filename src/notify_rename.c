@@ -93,6 +93,19 @@ static int rename_own_error(sbx_task *t, sbx_loc *a, sbx_loc *b, unsigned flags,
   return 0;
 }
 
+/* The kernel's own refusal of a rename from a to b outside the writable roots (wa, wb), as
+ * without a sandbox: the name's directory refuses its removal (its mode: EACCES; its sticky
+ * bit: EPERM), then the new name's directory refuses the new name or, where a name is
+ * replaced, its removal. 0 when the caller may. */
+static int rename_dac_errno(sbx_call *c, sbx_task *t, sbx_loc *a, sbx_loc *b, int wa, int wb) {
+  if (!wa && file_dac_refuses(c, t, a, 0, W_OK | X_OK)) return EACCES;
+  if (!wa && file_sticky_refuses(c, t, a)) return EPERM;
+  if (!wb && file_dac_refuses(c, t, b, 0, W_OK | X_OK)) return EACCES;
+  struct stat st;
+  if (!wb && loc_lstat(t, b, &st) == 0 && file_sticky_refuses(c, t, b)) return EPERM;
+  return 0;
+}
+
 /* rename and link: judged, then performed here (notify_create.c), never left to the kernel,
  * which would read the paths again. A rename the kernel would fail for its own reasons
  * (rename_own_error) is answered with its errno, unrecorded, whatever the sandbox would
@@ -135,16 +148,16 @@ void file_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t
   if (res || !wa || !wb || pinned) {
     int own = rename_own_error(&t, &a, &b, flags, from, to);
     /* a directory whose permissions refuse the caller: the kernel's refusal, unrecorded */
-    int dac = !res && !pinned && own == 0 &&
-              ((!wa && file_dac_refuses(c, &t, &a, 0, W_OK | X_OK)) ||
-               (!wb && file_dac_refuses(c, &t, &b, 0, W_OK | X_OK)));
+    int dac = !res && !pinned && own == 0 ? rename_dac_errno(c, &t, &a, &b, wa, wb) : 0;
     /* where the file system is read-only the kernel looks at the mounts before the names
      * (EXDEV across two, then EROFS): its errno, recorded only for a call that would
      * otherwise be made */
     if (!res && (!wa || !wb) && (loc_readonly(&t, &a, 0) || loc_readonly(&t, &b, 0))) {
       int err = mount_id(&t, &a) != mount_id(&t, &b) ? EXDEV : EROFS;
-      if (own != 0 || dac)
+      if (own != 0)
         answer(c, err);
+      else if (dac) /* (as without a sandbox) */
+        answer(c, dac);
       else
         file_deny(c, "rename", err, from, to);
       goto out;
@@ -154,7 +167,7 @@ void file_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t
       goto out;
     }
     if (dac) {
-      answer(c, EACCES);
+      answer(c, dac);
       goto out;
     }
     int err;
@@ -245,9 +258,17 @@ void file_link(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t n
     goto out;
   }
   if (!wa || !wb) {
-    /* the new name is refused first (EROFS, EACCES); a name in a root for a file outside it
-     * would give it rights it has not: EXDEV (a mount boundary, or Landlock's refer rule) */
-    file_deny(c, "link", wb ? EXDEV : file_write_errno(&t, &b, 0), from, to);
+    /* what the kernel refuses without a sandbox, unrecorded: a link fs.protected_hardlinks
+     * forbids (EPERM), then a new name the directory's mode refuses (EACCES) */
+    if (file_link_refuses(c, &t, &a, &obj)) {
+      answer(c, EPERM);
+    } else if (!wb && file_dac_refuses(c, &t, &b, 0, W_OK | X_OK)) {
+      answer(c, EACCES);
+    } else {
+      /* the new name is refused first (EROFS, EACCES); a name in a root for a file outside it
+       * would give it rights it has not: EXDEV (a mount boundary, or Landlock's refer rule) */
+      file_deny(c, "link", wb ? EXDEV : file_write_errno(&t, &b, 0), from, to);
+    }
     goto out;
   }
   int da = loc_dirfd(&t, &a), db = loc_dirfd(&t, &b);

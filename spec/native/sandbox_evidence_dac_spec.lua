@@ -1,0 +1,156 @@
+-- A call outside the writable roots that the file's owner, its mode, a sticky directory or
+-- fs.protected_hardlinks refuse without any sandbox gets the kernel's own errno and leaves no
+-- record: the sandbox refused nothing. A call they allow is the sandbox's refusal, recorded.
+-- The kernel is the oracle: each call of the `evidence` fixture runs first without a sandbox
+-- and with no capability (as a sandboxed program has none) on a scene made for it, then in
+-- the sandbox on the same scene made again; what the sandboxed call changed is read from
+-- outside (it must change nothing), and its answer and records are compared with the oracle.
+local H = require("helper")
+local uv = require("luv")
+local luxec = require("luxec")
+
+local EV = H.fixture("evidence")
+local records = require("lib.records")
+
+local ROOT = uv.getuid() == 0
+local OTHER = 65534 -- another user's files (made by root)
+
+describe("sandbox evidence: what the kernel refuses without a sandbox is not recorded", function()
+  if H.skip_without_sandbox() then return end
+
+  local root, outside
+  before_each(function()
+    root, outside = H.workspace_and_outside()
+    assert(uv.fs_chmod(outside, tonumber("755", 8)))
+  end)
+  after_each(function()
+    H.rmtree(root)
+    H.rm_outside(outside)
+    H.assert_clean()
+  end)
+
+  -- Scenes: a directory `s` outside the roots, made anew for each run, with a file `f` in
+  -- it. own: the file is the caller's; other: another user's (its mode as given); sticky: a
+  -- world-writable sticky directory of another user's, holding another user's file.
+  local SCENES = {
+    own644 = { file = "644" },
+    own444 = { file = "444" },
+    other644 = { file = "644", owner = OTHER },
+    other666 = { file = "666", owner = OTHER },
+    sticky = { file = "666", owner = OTHER, dir = "1777", dir_owner = OTHER },
+    shut = { file = "666", owner = OTHER, dir = "755", dir_owner = OTHER },
+  }
+
+  local n = 0
+  local function make(scene)
+    n = n + 1
+    local d = ("%s/s%d"):format(outside, n)
+    assert(uv.fs_mkdir(d, tonumber("755", 8)))
+    H.write_file(d .. "/f", "x\n")
+    assert(uv.fs_chmod(d .. "/f", tonumber(scene.file, 8)))
+    if scene.owner then assert(uv.fs_chown(d .. "/f", scene.owner, scene.owner)) end
+    if scene.dir_owner then assert(uv.fs_chown(d, scene.dir_owner, scene.dir_owner)) end
+    if scene.dir then assert(uv.fs_chmod(d, tonumber(scene.dir, 8))) end
+    return d
+  end
+
+  -- What can be seen of a scene from outside.
+  local function look(d)
+    local seen = {}
+    for _, name in ipairs({ "f", "g", "new" }) do
+      local st = uv.fs_lstat(d .. "/" .. name)
+      if st then
+        local x = assert(luxec.run({ EV, "getxattr", d .. "/" .. name })).output
+        seen[name] = ("mode %o uid %d gid %d mtime %d.%d nlink %d %s"):format(st.mode, st.uid,
+          st.gid, st.mtime.sec, st.mtime.nsec, st.nlink, tostring(x))
+      end
+    end
+    seen.link = uv.fs_lstat(root .. "/hard") ~= nil
+    return seen
+  end
+
+  local function argv_of(call, d)
+    local argv = { EV }
+    for _, a in ipairs(call) do
+      argv[#argv + 1] = (a:gsub("%$D", d):gsub("%$R", root)
+        :gsub("%$UID", tostring(uv.getuid())):gsub("%$GID", tostring(uv.getgid())))
+    end
+    return argv
+  end
+
+  -- The call without a sandbox, with no capability: its answer ("ok" or an errno name).
+  local function oracle(argv)
+    if ROOT then
+      argv = { "setpriv", "--inh-caps=-all", "--bounding-set=-all", "--", table.unpack(argv) }
+    end
+    local r = assert(luxec.run(argv, { timeout = 20 }))
+    return (r.output:gsub("\n$", ""))
+  end
+
+  local function jail(argv)
+    local p = assert(luxec.spawn(argv, { cwd = root, sandbox = { mode = "workspace-write",
+      network = "deny", workspace = root } }))
+    local st = assert(p:wait({ timeout = 20 }))
+    local out = p:read()
+    p:close()
+    return (out:gsub("\n$", "")), st.sandbox
+  end
+
+  -- op: the record's op when the sandbox refuses; want: the oracle's answer this case is
+  -- about (so that a kernel whose rules differ shows as a failure of the case, not a pass)
+  local CASES = {
+    { "chmod", { "chmod", "$D/f", "600" }, { own644 = "ok", own444 = "ok", other644 = "EPERM" } },
+    { "chown", { "chown", "$D/f", "-1", "$GID" }, { own644 = "ok", other666 = "EPERM" } },
+    { "chown", { "chown", "$D/f", "$UID", "-1" }, { own644 = "ok", other666 = "EPERM" } },
+    { "chown", { "chown", "$D/f", tostring(OTHER + 1), "-1" }, { own644 = "EPERM" } },
+    { "utime", { "utimes", "$D/f" },
+      { own444 = "ok", other644 = "EACCES", other666 = "ok" } },
+    { "utime", { "utimensat-now", "$D/f" }, { other644 = "EACCES", other666 = "ok" } },
+    { "utime", { "utimes-set", "$D/f" }, { own444 = "ok", other666 = "EPERM" } },
+    { "setxattr", { "setxattr", "$D/f", "user.luxec" },
+      { own644 = "ok", own444 = "EACCES", other644 = "EACCES", other666 = "ok" } },
+    { "setxattr", { "setxattr", "$D/f", "trusted.luxec" }, { own644 = "EPERM" } },
+    { "setxattr", { "setxattr", "$D/f", "security.luxec" }, { own644 = "EPERM" } },
+    { "setxattr", { "setxattr", "$D/f", "nonamespace.luxec" }, { own644 = "EOPNOTSUPP" } },
+    { "setxattr", { "setxattr", "$D", "user.luxec" }, { sticky = "EPERM" } },
+    { "removexattr", { "removexattr", "$D/f", "user.luxec" }, { other644 = "EACCES" } },
+    { "chattr", { "fd", "chattr", "$D/f" }, { other644 = "EPERM" } },
+    { "link", { "link", "$D/f", "$D/new" },
+      { own444 = "ok", other644 = "EPERM", other666 = "ok", shut = "EACCES" } },
+    { "link", { "link", "$D/f", "$R/hard" }, { other644 = "EPERM" } },
+    { "unlink", { "unlink", "$D/f" }, { own644 = "ok", sticky = "EPERM", shut = "EACCES" } },
+    { "rename", { "rename", "$D/f", "$D/g" },
+      { own644 = "ok", sticky = "EPERM", shut = "EACCES" } },
+  }
+
+  for _, case in ipairs(CASES) do
+    local op, call, want = case[1], case[2], case[3]
+    for scene_name, expected in pairs(want) do
+      local scene = SCENES[scene_name]
+      local needs_root = scene.owner or scene.dir_owner
+      it(("%s on %s: %s without a sandbox"):format(table.concat(call, " "), scene_name, expected),
+        function()
+          if needs_root and not ROOT then
+            pending("another user's files need root to make: skipped (not root)")
+            return
+          end
+          local d = make(scene)
+          local kernel = oracle(argv_of(call, d))
+          assert.equals(expected, kernel, "the kernel's own answer without a sandbox")
+          d = make(scene)
+          local before = look(d)
+          local out, report = jail(argv_of(call, d))
+          assert.same(before, look(d), "the sandboxed call changed the scene")
+          if kernel == "ok" then
+            assert.is_truthy(out == "EROFS" or out == "EXDEV" or out == "EACCES" or out == "EPERM",
+              "the sandbox's answer: " .. out)
+            local r = records.only(report, { op = op })
+            assert.is_truthy(r.path:find(d, 1, true) or r.path:find(root, 1, true), r.path)
+          else
+            assert.equals(kernel, out, "the sandbox answers as the kernel would")
+            records.none(report)
+          end
+        end)
+    end
+  end
+end)
