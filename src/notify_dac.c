@@ -74,16 +74,36 @@ int file_sticky_refuses(sbx_call *c, sbx_task *t, sbx_loc *l) {
   return obj.st_uid != me && dir.st_uid != me;
 }
 
+/* The value of /proc/sys/fs/<name> (a digit); 0 when unreadable. */
+static int fs_sysctl(const char *name) {
+  char path[64], v = '0';
+  snprintf(path, sizeof path, "/proc/sys/fs/%s", name);
+  int f = open(path, O_RDONLY | O_CLOEXEC);
+  if (f >= 0) {
+    if (read(f, &v, 1) != 1) v = '0';
+    close(f);
+  }
+  return v >= '0' && v <= '9' ? v - '0' : 0;
+}
+
+/* fs.protected_regular and fs.protected_fifos refuse an O_CREAT open of obj, an existing
+ * file at l, in a sticky directory that others may write, where neither the directory's owner
+ * nor the caller owns it (the kernel's EACCES, before the file's mode is looked at). */
+int file_open_sticky_refuses(sbx_call *c, sbx_task *t, sbx_loc *l, const struct stat *obj) {
+  int reg = S_ISREG(obj->st_mode);
+  if (l->type != LAST_NORM || (!reg && !S_ISFIFO(obj->st_mode)) || mounted(c->m, l->dir)) return 0;
+  int level = fs_sysctl(reg ? "protected_regular" : "protected_fifos");
+  int dfd = loc_dirfd(t, l);
+  struct stat dir;
+  if (level == 0 || dfd < 0 || fstat(dfd, &dir) < 0 || !(dir.st_mode & S_ISVTX)) return 0;
+  if (obj->st_uid == dir.st_uid || obj->st_uid == geteuid()) return 0;
+  return (dir.st_mode & S_IWOTH) || (level >= 2 && (dir.st_mode & S_IWGRP));
+}
+
 /* fs.protected_hardlinks refuses a hard link to obj (at a): the caller neither owns it nor
  * may read and write it, or it is no regular file, or it runs as another user or group. */
 int file_link_refuses(sbx_call *c, sbx_task *t, sbx_loc *a, const struct stat *obj) {
-  char on = '0';
-  int f = open("/proc/sys/fs/protected_hardlinks", O_RDONLY | O_CLOEXEC);
-  if (f >= 0) {
-    if (read(f, &on, 1) != 1) on = '0';
-    close(f);
-  }
-  if (on == '0' || file_owned(c, a, obj)) return 0;
+  if (fs_sysctl("protected_hardlinks") == 0 || file_owned(c, a, obj)) return 0;
   if (!S_ISREG(obj->st_mode) || (obj->st_mode & S_ISUID)) return 1;
   if ((obj->st_mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) return 1;
   return file_dac_refuses(c, t, a, 1, R_OK | W_OK);

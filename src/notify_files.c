@@ -176,7 +176,8 @@ static void open_create(sbx_call *c, int dirfd, const char *path, int flags, uns
   int writes = acc != O_RDONLY || ((flags & O_TRUNC) && !special);
   if (!S_ISDIR(st.st_mode) && writes && full[0] == '/' && !memfd_obj(&l) &&
       !path_writable(c->m, full)) {
-    if (dac_refuses(c, &t, &l, acc, (uint64_t)flags)) {
+    if (((flags & O_CREAT) && file_open_sticky_refuses(c, &t, &l, &st)) ||
+        dac_refuses(c, &t, &l, acc, (uint64_t)flags)) {
       answer(c, EACCES);
       goto out;
     }

@@ -235,6 +235,9 @@ int file_owned(sbx_call *c, const sbx_loc *l, const struct stat *st);
 int file_in_group(gid_t gid);
 /* Whether a sticky directory refuses the removal or move of the name at l: EPERM. */
 int file_sticky_refuses(sbx_call *c, sbx_task *t, sbx_loc *l);
+/* Whether fs.protected_regular or fs.protected_fifos refuse an O_CREAT open of obj, an
+ * existing file at l, in a sticky directory: EACCES. */
+int file_open_sticky_refuses(sbx_call *c, sbx_task *t, sbx_loc *l, const struct stat *obj);
 /* Whether fs.protected_hardlinks refuses a link to obj (resolved at a): EPERM. */
 int file_link_refuses(sbx_call *c, sbx_task *t, sbx_loc *a, const struct stat *obj);
 /* Whether path is one of the paths kept read-only (or masked). */

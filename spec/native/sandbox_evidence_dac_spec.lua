@@ -39,6 +39,7 @@ describe("sandbox evidence: what the kernel refuses without a sandbox is not rec
     other666 = { file = "666", owner = OTHER },
     sticky = { file = "666", owner = OTHER, dir = "1777", dir_owner = OTHER },
     shut = { file = "666", owner = OTHER, dir = "755", dir_owner = OTHER },
+    sticky2 = { file = "666", owner = OTHER, dir = "1777", dir_owner = OTHER - 1 },
   }
 
   local n = 0
@@ -99,6 +100,17 @@ describe("sandbox evidence: what the kernel refuses without a sandbox is not rec
   -- op: the record's op when the sandbox refuses; want: the oracle's answer this case is
   -- about (so that a kernel whose rules differ shows as a failure of the case, not a pass)
   local CASES = {
+    { "open", { "open", "$D/f", "w" },
+      { own444 = "EACCES", other644 = "EACCES", other666 = "ok" } },
+    -- (an O_CREAT open of another's file in another's sticky directory, as the sysctl says)
+    { "open", { "open", "$D/f", "wc" }, { other666 = "ok", sticky = "ok", sticky2 = "ok" },
+      { protected_regular = "0" } },
+    { "open", { "open", "$D/f", "wc" }, { sticky = "ok", sticky2 = "EACCES" },
+      { protected_regular = "2" } },
+    { "open", { "open", "$D/new", "wc" }, { own644 = "ok", shut = "EACCES", sticky = "ok" } },
+    { "truncate", { "truncate", "$D/f" }, { other644 = "EACCES", other666 = "ok" } },
+    { "mkdir", { "mkdir", "$D/new" }, { shut = "EACCES", sticky = "ok" } },
+    { "symlink", { "symlink", "$D/new", "/x" }, { shut = "EACCES", sticky = "ok" } },
     { "chmod", { "chmod", "$D/f", "600" }, { own644 = "ok", own444 = "ok", other644 = "EPERM" } },
     { "chown", { "chown", "$D/f", "-1", "$GID" }, { own644 = "ok", other666 = "EPERM" } },
     { "chown", { "chown", "$D/f", "$UID", "-1" }, { own644 = "ok", other666 = "EPERM" } },
@@ -123,17 +135,50 @@ describe("sandbox evidence: what the kernel refuses without a sandbox is not rec
       { own644 = "ok", sticky = "EPERM", shut = "EACCES" } },
   }
 
+  -- Set /proc/sys/fs/<name> to each value of `values`; returns a function that puts back
+  -- what was there, or nil and why they cannot be set here.
+  local function set_sysctls(values)
+    local old = {}
+    for name, v in pairs(values) do
+      local path = "/proc/sys/fs/" .. name
+      old[path] = H.read_file(path)
+      local f = io.open(path, "w")
+      if not (f and f:write(v) and f:close()) then
+        for p, o in pairs(old) do
+          local g = io.open(p, "w")
+          if g then g:write(o) g:close() end
+        end
+        return nil, "cannot set " .. path .. " here"
+      end
+    end
+    return function()
+      for p, o in pairs(old) do
+        local g = assert(io.open(p, "w"))
+        g:write(o)
+        g:close()
+      end
+    end
+  end
+
   for _, case in ipairs(CASES) do
-    local op, call, want = case[1], case[2], case[3]
+    local op, call, want, sysctls = case[1], case[2], case[3], case[4]
     for scene_name, expected in pairs(want) do
       local scene = SCENES[scene_name]
       local needs_root = scene.owner or scene.dir_owner
-      it(("%s on %s: %s without a sandbox"):format(table.concat(call, " "), scene_name, expected),
-        function()
-          if needs_root and not ROOT then
-            pending("another user's files need root to make: skipped (not root)")
+      local title = ("%s on %s: %s without a sandbox"):format(table.concat(call, " "),
+        scene_name, expected)
+      for name, v in pairs(sysctls or {}) do title = title .. (" (fs.%s = %s)"):format(name, v) end
+      it(title, function()
+          if (needs_root or sysctls) and not ROOT then
+            pending("another user's files and sysctls need root to make: skipped (not root)")
             return
           end
+          local restore, why = set_sysctls(sysctls or {})
+          if not restore then
+            pending(why .. ": skipped")
+            return
+          end
+          finally(restore)
           local d = make(scene)
           local kernel = oracle(argv_of(call, d))
           assert.equals(expected, kernel, "the kernel's own answer without a sandbox")
