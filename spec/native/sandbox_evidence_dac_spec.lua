@@ -58,7 +58,7 @@ describe("sandbox evidence: what the kernel refuses without a sandbox is not rec
   -- What can be seen of a scene from outside.
   local function look(d)
     local seen = {}
-    for _, name in ipairs({ "f", "g", "new" }) do
+    for _, name in ipairs({ "f", "g", "new", "sock" }) do
       local st = uv.fs_lstat(d .. "/" .. name)
       if st then
         local x = assert(luxec.run({ EV, "getxattr", d .. "/" .. name })).output
@@ -108,6 +108,9 @@ describe("sandbox evidence: what the kernel refuses without a sandbox is not rec
     { "open", { "open", "$D/f", "wc" }, { sticky = "ok", sticky2 = "EACCES" },
       { protected_regular = "2" } },
     { "open", { "open", "$D/new", "wc" }, { own644 = "ok", shut = "EACCES", sticky = "ok" } },
+    { "open", { "open", "$D", "T" }, { own644 = "ok", shut = "EACCES", sticky = "ok" } },
+    { "bind", { "bind", "$D/sock" }, { own644 = "ok", shut = "EACCES", sticky = "ok" } },
+    { "unlink", { "unlinkat", "$D/f" }, { sticky2 = "EPERM" } },
     { "truncate", { "truncate", "$D/f" }, { other644 = "EACCES", other666 = "ok" } },
     { "mkdir", { "mkdir", "$D/new" }, { shut = "EACCES", sticky = "ok" } },
     { "symlink", { "symlink", "$D/new", "/x" }, { shut = "EACCES", sticky = "ok" } },
