@@ -40,6 +40,8 @@ describe("sandbox evidence: what the kernel refuses without a sandbox is not rec
     sticky = { file = "666", owner = OTHER, dir = "1777", dir_owner = OTHER },
     shut = { file = "666", owner = OTHER, dir = "755", dir_owner = OTHER },
     sticky2 = { file = "666", owner = OTHER, dir = "1777", dir_owner = OTHER - 1 },
+    -- (and a file `g` of the caller's beside it)
+    sticky2g = { file = "666", owner = OTHER, dir = "1777", dir_owner = OTHER - 1, g = true },
   }
 
   local n = 0
@@ -48,6 +50,7 @@ describe("sandbox evidence: what the kernel refuses without a sandbox is not rec
     local d = ("%s/s%d"):format(outside, n)
     assert(uv.fs_mkdir(d, tonumber("755", 8)))
     H.write_file(d .. "/f", "x\n")
+    if scene.g then H.write_file(d .. "/g", "g\n") end
     assert(uv.fs_chmod(d .. "/f", tonumber(scene.file, 8)))
     if scene.owner then assert(uv.fs_chown(d .. "/f", scene.owner, scene.owner)) end
     if scene.dir_owner then assert(uv.fs_chown(d, scene.dir_owner, scene.dir_owner)) end
@@ -134,6 +137,7 @@ describe("sandbox evidence: what the kernel refuses without a sandbox is not rec
       { own444 = "ok", other644 = "EPERM", other666 = "ok", shut = "EACCES" } },
     { "link", { "link", "$D/f", "$R/hard" }, { other644 = "EPERM" } },
     { "unlink", { "unlink", "$D/f" }, { own644 = "ok", sticky = "EPERM", shut = "EACCES" } },
+    { "rename", { "rename", "$D/g", "$D/f" }, { sticky2g = "EPERM" } },
     { "rename", { "rename", "$D/f", "$D/g" },
       { own644 = "ok", sticky = "EPERM", shut = "EACCES" } },
   }
