@@ -33,7 +33,7 @@ static void where(const sbx_loc *l, int obj, char *path, size_t size) {
 }
 
 int file_dac_refuses(sbx_call *c, sbx_task *t, sbx_loc *l, int obj, int mask) {
-  char path[PATH_MAX];
+  char path[LOC_MAX];
   where(l, obj, path, sizeof path);
   if (mounted(c->m, path)) return 0;
   int dfd = loc_dirfd(t, l);
@@ -48,7 +48,7 @@ int file_dac_refuses(sbx_call *c, sbx_task *t, sbx_loc *l, int obj, int mask) {
 }
 
 int file_owned(sbx_call *c, const sbx_loc *l, const struct stat *st) {
-  char path[PATH_MAX];
+  char path[LOC_MAX];
   where(l, 1, path, sizeof path);
   return mounted(c->m, path) || st->st_uid == geteuid();
 }

@@ -120,7 +120,7 @@ static void open_create(sbx_call *c, int dirfd, const char *path, int flags, uns
   task_resolve(&t, resolve);
   sbx_loc l;
   struct stat st;
-  char full[PATH_MAX];
+  char full[LOC_MAX];
   emu_state es;
   int acc = flags & O_ACCMODE;
   int rc = loc_parent(&t, dirfd, path, &l);
@@ -220,7 +220,7 @@ static void open_tmpfile_setid(sbx_call *c, int dirfd, uint64_t addr, int flags,
   task_resolve(&t, resolve);
   sbx_loc l;
   struct stat st;
-  char full[PATH_MAX];
+  char full[LOC_MAX];
   int rc = loc_parent(&t, dirfd, c->path, &l);
   if (rc == 0) rc = file_resolve_obj(&t, &l, 1, &st);
   if (rc < 0 || !S_ISDIR(st.st_mode)) {
@@ -297,7 +297,7 @@ static void judge_open(sbx_call *c, int dirfd, uint64_t addr, uint64_t flags, un
   task_resolve(&t, resolve);
   sbx_loc l;
   struct stat st;
-  char full[PATH_MAX];
+  char full[LOC_MAX];
   int rc = loc_parent(&t, dirfd, path, &l);
   if (rc < 0) goto out;
   if (tmpfile) { /* an unnamed file made in the directory path names */
@@ -379,7 +379,7 @@ void make_name(sbx_call *c, const char *op, int dirfd, int kind, unsigned mode, 
   task_init(&t, (pid_t)c->req->pid);
   sbx_loc l;
   struct stat st;
-  char full[PATH_MAX];
+  char full[LOC_MAX];
   emu_state es;
   int exists = kind == MK_SOCK ? EADDRINUSE : EEXIST; /* (bind's word for it) */
   int rc = loc_parent(&t, dirfd, c->to, &l);
@@ -454,7 +454,7 @@ static void judge_remove(sbx_call *c, const char *op, int dirfd, uint64_t addr) 
   task_init(&t, (pid_t)c->req->pid);
   sbx_loc l;
   struct stat st;
-  char full[PATH_MAX];
+  char full[LOC_MAX];
   if (loc_parent(&t, dirfd, path, &l) < 0 || l.type != LAST_NORM) goto out;
   int inside = path_writable(c->m, l.dir);
   loc_path(&l, full, sizeof full);
@@ -495,7 +495,7 @@ static void judge_truncate(sbx_call *c, uint64_t addr, int64_t length) {
   task_init(&t, (pid_t)c->req->pid);
   sbx_loc l;
   struct stat st;
-  char full[PATH_MAX];
+  char full[LOC_MAX];
   if (loc_parent(&t, AT_FDCWD, c->to, &l) < 0 || file_resolve_obj(&t, &l, 1, &st) < 0) goto out;
   if (!S_ISREG(st.st_mode)) goto out; /* EISDIR, EINVAL */
   loc_path(&l, full, sizeof full);

@@ -18,6 +18,11 @@
 /* One notification being judged. A handler either leaves resp as CONTINUE (the kernel
  * decides, nothing is recorded) or answers it with an errno; a refusal fills rec, which is
  * kept only once the answer reached the caller (the call then never ran). */
+/* The size of a path the supervisor builds from a directory's descriptor and the names
+ * walked: deeper than PATH_MAX (the kernel's limit on one argument, not on a directory's
+ * depth: a program may work any depth down, by relative names); past it, ENAMETOOLONG. */
+#define LOC_MAX (4 * PATH_MAX)
+
 typedef struct sbx_call {
   sbx_monitor *m;
   const struct seccomp_notif *req;
@@ -25,7 +30,7 @@ typedef struct sbx_call {
   sbx_denial rec; /* rec.op[0] != 0: a refusal to keep */
   int handed_off; /* answered later, by a thread of its own (a connect that may wait) */
   int sigpipe;    /* the answer is followed by SIGPIPE to the caller (a send on a closed peer) */
-  char path[PATH_MAX], to[PATH_MAX]; /* what rec.path and rec.to point to */
+  char path[LOC_MAX], to[LOC_MAX]; /* what rec.path and rec.to point to */
 } sbx_call;
 
 void copy_str(char *dst, size_t size, const char *src);
@@ -47,7 +52,7 @@ enum { LAST_NORM, LAST_DOT, LAST_DOTDOT, LAST_ROOT, LAST_OBJ };
 typedef struct sbx_task {
   pid_t tid;
   int rootfd; /* O_PATH of the walk's root (the task's root, or a RESOLVE_IN_ROOT dirfd) */
-  char rootpath[PATH_MAX];
+  char rootpath[LOC_MAX];
   int flags;       /* W_* */
   int gitlock[2];  /* directories locked while a git directory's name is made */
   void *gitdir[2]; /* (their mutexes, held with them: notify_reserved.c) */
@@ -59,7 +64,7 @@ enum { W_NOSYM = 1, W_NOMAGIC = 2, W_BENEATH = 4, W_INROOT = 8 };
  * reached through a magic link such as /proc/<pid>/fd/N. */
 typedef struct sbx_loc {
   int dirfd;               /* O_PATH of dir (or of the object), opened on demand; -1 */
-  char dir[PATH_MAX];      /* its path as the task sees it (the object's for LAST_OBJ) */
+  char dir[LOC_MAX];       /* its path as the task sees it (the object's for LAST_OBJ) */
   char name[NAME_MAX + 1]; /* the last component */
   int type;
   int slash;     /* a '/' followed the last component */

@@ -69,7 +69,7 @@ static int dac_errno(sbx_call *c, sbx_task *t, sbx_loc *l, const struct stat *st
  * made. The kernel takes descriptor fd again when the call goes on, whatever was read here,
  * as it does after the longer way (open the descriptor, then read its path). */
 static int fd_meta_ok(const sbx_monitor *m, pid_t tid, int fd) {
-  char link[48], path[PATH_MAX];
+  char link[48], path[LOC_MAX];
   snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)tid, fd);
   ssize_t n = readlink(link, path, sizeof path - 1);
   if (n <= 0 || path[0] != '/') return 0; /* a pipe, a socket, gone: the longer way says */
@@ -102,7 +102,7 @@ static void judge_meta(sbx_call *c, const char *op, int dirfd, uint64_t addr, in
   task_init(&t, tid);
   sbx_loc l;
   struct stat st;
-  char full[PATH_MAX];
+  char full[LOC_MAX];
   int rc = by_fd ? loc_fd(&t, dirfd, &l) : loc_parent(&t, dirfd, path, &l);
   if (rc < 0) goto out;
   /* a descriptor's object in a root (tar's fchown, fchmod and futimens on each file it
@@ -256,7 +256,7 @@ static void refuse_setid(sbx_call *c, int dirfd, uint64_t addr, int how, int emp
   sbx_task t;
   sbx_loc l;
   struct stat st;
-  char raw[PATH_MAX], full[PATH_MAX];
+  char raw[PATH_MAX], full[LOC_MAX];
   int by_fd = (how & M_FD) != 0;
   if (by_fd && (dirfd < 0 || opath(pid, dirfd))) {
     answer(c, EBADF);

@@ -7,6 +7,7 @@
  * root) jumps to the object it stands for. The paths it builds are the task's view: a
  * directory's path read back from /proc is relative to the root of the task's mount
  * namespace when the host cannot reach it. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -64,12 +65,73 @@ static int unlinked(int fd, const char *path) {
   return fstat(fd, &st) == 0 && st.st_nlink == 0;
 }
 
+/* The name of the directory whose stat is st in the directory up (read whole): 0, or -1. */
+static int name_in(int up, const struct stat *st, char *name) {
+  int rd = openat(up, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (rd < 0) return -1;
+  DIR *d = fdopendir(rd);
+  if (d == NULL) {
+    close(rd);
+    return -1;
+  }
+  int found = -1;
+  struct dirent *e;
+  while (found < 0 && (e = readdir(d)) != NULL) {
+    struct stat es;
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) continue;
+    if (fstatat(up, e->d_name, &es, AT_SYMLINK_NOFOLLOW) == 0 && es.st_ino == st->st_ino &&
+        es.st_dev == st->st_dev) {
+      copy_str(name, NAME_MAX + 1, e->d_name);
+      found = 0;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+/* The path of directory fd where it is longer than the kernel writes for a descriptor: the
+ * names found walking up through "..", each by its inode in its parent, to a directory whose
+ * path the kernel gives. At most size - NAME_MAX - 2 bytes (a name can still follow it). */
+static int deep_path(int fd, char *out, size_t size) {
+  char tail[LOC_MAX], name[NAME_MAX + 1], link[48];
+  size_t len = 0; /* tail holds "/a/b/c" at its end: tail + sizeof tail - len */
+  int cur = fcntl(fd, F_DUPFD_CLOEXEC, 0), rc = -ENAMETOOLONG;
+  while (cur >= 0) {
+    struct stat st;
+    int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (up < 0 || fstat(cur, &st) < 0 || name_in(up, &st, name) < 0) {
+      if (up >= 0) close(up);
+      break;
+    }
+    close(cur);
+    cur = up;
+    size_t k = strlen(name);
+    if (len + k + 1 > sizeof tail) break;
+    len += k + 1;
+    tail[sizeof tail - len] = '/';
+    memcpy(tail + sizeof tail - len + 1, name, k);
+    snprintf(link, sizeof link, "/proc/self/fd/%d", cur);
+    ssize_t n = readlink(link, out, size - 1);
+    if (n < 0 && errno == ENAMETOOLONG) continue;
+    if (n <= 0 || out[0] != '/') break;
+    if (n == 1) n = 0; /* (the root: "/" + "a/b") */
+    if ((size_t)n + len + NAME_MAX + 2 > size) break;
+    memcpy(out + n, tail + sizeof tail - len, len);
+    out[(size_t)n + len] = '\0';
+    rc = 0;
+    break;
+  }
+  if (cur >= 0) close(cur);
+  return rc;
+}
+
 /* The path of one of our descriptors (the task's view, see the top). */
 static int fd_path(int fd, char *out, size_t size) {
   char link[48];
   snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
   ssize_t n = readlink(link, out, size - 1);
-  if (n < 0) return -errno;
+  if (n < 0) return errno == ENAMETOOLONG && size >= LOC_MAX ? deep_path(fd, out, size) : -errno;
   out[n] = '\0';
   return 0;
 }
@@ -146,7 +208,8 @@ static int self_name(sbx_task *t, int thread, char *out, size_t size) {
 static int append(sbx_loc *l, const char *name) {
   size_t n = strlen(l->dir), k = strlen(name);
   int slash = !(n == 1 && l->dir[0] == '/');
-  if (n + slash + k + 1 > sizeof l->dir) return -ENAMETOOLONG;
+  /* (room left for a last name: loc_path's full path fits LOC_MAX) */
+  if (n + slash + k + 1 + NAME_MAX + 2 > sizeof l->dir) return -ENAMETOOLONG;
   if (slash) l->dir[n++] = '/';
   memcpy(l->dir + n, name, k + 1);
   return 0;
@@ -160,7 +223,7 @@ static int dotdot(sbx_task *t, sbx_loc *l) {
   if (up < 0) return -errno;
   /* where ".." led, read back from it (a directory renamed since it was walked has another
    * parent than its path says) */
-  char now[PATH_MAX];
+  char now[LOC_MAX];
   if (fd_path(up, now, sizeof now) == 0 && now[0] == '/') {
     set_dir(l, up, now);
     return 0;
@@ -192,7 +255,7 @@ static int proc_own(sbx_task *t, const char *dir) {
 
 int loc_proc_foreign(sbx_task *t, sbx_loc *l) {
   if (l->type != LAST_NORM || in_proc(t, l) == 0) return 0;
-  char full[PATH_MAX];
+  char full[LOC_MAX];
   loc_path(l, full, sizeof full);
   return !proc_own(t, full);
 }
@@ -204,7 +267,7 @@ static int magic(sbx_task *t, sbx_loc *l, const char *name) {
   if (!proc_own(t, l->dir)) return -EACCES;
   int obj = openat(loc_dirfd(t, l), name, O_PATH | O_CLOEXEC);
   if (obj < 0) return -errno;
-  char path[PATH_MAX];
+  char path[LOC_MAX];
   int rc = fd_path(obj, path, sizeof path);
   if (rc < 0) {
     close(obj);
@@ -394,7 +457,7 @@ int loc_follow(sbx_task *t, sbx_loc *l) {
 int loc_settle(sbx_task *t, sbx_loc *l) {
   int fd = loc_dirfd(t, l);
   if (fd < 0) return fd;
-  char now[PATH_MAX];
+  char now[LOC_MAX];
   int rc = fd_path(fd, now, sizeof now);
   if (rc < 0) return rc;
   if (now[0] != '/' || unlinked(fd, now)) return -ENOENT;

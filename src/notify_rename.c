@@ -128,7 +128,7 @@ void file_rename(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t
   sbx_task t;
   task_init(&t, (pid_t)c->req->pid);
   sbx_loc a, b;
-  char from[PATH_MAX], to[PATH_MAX];
+  char from[LOC_MAX], to[LOC_MAX];
   emu_state es;
   b.dirfd = -1;
   int rc = loc_parent(&t, olddir, c->path, &a);
@@ -222,7 +222,7 @@ void file_link(sbx_call *c, int olddir, uint64_t oldaddr, int newdir, uint64_t n
   task_init(&t, (pid_t)c->req->pid);
   sbx_loc a, b;
   struct stat st, obj; /* (obj: the file linked) */
-  char from[PATH_MAX], to[PATH_MAX];
+  char from[LOC_MAX], to[LOC_MAX];
   emu_state es;
   b.dirfd = -1;
   int rc = c->path[0] == '\0' ? loc_fd(&t, olddir, &a) : loc_parent(&t, olddir, c->path, &a);

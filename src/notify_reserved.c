@@ -154,7 +154,7 @@ static int glob_reserves(const char *glob, const char *path, int ancestor) {
   for (size_t seen = 0; *cut; cut++)
     if (*cut == '/' && ++seen > k) break;
   if (*cut != '/') return 0; /* (the glob has no more components than path) */
-  char prefix[PATH_MAX];
+  char prefix[LOC_MAX];
   size_t len = (size_t)(cut - glob);
   if (len >= sizeof prefix) return 0;
   memcpy(prefix, glob, len);
@@ -171,14 +171,14 @@ int file_reserved(sbx_task *t, const sbx_monitor *m, sbx_loc *l, char *full, int
   if (m->nreserved == 0 || l->type != LAST_NORM) return RES_NO;
   /* A reserved path is compared as a path: the directory's, read back from the descriptor
    * the call will be made on (a cwd moved, or a directory renamed, since the walk read it
-   * would otherwise name another place than the one the name is made in); full (PATH_MAX
+   * would otherwise name another place than the one the name is made in); full (LOC_MAX
    * bytes) becomes that path, for the record. */
   for (int i = 0; i < m->nreserved; i++) {
     if (m->reserved[i][0] != '/') continue;
     int rc = loc_settle(t, l);
     if (rc == -ENOENT) return RES_NO; /* a removed directory: the call fails there with ENOENT */
     if (rc < 0) return RES_NAME;      /* unreadable: refuse rather than guess */
-    loc_path(l, full, PATH_MAX);
+    loc_path(l, full, LOC_MAX);
     break;
   }
   if (!path_writable(m, l->dir)) return RES_NO;

@@ -157,6 +157,42 @@ describe("sandbox: the kernel's own failures come first, unrecorded, in both evi
     end
   end)
 
+  describe("a directory deeper than PATH_MAX (reached by relative names)", function()
+    local COMP = ("a"):rep(200)
+    local LEVELS = 25 -- (5,000 bytes and more below the base)
+    local DOWN = "cd d && for i in $(seq " .. LEVELS .. "); do cd " .. COMP .. " || exit 9; done\n"
+    local function deep(base)
+      local r = luxec.run({ "bash", "-c", "mkdir d && cd d && for i in $(seq " .. LEVELS
+        .. "); do mkdir " .. COMP .. " && cd " .. COMP .. " || exit 9; done" }, { cwd = base })
+      assert.equals(0, r.code, r.output)
+      return base .. "/d" .. ("/" .. COMP):rep(LEVELS)
+    end
+
+    -- (made by the sandboxed program: one there before the session started is kept whole,
+    -- read-only, where the search for repositories cannot go: see docs/sandbox.md)
+    it("inside a root: made, renamed, linked, changed and removed as without a sandbox",
+      function()
+        local out, report = jail({ "bash", "-c", "mkdir d && cd d && for i in $(seq " .. LEVELS
+          .. "); do mkdir " .. COMP .. " && cd " .. COMP .. " || exit 9; done\n" .. [[
+          echo x > f && mkdir sub && ln -s f lnk && ln f hard && mv f g && chmod 600 g &&
+          touch g && rm g hard lnk && rmdir sub && echo done]] })
+        assert.equals("done", out)
+        none(report)
+      end)
+
+    it("outside the roots: a write refused and recorded with the directory's whole path",
+      function()
+        local dir = deep(outside)
+        assert.is_true(#dir > 4096)
+        local out, report = jail({ "bash", "-c", DOWN .. [[
+          { echo x > f; } 2>/dev/null || echo refused]] }, nil, { cwd = outside })
+        assert.equals("refused", out)
+        only(report, { op = "open", path = dir .. "/f", error = "EROFS" })
+        assert.equals(0, luxec.run({ "bash", "-c", "cd d && for i in $(seq " .. LEVELS
+          .. "); do cd " .. COMP .. "; done; test ! -e f" }, { cwd = outside }).code)
+      end)
+  end)
+
   describe("names that end in \" (deleted)\" are names like any", function()
     local uv = require("luv")
 
