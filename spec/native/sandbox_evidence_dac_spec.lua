@@ -12,11 +12,23 @@ local luxec = require("luxec")
 local EV = H.fixture("evidence")
 local records = require("lib.records")
 
+local json = require("luxec.json")
+
 local ROOT = uv.getuid() == 0
-local OTHER = 65534 -- another user's files (made by root)
+local OTHER, OTHER2 = 65533, 65532 -- other users' files (made by root)
+local RUNNER = H.root .. "/spec/native/contain_runner.lua"
+
+-- The callers: as root, root (the sandboxed program without capabilities) and uid 65534
+-- (the luxec host itself unprivileged, its sandbox in a user namespace); otherwise this user.
+local USERS = ROOT and {
+  { name = "root", uid = 0, gid = 0, prefix = {} },
+  { name = "uid 65534 (the luxec host unprivileged too)", uid = 65534, gid = 65534,
+    prefix = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups" } },
+} or { { name = "this user", uid = uv.getuid(), gid = uv.getgid(), prefix = {} } }
 
 describe("sandbox evidence: what the kernel refuses without a sandbox is not recorded", function()
   if H.skip_without_sandbox() then return end
+  local user -- the caller of the describe running
 
   local root, outside
   before_each(function()
@@ -39,9 +51,9 @@ describe("sandbox evidence: what the kernel refuses without a sandbox is not rec
     other666 = { file = "666", owner = OTHER },
     sticky = { file = "666", owner = OTHER, dir = "1777", dir_owner = OTHER },
     shut = { file = "666", owner = OTHER, dir = "755", dir_owner = OTHER },
-    sticky2 = { file = "666", owner = OTHER, dir = "1777", dir_owner = OTHER - 1 },
+    sticky2 = { file = "666", owner = OTHER, dir = "1777", dir_owner = OTHER2 },
     -- (and a file `g` of the caller's beside it)
-    sticky2g = { file = "666", owner = OTHER, dir = "1777", dir_owner = OTHER - 1, g = true },
+    sticky2g = { file = "666", owner = OTHER, dir = "1777", dir_owner = OTHER2, g = true },
   }
 
   local n = 0
@@ -52,8 +64,12 @@ describe("sandbox evidence: what the kernel refuses without a sandbox is not rec
     H.write_file(d .. "/f", "x\n")
     if scene.g then H.write_file(d .. "/g", "g\n") end
     assert(uv.fs_chmod(d .. "/f", tonumber(scene.file, 8)))
-    if scene.owner then assert(uv.fs_chown(d .. "/f", scene.owner, scene.owner)) end
-    if scene.dir_owner then assert(uv.fs_chown(d, scene.dir_owner, scene.dir_owner)) end
+    local owner, dir_owner = scene.owner or user.uid, scene.dir_owner or user.uid
+    if owner ~= uv.getuid() then assert(uv.fs_chown(d .. "/f", owner, owner)) end
+    if scene.g and user.uid ~= uv.getuid() then
+      assert(uv.fs_chown(d .. "/g", user.uid, user.gid))
+    end
+    if dir_owner ~= uv.getuid() then assert(uv.fs_chown(d, dir_owner, dir_owner)) end
     if scene.dir then assert(uv.fs_chmod(d, tonumber(scene.dir, 8))) end
     return d
   end
@@ -77,23 +93,37 @@ describe("sandbox evidence: what the kernel refuses without a sandbox is not rec
     local argv = { EV }
     for _, a in ipairs(call) do
       argv[#argv + 1] = (a:gsub("%$D", d):gsub("%$R", root)
-        :gsub("%$UID", tostring(uv.getuid())):gsub("%$GID", tostring(uv.getgid())))
+        :gsub("%$UID", tostring(user.uid)):gsub("%$GID", tostring(user.gid)))
     end
     return argv
   end
 
   -- The call without a sandbox, with no capability: its answer ("ok" or an errno name).
   local function oracle(argv)
-    if ROOT then
+    if user.uid == 0 then
       argv = { "setpriv", "--inh-caps=-all", "--bounding-set=-all", "--", table.unpack(argv) }
+    elseif #user.prefix > 0 then
+      local cmd = { table.unpack(user.prefix) }
+      for _, a in ipairs(argv) do cmd[#cmd + 1] = a end
+      argv = cmd
     end
     local r = assert(luxec.run(argv, { timeout = 20 }))
     return (r.output:gsub("\n$", ""))
   end
 
   local function jail(argv)
-    local p = assert(luxec.spawn(argv, { cwd = root, sandbox = { mode = "workspace-write",
-      network = "deny", workspace = root } }))
+    local sb = { mode = "workspace-write", network = "deny", workspace = root }
+    if #user.prefix > 0 then -- a luxec host of the user's own (spec/native/contain_runner.lua)
+      local cmd = { table.unpack(user.prefix) }
+      for _, a in ipairs({ H.luxec, RUNNER, json.encode({ argv = argv, cwd = root,
+        sandbox = sb }) }) do cmd[#cmd + 1] = a end
+      local r = assert(luxec.run(cmd, { cwd = root, stdin = "null", timeout = 60 }))
+      local res = json.decode(assert(r.output:match("RESULT ([^\n]+)"), r.output))
+      assert(res.error == nil, res.error)
+      return (res.output:gsub("\n$", "")), { denials = res.denials,
+        denials_total = res.denials_total }
+    end
+    local p = assert(luxec.spawn(argv, { cwd = root, sandbox = sb }))
     local st = assert(p:wait({ timeout = 20 }))
     local out = p:read()
     p:close()
@@ -120,7 +150,7 @@ describe("sandbox evidence: what the kernel refuses without a sandbox is not rec
     { "chmod", { "chmod", "$D/f", "600" }, { own644 = "ok", own444 = "ok", other644 = "EPERM" } },
     { "chown", { "chown", "$D/f", "-1", "$GID" }, { own644 = "ok", other666 = "EPERM" } },
     { "chown", { "chown", "$D/f", "$UID", "-1" }, { own644 = "ok", other666 = "EPERM" } },
-    { "chown", { "chown", "$D/f", tostring(OTHER + 1), "-1" }, { own644 = "EPERM" } },
+    { "chown", { "chown", "$D/f", tostring(OTHER), "-1" }, { own644 = "EPERM" } },
     { "utime", { "utimes", "$D/f" },
       { own444 = "ok", other644 = "EACCES", other666 = "ok" } },
     { "utime", { "utimensat-now", "$D/f" }, { other644 = "EACCES", other666 = "ok" } },
@@ -167,6 +197,11 @@ describe("sandbox evidence: what the kernel refuses without a sandbox is not rec
     end
   end
 
+  for _, u in ipairs(USERS) do describe("as " .. u.name, function()
+  before_each(function()
+    user = u
+    if user.uid ~= uv.getuid() then assert(uv.fs_chown(root, user.uid, user.gid)) end
+  end)
   for _, case in ipairs(CASES) do
     local op, call, want, sysctls = case[1], case[2], case[3], case[4]
     for scene_name, expected in pairs(want) do
@@ -205,4 +240,5 @@ describe("sandbox evidence: what the kernel refuses without a sandbox is not rec
         end)
     end
   end
+  end) end
 end)
