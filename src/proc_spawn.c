@@ -276,6 +276,8 @@ int proc_core_spawn(lua_State *L) {
     const char *what = strcmp(res.stage, "cwd") == 0 ? req.cwd
                        : strcmp(res.stage, "sandbox mount namespace") == 0 && prep.failed_path
                            ? prep.failed_path
+                       : strcmp(res.stage, "pty") == 0 && res.err == ENOSPC
+                           ? "every terminal the kernel allows is open (kernel.pty.max)"
                            : argv[0];
     lua_pushfstring(L, "%s (%s: %s)", lua_tostring(L, -2), res.stage, what);
     lua_replace(L, -3);

@@ -1,5 +1,7 @@
 -- pexpect's tests/test_popen_spawn.py, test_constructor.py, test_destructor.py,
--- test_env.py, test_missing_command.py and test_maxcanon.py translated case by case to
+-- test_env.py, test_missing_command.py, test_invalid_binary.py, test_run_out_of_pty.py and
+-- test_maxcanon.py
+-- translated case by case to
 -- luxec's API (differences: docs/pexpect.md).
 local H = require("helper")
 local luxec = require("luxec")
@@ -216,6 +218,62 @@ describe("pexpect's test_missing_command.py", function()
   it("testMissingCommand: nil, \"ENOENT: ...\", \"ENOENT\" (no exception)", function()
     assert.same({ nil, "ENOENT: no such file or directory (exec: ZXQYQZX)", "ENOENT" },
       { luxec.spawn({ "ZXQYQZX" }) })
+  end)
+end)
+
+describe("pexpect's test_invalid_binary.py", function()
+  after_each(H.assert_clean)
+
+  it("test_invalid_binary: an executable file the kernel cannot run is ENOEXEC", function()
+    local dir = H.tmpdir()
+    local path = dir .. "/test"
+    H.write_file(path, "\127ELF\2\1\1\0\0\0\0\0\0\0\0\0\2\0>\0\1\0\0\0\255\255", 511)
+    for _, tty in ipairs({ true, false }) do
+      assert.same({ nil, "ENOEXEC: Exec format error (exec: " .. path .. ")", "ENOEXEC" },
+        { luxec.spawn({ path }, { tty = tty }) })
+    end
+    H.rmtree(dir)
+  end)
+end)
+
+-- pexpect spawns `ls -l` until no terminal is left (at most 10,000): here the kernel's limit
+-- (kernel.pty.max) is lowered to a few above the terminals open, as root, and put back.
+describe("pexpect's test_run_out_of_pty.py", function()
+  after_each(H.assert_clean)
+
+  it("test_run_out_of_pty: a clear error when no terminal is left; nothing leaked", function()
+    if uv.getuid() ~= 0 then
+      pending("kernel.pty.max is root's to lower: skipped (not root)")
+      return
+    end
+    local MAX = "/proc/sys/kernel/pty/max"
+    local old = H.read_file(MAX)
+    local f = io.open(MAX, "w")
+    if not (f and f:write(tostring(tonumber(H.read_file("/proc/sys/kernel/pty/nr")) + 3))
+        and f:close()) then
+      pending("kernel.pty.max cannot be set here: skipped")
+      return
+    end
+    local ps, res = {}, nil
+    local ok, err = pcall(function()
+      for _ = 1, 100 do
+        res = { luxec.spawn({ "ls", "-l" }, { tty = true }) }
+        if res[1] == nil then break end
+        ps[#ps + 1] = res[1]
+      end
+    end)
+    local g = assert(io.open(MAX, "w"))
+    g:write(old)
+    g:close()
+    for _, p in ipairs(ps) do p:close() end
+    assert(ok, err)
+    assert.is_true(#ps >= 1 and #ps <= 3, "spawned " .. #ps)
+    assert.same({ nil, "ENOSPC: no space left on device (pty: every terminal the kernel allows "
+      .. "is open (kernel.pty.max))", "ENOSPC" }, res)
+    -- (the terminals closed, one is there again)
+    local p = assert(luxec.spawn({ "ls", "-l" }, { tty = true }))
+    assert(p:wait({ timeout = 10 }))
+    p:close()
   end)
 end)
 
